@@ -1,0 +1,30 @@
+// swift-tools-version: 6.0
+//
+// Nearby: find and connect to peers on the local network with mDNS/DNS-SD.
+// Each module has one job and depends only on the ones below it (see README, "Architecture").
+
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Nearby",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .library(name: "DNSWire", targets: ["DNSWire"]),
+    ],
+    targets: [
+        // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
+        .target(name: "DNSWire", swiftSettings: strict),
+        .testTarget(
+            name: "DNSWireTests",
+            dependencies: ["DNSWire"],
+            resources: [.copy("Fixtures")],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

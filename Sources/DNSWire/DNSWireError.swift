@@ -1,0 +1,58 @@
+/// An error from decoding or encoding DNS wire data, or from parsing a name in presentation
+/// format.
+///
+/// Every error says what was wrong and, for wire data, at which byte offset of the packet, so
+/// that a hostile or broken packet can be diagnosed from a log line alone.
+public struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of problem this is. New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The data ended before a field that had to be there.
+        public static let truncated = Code("truncated")
+        /// A section count claims more entries than the packet could possibly hold.
+        public static let countExceedsData = Code("countExceedsData")
+        /// A compression pointer points at itself.
+        public static let selfPointer = Code("selfPointer")
+        /// A compression pointer leads back to a place already visited in the same name.
+        public static let pointerLoop = Code("pointerLoop")
+        /// A compression pointer points at or beyond the end of the packet.
+        public static let pointerOutOfBounds = Code("pointerOutOfBounds")
+        /// A name uses more compression pointers than it could need.
+        public static let tooManyPointers = Code("tooManyPointers")
+        /// A label is longer than 63 bytes.
+        public static let labelTooLong = Code("labelTooLong")
+        /// A name is longer than 255 bytes on the wire.
+        public static let nameTooLong = Code("nameTooLong")
+        /// A name has more than 128 labels.
+        public static let tooManyLabels = Code("tooManyLabels")
+        /// A label starts with the reserved type bits 01 or 10.
+        public static let reservedLabelType = Code("reservedLabelType")
+        /// A record's data does not fill exactly its RDLENGTH, or is malformed for its type.
+        public static let badRecordData = Code("badRecordData")
+        /// A name in presentation format (text) is malformed.
+        public static let badPresentationName = Code("badPresentationName")
+        /// A value cannot be encoded (too large for its field or for a packet).
+        public static let cannotEncode = Code("cannotEncode")
+    }
+
+    /// What kind of problem this is.
+    public var code: Code
+    /// Byte offset in the packet (or in the text, for presentation names) where it was found.
+    public var offset: Int?
+    /// A sentence saying what was wrong.
+    public var reason: String
+
+    public init(_ code: Code, _ reason: String, at offset: Int? = nil) {
+        self.code = code
+        self.reason = reason
+        self.offset = offset
+    }
+
+    public var description: String {
+        if let offset { return "\(reason) (at offset \(offset))" }
+        return reason
+    }
+}

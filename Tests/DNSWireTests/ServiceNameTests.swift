@@ -1,0 +1,87 @@
+import DNSWire
+import Testing
+
+@Suite("Service types and instance names")
+struct ServiceNameTests {
+    @Test("parse a service type with and without domain")
+    func parse() throws {
+        let type = try ServiceType(parsing: "_openagents._tcp")
+        #expect(type.name == "openagents")
+        #expect(type.transport == .tcp)
+        #expect(type.subtype == nil)
+        #expect(type.domain == "local.")
+        #expect(type.description == "_openagents._tcp")
+        #expect(type.domainName == "_openagents._tcp.local.")
+        #expect(try ServiceType(parsing: "_openagents._tcp.local.") == type)
+        #expect(try ServiceType(parsing: "_OpenAgents._TCP.local").transport == .tcp)
+        let udp = try ServiceType(parsing: "_sleep-proxy._udp.example.com.")
+        #expect(udp.transport == .udp)
+        #expect(udp.domain == "example.com.")
+    }
+
+    @Test("subtypes")
+    func subtypes() throws {
+        let type = try ServiceType(parsing: "_printer._sub._http._tcp")
+        #expect(type.subtype == "_printer")
+        #expect(type.name == "http")
+        #expect(type.description == "_printer._sub._http._tcp")
+        #expect(type.domainName == "_printer._sub._http._tcp.local.")
+        #expect(type.baseType == (try ServiceType(parsing: "_http._tcp")))
+        #expect(try type.baseType.withSubtype("_printer") == type)
+    }
+
+    @Test("service-type enumeration name")
+    func enumeration() {
+        #expect(ServiceType.enumerationName() == "_services._dns-sd._udp.local.")
+    }
+
+    @Test(
+        "RFC 6335 rules, each refused with the rule it broke",
+        arguments: [
+            ("_._tcp", "empty"),
+            ("_abcdefghijklmnop._tcp", "at most 15"),
+            ("_a_b._tcp", "letters, digits and hyphens"),
+            ("_1234._tcp", "at least one letter"),
+            ("_-http._tcp", "begin or end with a hyphen"),
+            ("_http-._tcp", "begin or end with a hyphen"),
+            ("_ht--tp._tcp", "two hyphens in a row"),
+            ("_http._sctp", "\"._tcp\" or \"._udp\""),
+            ("http._tcp", "underscore"),
+            ("_x._y._http._tcp", "\"_sub\""),
+            ("_http..tcp", "empty label"),
+        ])
+    func rules(input: String, expected: String) {
+        let error = #expect(throws: ServiceNameError.self) { try ServiceType(parsing: input) }
+        #expect(error?.description.contains(expected) == true, "\(error?.description ?? "no error")")
+    }
+
+    @Test("15 characters is the limit, and digits with a letter are fine")
+    func boundaries() throws {
+        #expect(throws: Never.self) { try ServiceType(parsing: "_abcdefghijklmno._tcp") }
+        #expect(throws: Never.self) { try ServiceType(parsing: "_x11._tcp") }
+        #expect(throws: Never.self) { try ServiceType(parsing: "_a-b-c._udp") }
+    }
+
+    @Test("instance names: any UTF-8 up to 63 bytes, no control characters")
+    func instances() throws {
+        let type = try ServiceType(parsing: "_openagents._tcp")
+        let name = try ServiceInstanceName("Build Box (2). Ünïcode", type: type)
+        #expect(name.domainName.labels.first == Array("Build Box (2). Ünïcode".utf8))
+        #expect(name.description == "Build Box (2). Ünïcode._openagents._tcp.local.")
+        #expect(try ServiceInstanceName(domainName: name.domainName) == name)
+        #expect(throws: Never.self) { try ServiceInstanceName(String(repeating: "x", count: 63), type: type) }
+        #expect(throws: ServiceNameError.self) { try ServiceInstanceName(String(repeating: "x", count: 64), type: type) }
+        // 21 three-byte characters are 63 bytes; one more is 66.
+        #expect(throws: Never.self) { try ServiceInstanceName(String(repeating: "☕", count: 21), type: type) }
+        #expect(throws: ServiceNameError.self) { try ServiceInstanceName(String(repeating: "☕", count: 22), type: type) }
+        #expect(throws: ServiceNameError.self) { try ServiceInstanceName("", type: type) }
+        let control = #expect(throws: ServiceNameError.self) { try ServiceInstanceName("tab\there", type: type) }
+        #expect(control?.description.contains("U+9") == true)
+    }
+
+    @Test("an instance of a subtype belongs to the base type")
+    func instanceOfSubtype() throws {
+        let name = try ServiceInstanceName("P", type: ServiceType(parsing: "_printer._sub._http._tcp"))
+        #expect(name.domainName == "P._http._tcp.local.")
+    }
+}
