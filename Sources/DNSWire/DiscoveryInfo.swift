@@ -134,6 +134,16 @@ public struct DiscoveryInfo: Hashable, Sendable {
         self.init(wireStrings: strings)
     }
 
+    /// Interprets a TXT record's data.
+    public init(_ txt: TXTData) {
+        self.init(wireStrings: txt.strings)
+    }
+
+    /// The TXT record data for these entries.
+    public var txt: TXTData {
+        TXTData(validatedRDATA: rdata)
+    }
+
     /// The character-strings for a TXT record, one per entry.
     public var wireStrings: [[UInt8]] {
         entries.map { entry in

@@ -49,6 +49,15 @@ struct WireReader {
     var position = 0
     /// Pointer targets visited while reading the current name; reused so names allocate once.
     private var visited: [Int] = []
+    /// Names already decoded, by the offset they start at. A compression pointer to one of them
+    /// reuses it, so a name that is only a pointer (most owner names) costs no allocation.
+    private var decodedNames: [DecodedName] = []
+
+    struct DecodedName {
+        var offset: Int
+        var labels: Int
+        var name: DomainName
+    }
 
     init(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
@@ -75,45 +84,45 @@ struct WireReader {
         }
         let header = Header(id: uint16(0), flags: uint16(2))
         let questionCount = Int(uint16(4))
-        let recordCounts = [Int(uint16(6)), Int(uint16(8)), Int(uint16(10))]
+        let answerCount = Int(uint16(6))
+        let authorityCount = Int(uint16(8))
+        let additionalCount = Int(uint16(10))
+        let recordCount = answerCount + authorityCount + additionalCount
         // Fail fast, before allocating anything in proportion to what the header claims.
         let needed =
-            12 + questionCount * Self.minimumQuestionLength
-            + recordCounts.reduce(0, +) * Self.minimumRecordLength
+            12 + questionCount * Self.minimumQuestionLength + recordCount * Self.minimumRecordLength
         guard needed <= count else {
             throw DNSWireError(
                 .countExceedsData,
-                "header claims \(questionCount) questions and \(recordCounts.reduce(0, +)) records, "
+                "header claims \(questionCount) questions and \(recordCount) records, "
                     + "which need at least \(needed) bytes, but the packet has \(count)",
                 at: 4)
         }
         position = 12
         var questions: [Question] = []
-        questions.reserveCapacity(questionCount)
-        for _ in 0..<questionCount { questions.append(try readQuestion()) }
-
-        var skipped: [SkippedRecord] = []
-        var sections: [[ResourceRecord]] = [[], [], []]
-        let sectionNames: [MessageSection] = [.answer, .authority, .additional]
-        for index in 0..<3 {
-            sections[index].reserveCapacity(recordCounts[index])
-            for _ in 0..<recordCounts[index] {
-                switch try readRecord() {
-                case .success(let record):
-                    sections[index].append(record)
-                case .failure(let bad):
-                    skipped.append(
-                        SkippedRecord(
-                            section: sectionNames[index], name: bad.name, type: bad.type,
-                            error: bad.error))
-                }
-            }
+        if questionCount > 0 {
+            questions.reserveCapacity(questionCount)
+            for _ in 0..<questionCount { questions.append(try readQuestion()) }
         }
+        var skipped: [SkippedRecord] = []
+        let answers = try readSection(.answer, count: answerCount, skipped: &skipped)
+        let authorities = try readSection(.authority, count: authorityCount, skipped: &skipped)
+        let additionals = try readSection(.additional, count: additionalCount, skipped: &skipped)
         // Bytes after the last record are ignored: some stacks pad their packets.
         let message = Message(
-            header: header, questions: questions, answers: sections[0], authorities: sections[1],
-            additionals: sections[2])
+            header: header, questions: questions, answers: answers, authorities: authorities,
+            additionals: additionals)
         return DecodedMessage(message: message, skippedRecords: skipped)
+    }
+
+    mutating func readSection(_ section: MessageSection, count: Int, skipped: inout [SkippedRecord])
+        throws(DNSWireError) -> [ResourceRecord]
+    {
+        var records: [ResourceRecord] = []
+        guard count > 0 else { return records }
+        records.reserveCapacity(count)
+        for _ in 0..<count { try readRecord(into: &records, section: section, skipped: &skipped) }
+        return records
     }
 
     mutating func readQuestion() throws(DNSWireError) -> Question {
@@ -130,15 +139,12 @@ struct WireReader {
             unicastResponse: rawClass & 0x8000 != 0)
     }
 
-    struct BadRecord: Error {
-        var name: DomainName
-        var type: RecordType
-        var error: DNSWireError
-    }
-
     /// Reads one record. A broken name or length is fatal for the packet (the next record's
-    /// start is unknown); broken data inside a sound length is returned as a failure.
-    mutating func readRecord() throws(DNSWireError) -> Result<ResourceRecord, BadRecord> {
+    /// start is unknown); broken data inside a sound length is noted in `skipped`.
+    mutating func readRecord(
+        into records: inout [ResourceRecord], section: MessageSection,
+        skipped: inout [SkippedRecord]
+    ) throws(DNSWireError) {
         let start = position
         let (name, end) = try readName(at: position, limit: count)
         guard end + 10 <= count else {
@@ -162,14 +168,14 @@ struct WireReader {
         position = dataEnd
         do {
             let data = try readData(type: type, from: dataStart, to: dataEnd)
-            return .success(
+            records.append(
                 ResourceRecord(
                     name: name, data: data, ttl: ttl,
                     // OPT's class is the sender's UDP payload size: all 16 bits are its own.
                     class: RecordClass(type == .opt ? rawClass : rawClass & 0x7FFF),
                     cacheFlush: type != .opt && rawClass & 0x8000 != 0))
         } catch {
-            return .failure(BadRecord(name: name, type: type, error: error))
+            skipped.append(SkippedRecord(section: section, name: name, type: type, error: error))
         }
     }
 
@@ -213,21 +219,15 @@ struct WireReader {
                     priority: uint16(start), weight: uint16(start + 2), port: uint16(start + 4),
                     target: target))
         case .txt:
-            var strings: [[UInt8]] = []
             var index = start
             while index < end {
-                let stringLength = Int(byte(index))
-                guard index + 1 + stringLength <= end else {
-                    throw DNSWireError(
-                        .badRecordData,
-                        "TXT string of \(stringLength) bytes runs past the record's end", at: index)
-                }
-                strings.append(Array(bytes[(index + 1)..<(index + 1 + stringLength)]))
-                index += 1 + stringLength
+                index += 1 + Int(byte(index))
             }
-            // One empty string is how an empty TXT record is written (RFC 6763 §6.1).
-            if strings.count == 1 && strings[0].isEmpty { strings = [] }
-            return .txt(strings)
+            guard index == end else {
+                throw DNSWireError(
+                    .badRecordData, "a TXT string runs past the record's end", at: start)
+            }
+            return .txt(TXTData(validatedRDATA: Array(bytes[start..<end])))
         case .hinfo:
             var strings: [[UInt8]] = []
             var index = start
@@ -247,7 +247,7 @@ struct WireReader {
             return .hinfo(HINFOData(cpu: strings[0], os: strings[1]))
         case .nsec:
             let (next, nameEnd) = try readName(at: start, limit: end)
-            var types: [RecordType] = []
+            var nsec = NSECData(nextName: next, types: [])
             var index = nameEnd
             var lastWindow = -1
             while index < end {
@@ -269,12 +269,12 @@ struct WireReader {
                     let bits = byte(index + 2 + offset)
                     if bits == 0 { continue }
                     for bit in 0..<8 where bits & (0x80 >> UInt8(bit)) != 0 {
-                        types.append(RecordType(UInt16(window << 8 | offset << 3 | bit)))
+                        nsec.insert(RecordType(UInt16(window << 8 | offset << 3 | bit)))
                     }
                 }
                 index += 2 + bitmapLength
             }
-            return .nsec(NSECData(nextName: next, types: types))
+            return .nsec(nsec)
         case .opt:
             return .opt(Array(bytes[start..<end]))
         default:
@@ -301,6 +301,22 @@ struct WireReader {
     /// after a compression pointer the whole packet may be read. Returns the name and the
     /// offset just after its in-place part.
     mutating func readName(at start: Int, limit: Int) throws(DNSWireError) -> (DomainName, Int) {
+        let (name, labels, end) = try readNameUncached(at: start, limit: limit)
+        if start <= 0x3FFF && !name.isRoot {
+            if decodedNames.isEmpty { decodedNames.reserveCapacity(16) }
+            decodedNames.append(DecodedName(offset: start, labels: labels, name: name))
+        }
+        return (name, end)
+    }
+
+    private func decodedName(at offset: Int) -> (name: DomainName, labels: Int)? {
+        for entry in decodedNames where entry.offset == offset { return (entry.name, entry.labels) }
+        return nil
+    }
+
+    private mutating func readNameUncached(at start: Int, limit: Int) throws(DNSWireError)
+        -> (DomainName, Int, Int)
+    {
         var storage: [UInt8] = []
         var index = start
         var bound = limit
@@ -316,8 +332,8 @@ struct WireReader {
             case 0x00:
                 if length == 0 {
                     if end == nil { end = index + 1 }
-                    if storage.isEmpty { return (.root, end ?? index + 1) }
-                    return (DomainName(uncheckedStorage: storage), end ?? index + 1)
+                    if storage.isEmpty { return (.root, 0, end ?? index + 1) }
+                    return (DomainName(uncheckedStorage: storage), labels, end ?? index + 1)
                 }
                 let next = index + 1 + Int(length)
                 guard next <= bound else {
@@ -335,7 +351,7 @@ struct WireReader {
                         .nameTooLong, "name is longer than the 255-byte limit", at: index)
                 }
                 if storage.isEmpty { storage.reserveCapacity(64) }
-                storage.append(contentsOf: bytes[index..<next])
+                storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<next]))
                 index = next
             case 0xC0:
                 guard index + 1 < bound else {
@@ -351,6 +367,21 @@ struct WireReader {
                         .pointerOutOfBounds,
                         "compression pointer to \(target) is beyond the \(count)-byte packet",
                         at: index)
+                }
+                if let known = decodedName(at: target) {
+                    // The rest of this name was decoded before, loop-free by construction.
+                    let pointerEnd = end ?? index + 2
+                    if storage.isEmpty { return (known.name, known.labels, pointerEnd) }
+                    guard labels + known.labels <= DomainName.maximumLabelCount else {
+                        throw DNSWireError(.tooManyLabels, "name has more than 128 labels", at: index)
+                    }
+                    guard storage.count + known.name.storage.count + 1 <= DomainName.maximumWireLength
+                    else {
+                        throw DNSWireError(
+                            .nameTooLong, "name is longer than the 255-byte limit", at: index)
+                    }
+                    storage.append(contentsOf: known.name.storage)
+                    return (DomainName(uncheckedStorage: storage), labels + known.labels, pointerEnd)
                 }
                 guard !visited.contains(target) else {
                     throw DNSWireError(

@@ -239,12 +239,8 @@ struct WireWriter {
             appendUInt16(srv.weight)
             appendUInt16(srv.port)
             write(srv.target)
-        case .txt(let strings):
-            if strings.isEmpty {
-                bytes.append(0)
-            } else {
-                for string in strings { try writeCharacterString(string, in: .txt, of: name) }
-            }
+        case .txt(let txt):
+            bytes.append(contentsOf: txt.rdata)
         case .hinfo(let hinfo):
             try writeCharacterString(hinfo.cpu, in: .hinfo, of: name)
             try writeCharacterString(hinfo.os, in: .hinfo, of: name)

@@ -80,13 +80,132 @@ public struct SRVData: Hashable, Sendable {
 public struct NSECData: Hashable, Sendable {
     /// In mDNS, the record's own name.
     public var nextName: DomainName
-    /// The types that exist, in ascending order without repeats.
-    public var types: [RecordType]
+    // Types 0–255 (all mDNS ever uses) as an inline bitmap, so decoding allocates nothing;
+    // higher types, rare, in a sorted list.
+    private var low: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    private var high: [RecordType] = []
 
     public init(nextName: DomainName, types: [RecordType]) {
         self.nextName = nextName
-        self.types = Array(Set(types)).sorted()
+        for type in types { insert(type) }
     }
+
+    /// The types that exist, in ascending order without repeats.
+    public var types: [RecordType] {
+        var result: [RecordType] = []
+        let words = [low.0, low.1, low.2, low.3]
+        for (index, word) in words.enumerated() where word != 0 {
+            for bit in 0..<64 where word & (1 << UInt64(bit)) != 0 {
+                result.append(RecordType(UInt16(index * 64 + bit)))
+            }
+        }
+        return result + high
+    }
+
+    /// True if `type` is listed.
+    public func contains(_ type: RecordType) -> Bool {
+        guard type.rawValue < 256 else { return high.contains(type) }
+        let bit = UInt64(1) << UInt64(type.rawValue & 63)
+        switch type.rawValue >> 6 {
+        case 0: return low.0 & bit != 0
+        case 1: return low.1 & bit != 0
+        case 2: return low.2 & bit != 0
+        default: return low.3 & bit != 0
+        }
+    }
+
+    mutating func insert(_ type: RecordType) {
+        guard type.rawValue < 256 else {
+            if let index = high.firstIndex(where: { $0 >= type }) {
+                if high[index] != type { high.insert(type, at: index) }
+            } else {
+                high.append(type)
+            }
+            return
+        }
+        let bit = UInt64(1) << UInt64(type.rawValue & 63)
+        switch type.rawValue >> 6 {
+        case 0: low.0 |= bit
+        case 1: low.1 |= bit
+        case 2: low.2 |= bit
+        default: low.3 |= bit
+        }
+    }
+
+    public static func == (lhs: NSECData, rhs: NSECData) -> Bool {
+        lhs.nextName == rhs.nextName && lhs.low == rhs.low && lhs.high == rhs.high
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(nextName)
+        hasher.combine(low.0)
+        hasher.combine(low.1)
+        hasher.combine(low.2)
+        hasher.combine(low.3)
+        hasher.combine(high)
+    }
+}
+
+/// TXT record data: one or more character-strings (RFC 1035 §3.3.14), kept in wire form so
+/// decoding costs one copy. ``DiscoveryInfo`` gives the strings their DNS-SD meaning.
+public struct TXTData: Hashable, Sendable {
+    /// The RDATA: each string behind its length byte. An empty record is one zero byte
+    /// (RFC 6763 §6.1), so this is never empty.
+    public private(set) var rdata: [UInt8]
+
+    /// The empty TXT record.
+    public static let empty = TXTData(validatedRDATA: [0])
+
+    /// Makes TXT data from strings.
+    /// - Throws: ``DNSWireError`` when a string is longer than 255 bytes.
+    public init(strings: [[UInt8]]) throws(DNSWireError) {
+        guard !strings.isEmpty else {
+            self = .empty
+            return
+        }
+        var rdata: [UInt8] = []
+        rdata.reserveCapacity(strings.reduce(0) { $0 + 1 + $1.count })
+        for string in strings {
+            guard string.count <= 255 else {
+                throw DNSWireError(
+                    .cannotEncode, "TXT string of \(string.count) bytes is over the 255-byte limit")
+            }
+            rdata.append(UInt8(string.count))
+            rdata.append(contentsOf: string)
+        }
+        self.init(validatedRDATA: rdata)
+    }
+
+    /// Interprets RDATA; nil if a string's length byte runs past the end.
+    public init?(rdata: [UInt8]) {
+        var index = 0
+        while index < rdata.count {
+            index += 1 + Int(rdata[index])
+        }
+        guard index == rdata.count else { return nil }
+        self.init(validatedRDATA: rdata)
+    }
+
+    init(validatedRDATA rdata: [UInt8]) {
+        // A zero-length RDATA is not allowed in DNS-SD; treat it as the empty record.
+        self.rdata = rdata.isEmpty ? [0] : rdata
+    }
+
+    /// The character-strings. The empty record has none.
+    public var strings: [[UInt8]] {
+        if rdata == [0] { return [] }
+        var result: [[UInt8]] = []
+        var index = 0
+        while index < rdata.count {
+            let length = Int(rdata[index])
+            result.append(Array(rdata[(index + 1)..<(index + 1 + length)]))
+            index += 1 + length
+        }
+        return result
+    }
+
+    /// True for the empty record.
+    public var isEmpty: Bool { rdata == [0] }
 }
 
 /// HINFO record data (RFC 1035 §3.3.2): two character-strings.
@@ -109,9 +228,7 @@ public enum RecordData: Hashable, Sendable {
     case cname(DomainName)
     case ns(DomainName)
     case srv(SRVData)
-    /// TXT character-strings (each at most 255 bytes). An empty TXT record has no strings here
-    /// and is one zero byte on the wire (RFC 6763 §6.1).
-    case txt([[UInt8]])
+    case txt(TXTData)
     case nsec(NSECData)
     case hinfo(HINFOData)
     /// The EDNS(0) OPT pseudo-record's options, passed through untouched.

@@ -17,7 +17,7 @@ func sampleResponse(instance: String = "Build Box") throws -> Message {
             ResourceRecord(name: type.domainName, data: .ptr(name), ttl: 4500),
             ResourceRecord(
                 name: name, data: .srv(SRVData(port: 9099, target: host)), ttl: 120, cacheFlush: true),
-            ResourceRecord(name: name, data: .txt(info.wireStrings), ttl: 4500, cacheFlush: true),
+            ResourceRecord(name: name, data: .txt(info.txt), ttl: 4500, cacheFlush: true),
         ],
         additionals: [
             ResourceRecord(name: host, data: .a(IPv4Address(198, 18, 1, 2)), ttl: 120, cacheFlush: true),
@@ -87,7 +87,7 @@ struct CodecTests {
 
     @Test("an empty TXT record is one zero byte and decodes as no strings")
     func emptyTXT() throws {
-        let record = ResourceRecord(name: "a.local.", data: .txt([]), ttl: 4500)
+        let record = ResourceRecord(name: "a.local.", data: .txt(.empty), ttl: 4500)
         let bytes = try Message(header: .response, answers: [record]).encoded()
         #expect(Array(bytes.suffix(3)) == [0x00, 0x01, 0x00])  // RDLENGTH 1, one zero byte
         #expect(try Message(decoding: bytes).answers == [record])
@@ -181,13 +181,13 @@ struct CodecTests {
 
     @Test("a record larger than the packet limit goes alone, up to 9000 bytes; beyond, an error")
     func oversizeRecord() throws {
-        let big = ResourceRecord(name: "big.local.", data: .txt(Array(repeating: Array(repeating: 0x61, count: 255), count: 10)), ttl: 4500)
+        let big = ResourceRecord(name: "big.local.", data: .txt(try TXTData(strings: Array(repeating: Array(repeating: 0x61, count: 255), count: 10))), ttl: 4500)
         let small = ResourceRecord(name: "small.local.", data: .a(IPv4Address(198, 18, 0, 9)), ttl: 120)
         let packets = try Message(header: .response, answers: [small, big, small]).encodedPackets(maximumPacketSize: 1472)
         #expect(packets.count == 3)
         #expect(packets[1].count > 1472 && packets[1].count <= 9000)
 
-        let huge = ResourceRecord(name: "huge.local.", data: .txt(Array(repeating: Array(repeating: 0x61, count: 255), count: 40)), ttl: 4500)
+        let huge = ResourceRecord(name: "huge.local.", data: .txt(try TXTData(strings: Array(repeating: Array(repeating: 0x61, count: 255), count: 40))), ttl: 4500)
         let error = #expect(throws: DNSWireError.self) {
             try Message(header: .response, answers: [huge]).encodedPackets()
         }
@@ -195,11 +195,15 @@ struct CodecTests {
         #expect(error?.description.contains("9000") == true)
     }
 
-    @Test("a TXT string over 255 bytes cannot be encoded")
-    func txtStringTooLong() {
-        let record = ResourceRecord(name: "a.local.", data: .txt([Array(repeating: 0x61, count: 256)]), ttl: 1)
-        let error = #expect(throws: DNSWireError.self) { try Message(answers: [record]).encoded() }
+    @Test("a TXT string over 255 bytes is refused; TXT RDATA must parse into strings")
+    func txtStringTooLong() throws {
+        let error = #expect(throws: DNSWireError.self) { try TXTData(strings: [Array(repeating: 0x61, count: 256)]) }
         #expect(error?.code == .cannotEncode)
+        #expect(TXTData(rdata: [3, 0x61]) == nil)
+        #expect(TXTData(rdata: []) == .empty)
+        #expect(try TXTData(strings: []) == .empty)
+        #expect(try TXTData(strings: [[]]) == .empty)
+        #expect(try TXTData(strings: [Array("a=1".utf8), []]).strings == [Array("a=1".utf8), []])
     }
 
     @Test("trailing padding after the last record is ignored")

@@ -292,12 +292,12 @@ struct HostilePacketTests {
         }, type: .txt)
     }
 
-    @Test("a 65535-byte TXT record of 257 strings decodes")
+    @Test("a 65535-byte TXT record of 256 strings decodes")
     func hugeTXT() throws {
         var packet = PacketBytes(answers: 1)
         packet.name("big", "local")
         packet.fixed(type: 16, rdlength: 0xFFFF)
-        // 257 strings of 255 bytes = 65792; use 255 strings of 255 bytes + one of 254 + padding.
+        // 255 strings of 255 bytes (65280 with length bytes) and one of 254: 65535 in all.
         var data: [UInt8] = []
         while data.count + 256 <= 0xFFFF {
             data.append(255)
@@ -309,13 +309,14 @@ struct HostilePacketTests {
         #expect(data.count == 0xFFFF)
         packet.bytes += data
         let message = try Message(decoding: packet.bytes)
-        guard case .txt(let strings) = message.answers.first?.data else {
+        guard case .txt(let txt) = message.answers.first?.data else {
             Issue.record("expected a TXT record")
             return
         }
-        #expect(strings.reduce(0) { $0 + 1 + $1.count } == 0xFFFF)
+        #expect(txt.rdata.count == 0xFFFF)
+        #expect(txt.strings.count == 256)
         // As discovery info, the repeated key "aaaa…" is kept once (first occurrence wins).
-        let info = DiscoveryInfo(wireStrings: strings)
+        let info = DiscoveryInfo(txt)
         #expect(info.entries.count == 2)
     }
 
