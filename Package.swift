@@ -25,6 +25,15 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
+        // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
+        .testTarget(name: "LabTests", dependencies: ["DNSWire"], swiftSettings: strict),
+        // Codec benchmark: `Tools/bench-codec` builds it in release mode and compares with python-zeroconf.
+        .executableTarget(
+            name: "nearby-codec-bench",
+            dependencies: ["DNSWire"],
+            path: "Tools/CodecBenchmark",
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
