@@ -15,6 +15,10 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "DNSWire", targets: ["DNSWire"]),
+        .executable(name: "nearby", targets: ["nearby"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     ],
     targets: [
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
@@ -23,6 +27,13 @@ let package = Package(
             name: "DNSWireTests",
             dependencies: ["DNSWire"],
             resources: [.copy("Fixtures")],
+            swiftSettings: strict
+        ),
+        // The command-line tool.
+        .executableTarget(
+            name: "nearby",
+            dependencies: ["DNSWire", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Tools/nearby",
             swiftSettings: strict
         ),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.

@@ -1,0 +1,62 @@
+/// A JSON value whose objects keep their keys in the order written, so that command output
+/// reads the way the documentation shows it (`{"event":…,"name":…}`).
+indirect enum JSONValue {
+    case string(String)
+    case number(Double)
+    case bool(Bool)
+    case null
+    case array([JSONValue])
+    case object([(String, JSONValue)])
+}
+
+enum JSONText {
+    static func object(_ members: [(String, JSONValue)]) -> String {
+        var out = ""
+        write(.object(members), to: &out)
+        return out
+    }
+
+    static func write(_ value: JSONValue, to out: inout String) {
+        switch value {
+        case .string(let text): writeString(text, to: &out)
+        case .number(let number):
+            if number == number.rounded(), abs(number) < 1e15 { out += String(Int64(number)) } else { out += "\(number)" }
+        case .bool(let flag): out += flag ? "true" : "false"
+        case .null: out += "null"
+        case .array(let items):
+            out += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { out += "," }
+                write(item, to: &out)
+            }
+            out += "]"
+        case .object(let members):
+            out += "{"
+            for (index, (key, item)) in members.enumerated() {
+                if index > 0 { out += "," }
+                writeString(key, to: &out)
+                out += ":"
+                write(item, to: &out)
+            }
+            out += "}"
+        }
+    }
+
+    private static func writeString(_ text: String, to out: inout String) {
+        out += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+}

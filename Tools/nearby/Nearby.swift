@@ -1,0 +1,49 @@
+import ArgumentParser
+import Foundation
+
+/// `nearby`: find and connect to peers on the local network with mDNS/DNS-SD.
+@main
+struct Nearby: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "nearby",
+        abstract: "Find and connect to peers on the local network with mDNS/DNS-SD.",
+        discussion: """
+            Exit status: 0 success, 1 runtime failure, 2 bad input.
+
+            Examples:
+              nearby decode capture.pcap          show the mDNS packets of a tcpdump capture
+              nearby decode --json packet.bin     one JSON object per packet
+            """,
+        version: "0.1.0",
+        subcommands: [Decode.self]
+    )
+
+    /// Runs the command with the exit statuses the documentation promises: 0 success,
+    /// 1 runtime failure, 2 bad input (ArgumentParser's own default for bad input is 64).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                exit(withError: error)  // --help, --version
+            }
+            if error is ValidationError {
+                // Raised after parsing (a file that cannot be read, …): one line is enough.
+                FileHandle.standardError.write(Data("nearby: \(message(for: error))\n".utf8))
+                Foundation.exit(2)
+            }
+            if code == .validationFailure {
+                // A malformed command line: the message and the usage.
+                FileHandle.standardError.write(Data("\(fullMessage(for: error))\n".utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
+}
