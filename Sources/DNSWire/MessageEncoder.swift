@@ -84,12 +84,16 @@ extension MessageSection {
 }
 
 /// A suffix of a name's wire storage, used as a key for name compression without copying.
+///
+/// Matching is exact, not case-insensitive: `_HTTP._tcp.Local.` after `_http._tcp.local.` is
+/// written out rather than pointed at, so every name keeps the case its owner gave it
+/// (RFC 1035 §2.3.3, RFC 6762 §16).
 struct NameSuffix: Hashable {
     let storage: [UInt8]
     let start: Int
 
     static func == (lhs: NameSuffix, rhs: NameSuffix) -> Bool {
-        DomainName.equalFolded(lhs.storage[lhs.start...], rhs.storage[rhs.start...])
+        lhs.storage[lhs.start...] == rhs.storage[rhs.start...]
     }
 
     func hash(into hasher: inout Hasher) {
@@ -101,7 +105,7 @@ struct NameSuffix: Hashable {
         var index = start
         let end = min(storage.count, start + 8)
         while index < end {
-            packed = packed << 8 | UInt64(DomainName.fold(storage[index]))
+            packed = packed << 8 | UInt64(storage[index])
             index += 1
         }
         hasher.combine(packed)

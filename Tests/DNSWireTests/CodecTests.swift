@@ -206,9 +206,31 @@ struct CodecTests {
         #expect(try TXTData(strings: [Array("a=1".utf8), []]).strings == [Array("a=1".utf8), []])
     }
 
+    @Test("compression keeps each name's case (found by the fuzzer)")
+    func compressionPreservesCase() throws {
+        // Two A records whose owners differ only in case, as the fuzzer wrote them.
+        let bytes = hexBytes(
+            "000084000000000200000000055f68747470045f746370056c6f63616c000001000100000078000400000000"
+                + "055f48545450045f746370054c6f63616c000001000100000078000400000000")
+        let message = try Message(decoding: bytes)
+        let again = try Message(decoding: try message.encoded())
+        #expect(again.answers.map { $0.name.labels } == message.answers.map { $0.name.labels })
+        #expect(again.answers[1].name.description == "_HTTP._tcp.Local.")
+    }
+
     @Test("trailing padding after the last record is ignored")
     func padding() throws {
         let bytes = try sampleResponse().encoded() + [0, 0, 0, 0]
         #expect(try Message(decoding: bytes) == sampleResponse())
     }
+}
+
+/// Bytes from a hex string (test fixtures only).
+func hexBytes(_ hex: String) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var iterator = hex.makeIterator()
+    while let high = iterator.next(), let low = iterator.next() {
+        if let byte = UInt8(String([high, low]), radix: 16) { bytes.append(byte) }
+    }
+    return bytes
 }

@@ -112,6 +112,11 @@ struct FuzzDNSWire {
         guard again.message == message else {
             fail("P2", "decode(encoded()) != message: \(difference(message, again.message))\nencoded: \(hex(first))")
         }
+        // Equality ignores ASCII case; the encoder must also keep every name's bytes exactly.
+        for ((before, what), (after, _)) in zip(names(in: message), names(in: again.message))
+        where before.labels != after.labels {
+            fail("P2", "\(what) \(before) came back as \(after)\nencoded: \(hex(first))")
+        }
         let second: [UInt8]
         do throws(DNSWireError) {
             second = try again.message.encoded()
@@ -187,21 +192,27 @@ struct FuzzDNSWire {
 
     // MARK: P4
 
-    func checkNames(in message: Message) {
-        for question in message.questions { checkName(question.name, "question name") }
+    /// Every name in a message, with what it is, in message order.
+    func names(in message: Message) -> [(DomainName, String)] {
+        var result = message.questions.map { ($0.name, "question name") }
         for record in message.allRecords {
-            checkName(record.name, "\(record.type) owner name")
+            result.append((record.name, "\(record.type) owner name"))
             switch record.data {
             case .ptr(let name), .cname(let name), .ns(let name):
-                checkName(name, "\(record.type) target")
+                result.append((name, "\(record.type) target"))
             case .srv(let srv):
-                checkName(srv.target, "SRV target")
+                result.append((srv.target, "SRV target"))
             case .nsec(let nsec):
-                checkName(nsec.nextName, "NSEC next name")
+                result.append((nsec.nextName, "NSEC next name"))
             default:
                 break
             }
         }
+        return result
+    }
+
+    func checkNames(in message: Message) {
+        for (name, what) in names(in: message) { checkName(name, what) }
     }
 
     func checkName(_ name: DomainName, _ what: String) {
