@@ -1,6 +1,9 @@
 """Times python-zeroconf's own parser (DNSIncoming) and builder (DNSOutgoing) on packet files.
 
-Usage: zeroconf_codec.py PACKET.bin ...   (prints one JSON object per packet and operation)
+Usage: zeroconf_codec.py [--pure] PACKET.bin ...   (one JSON object per packet and operation)
+
+python-zeroconf's wheels ship its parser and builder compiled with Cython; --pure times the
+same library's plain-Python modules instead (a copy of the package without the compiled ones).
 
 The packets are the ones nearby-codec-bench wrote, so both sides work on the same bytes.
 Decoding means a full parse: DNSIncoming(...) plus reading every section. Encoding means what
@@ -9,9 +12,20 @@ records, and produce the packet bytes.
 """
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+
+if len(sys.argv) > 1 and sys.argv[1] == "--pure":
+    sys.argv.pop(1)
+    import importlib.util
+    origin = os.path.dirname(importlib.util.find_spec("zeroconf").origin)
+    pure_root = tempfile.mkdtemp()
+    shutil.copytree(origin, os.path.join(pure_root, "zeroconf"),
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    sys.path.insert(0, pure_root)
 
 import zeroconf
 from zeroconf._protocol import incoming as incoming_module
