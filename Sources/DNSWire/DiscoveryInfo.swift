@@ -123,15 +123,7 @@ public struct DiscoveryInfo: Hashable, Sendable {
 
     /// Parses TXT RDATA (length-prefixed strings). A string that runs past the end is dropped.
     public init(rdata: [UInt8]) {
-        var strings: [[UInt8]] = []
-        var index = 0
-        while index < rdata.count {
-            let length = Int(rdata[index])
-            guard index + 1 + length <= rdata.count else { break }
-            strings.append(Array(rdata[(index + 1)..<(index + 1 + length)]))
-            index += 1 + length
-        }
-        self.init(wireStrings: strings)
+        self.init(wireStrings: splitLengthPrefixed(rdata[...]).pieces)
     }
 
     /// Interprets a TXT record's data.

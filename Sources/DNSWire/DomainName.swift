@@ -59,16 +59,7 @@ public struct DomainName: Sendable {
     }
 
     /// The labels, as bytes.
-    public var labels: [[UInt8]] {
-        var result: [[UInt8]] = []
-        var index = 0
-        while index < storage.count {
-            let length = Int(storage[index])
-            result.append(Array(storage[(index + 1)..<(index + 1 + length)]))
-            index += 1 + length
-        }
-        return result
-    }
+    public var labels: [[UInt8]] { splitLengthPrefixed(storage[...]).pieces }
 
     /// The number of labels.
     public var labelCount: Int {

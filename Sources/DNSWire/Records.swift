@@ -194,14 +194,7 @@ public struct TXTData: Hashable, Sendable {
     /// The character-strings. The empty record has none.
     public var strings: [[UInt8]] {
         if rdata == [0] { return [] }
-        var result: [[UInt8]] = []
-        var index = 0
-        while index < rdata.count {
-            let length = Int(rdata[index])
-            result.append(Array(rdata[(index + 1)..<(index + 1 + length)]))
-            index += 1 + length
-        }
-        return result
+        return splitLengthPrefixed(rdata[...]).pieces
     }
 
     /// True for the empty record.
@@ -300,4 +293,18 @@ public struct Question: Hashable, Sendable {
         self.class = `class`
         self.unicastResponse = unicastResponse
     }
+}
+
+/// Splits bytes made of length-prefixed pieces: TXT character-strings, or the labels of a name
+/// in wire form. Stops before a piece that would run past the end; `complete` is false then.
+func splitLengthPrefixed(_ bytes: ArraySlice<UInt8>) -> (pieces: [[UInt8]], complete: Bool) {
+    var pieces: [[UInt8]] = []
+    var index = bytes.startIndex
+    while index < bytes.endIndex {
+        let end = index + 1 + Int(bytes[index])
+        guard end <= bytes.endIndex else { return (pieces, false) }
+        pieces.append(Array(bytes[(index + 1)..<end]))
+        index = end
+    }
+    return (pieces, true)
 }
