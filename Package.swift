@@ -29,6 +29,9 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
+        // The embedded RFC 6762 engine: responder and querier over a transport and a clock.
+        .target(name: "MulticastDNS", dependencies: ["DNSWire"], swiftSettings: strict),
+        .testTarget(name: "MulticastDNSTests", dependencies: ["MulticastDNS", "DNSWire"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",

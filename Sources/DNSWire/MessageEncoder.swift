@@ -117,6 +117,14 @@ struct WireWriter {
     var bytes: [UInt8]
     private var offsets: [NameSuffix: Int] = [:]
     private var added: [NameSuffix] = []
+    /// False to write every name in full (RDATA on its own has nothing to point at).
+    private var compressNames = true
+
+    /// A writer for bare RDATA: no header, no compression.
+    init() {
+        bytes = []
+        compressNames = false
+    }
 
     init(header: Header) {
         bytes = []
@@ -166,7 +174,8 @@ struct WireWriter {
     }
 
     /// Writes a name, pointing at an earlier copy of its longest already-written suffix.
-    mutating func write(_ name: DomainName, compress: Bool = true) {
+    mutating func write(_ name: DomainName) {
+        let compress = compressNames
         let storage = name.storage
         var index = 0
         while index < storage.count {
@@ -225,7 +234,7 @@ struct WireWriter {
         bytes.append(contentsOf: string)
     }
 
-    private mutating func writeData(_ data: RecordData, of name: DomainName) throws(DNSWireError) {
+    mutating func writeData(_ data: RecordData, of name: DomainName) throws(DNSWireError) {
         switch data {
         case .a(let address):
             appendUInt32(address.value)
@@ -274,5 +283,15 @@ struct WireWriter {
             bytes.append(UInt8(used))
             bytes.append(contentsOf: bitmap[0..<used])
         }
+    }
+}
+
+extension RecordData {
+    /// The RDATA as it goes on the wire with every name written in full, for comparisons such
+    /// as the simultaneous-probe tiebreak of RFC 6762 §8.2.
+    public func uncompressedBytes() throws(DNSWireError) -> [UInt8] {
+        var writer = WireWriter()
+        try writer.writeData(self, of: .root)
+        return writer.bytes
     }
 }

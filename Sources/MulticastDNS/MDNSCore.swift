@@ -1,0 +1,187 @@
+public import DNSWire
+
+/// A service to publish.
+public struct ServiceRegistration: Sendable, Hashable {
+    public var instance: String
+    public var type: ServiceType
+    public var port: UInt16
+    public var txt: DiscoveryInfo
+    /// Subtype labels (e.g. `_printer`) under which the service is also listed.
+    public var subtypes: [String]
+
+    public init(instance: String, type: ServiceType, port: UInt16, txt: DiscoveryInfo = DiscoveryInfo(), subtypes: [String] = []) {
+        self.instance = instance
+        self.type = type.baseType
+        self.port = port
+        self.txt = txt
+        self.subtypes = subtypes
+    }
+}
+
+/// Identifies a registration within one engine.
+public struct RegistrationID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public var description: String { "registration \(rawValue)" }
+}
+
+/// Identifies a continuous query within one engine.
+public struct QueryID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public var description: String { "query \(rawValue)" }
+}
+
+/// What the engine tells its owner.
+public enum EngineEvent: Sendable, Equatable {
+    /// A registration's unique name was won (after probing); announcing has begun.
+    case registered(RegistrationID, name: DomainName)
+    /// A conflict made a registration give up `from` and try `to`.
+    case renamed(RegistrationID, from: DomainName, to: DomainName)
+    /// The host name was won (`host.local.`).
+    case hostNameRegistered(DomainName)
+    /// A record matching a query entered the cache (or changed its data).
+    case recordAdded(QueryID, ResourceRecord, NetworkInterface)
+    /// A record matching a query left the cache: goodbye, expiry, flush or failure detection.
+    case recordRemoved(QueryID, ResourceRecord, NetworkInterface)
+}
+
+/// The RFC 6762 engine without any I/O: messages and time go in, messages to send and events
+/// come out. Deterministic for a given seed, so tests can drive whole conversations between
+/// engines with a manual clock and an in-memory network.
+///
+/// Not thread-safe; the owner (an actor) serialises calls.
+public final class MDNSCore {
+    /// Time since the engine started; only moves forward through ``advance(to:)``.
+    public private(set) var now: Duration = .zero
+    var random: EngineRandom
+    var outbox: [OutgoingMessage] = []
+    var eventQueue: [EngineEvent] = []
+    var scheduler = Scheduler()
+
+    // Responder state.
+    var interfaces: [NetworkInterface: [IPAddress]] = [:]
+    /// Every address this machine has, on any interface: a record for our host name that names
+    /// one of them comes from another responder on this very machine, not from a rival.
+    var ownAddresses: Set<IPAddress> = []
+    var recordSets: [Int: RecordSet] = [:]
+    var hostSetID: Int?
+    var nextID = 1
+    var conflictTimes: [Duration] = []
+    /// When each record (name, type, data) was last multicast on each interface.
+    var lastMulticast: [RecordKey: Duration] = [:]
+    var pendingResponses: [PendingResponseKey: PendingResponse] = [:]
+
+    // Querier state.
+    var queries: [Int: ContinuousQuery] = [:]
+    var cache = RecordCache()
+
+    public init(hostName: String, seed: UInt64) {
+        random = EngineRandom(seed: seed)
+        let label = String(hostName.prefix(63))
+        let set = RecordSet(id: nextID, kind: .host(label: label), name: RecordSet.hostName(label, attempt: 1))
+        hostSetID = set.id
+        recordSets[set.id] = set
+        nextID += 1
+    }
+
+    /// The host name currently claimed (or being probed), e.g. `buildbox.local.`.
+    public var hostName: DomainName {
+        hostSetID.flatMap { recordSets[$0]?.name } ?? .root
+    }
+
+    /// Messages to send, in order; taking them empties the outbox.
+    public func takeOutgoing() -> [OutgoingMessage] {
+        defer { outbox.removeAll() }
+        return outbox
+    }
+
+    /// Events, in order; taking them empties the queue.
+    public func takeEvents() -> [EngineEvent] {
+        defer { eventQueue.removeAll() }
+        return eventQueue
+    }
+
+    /// When the engine next needs ``advance(to:)``, if ever.
+    public var nextDeadline: Duration? { scheduler.nextDeadline }
+
+    /// Runs everything due up to `time`, in order.
+    public func advance(to time: Duration) {
+        while let (due, action) = scheduler.popDue(before: time) {
+            now = max(now, due)
+            perform(action)
+        }
+        now = max(now, time)
+    }
+
+    func perform(_ action: ScheduledAction) {
+        switch action {
+        case .probe(let id, let generation): probeStep(id, generation: generation)
+        case .announce(let id, let generation): announceStep(id, generation: generation)
+        case .respond(let key): sendPendingResponse(key)
+        case .query(let id, let generation): queryStep(id, generation: generation)
+        case .cacheCheck: cacheMaintenance()
+        }
+    }
+
+    // MARK: Interfaces
+
+    /// Sets the interfaces the engine runs on and their addresses. A new interface (or a new
+    /// address) makes every name be probed and announced again there; records of a vanished
+    /// interface are dropped from the cache.
+    public func setInterfaces(_ addresses: [NetworkInterface: [IPAddress]]) {
+        let old = interfaces
+        interfaces = addresses
+        ownAddresses = Set(addresses.values.flatMap { $0 }.map(\.withoutScope))
+        let gone = Set(old.keys).subtracting(addresses.keys)
+        for interface in gone { cache.removeAll(on: interface, now: now, core: self) }
+        let changed = addresses.contains { interface, list in old[interface] != list }
+        if changed {
+            for set in recordSets.values where set.state != .withdrawn { restartProbing(set, delay: true) }
+            for query in queries.values { restartQuery(query) }
+        }
+    }
+
+    func allocateID() -> Int {
+        defer { nextID += 1 }
+        return nextID
+    }
+}
+
+/// Actions the scheduler runs. Generations let a restarted state machine drop its stale steps.
+enum ScheduledAction: Hashable {
+    case probe(Int, generation: Int)
+    case announce(Int, generation: Int)
+    case respond(PendingResponseKey)
+    case query(Int, generation: Int)
+    case cacheCheck
+}
+
+/// Actions ordered by due time (then by insertion), kept in a sorted array: the engine has
+/// few timers at once, and popping the earliest is what it does most.
+struct Scheduler {
+    private var entries: [(due: Duration, sequence: Int, action: ScheduledAction)] = []
+    private var sequence = 0
+
+    var nextDeadline: Duration? { entries.first?.due }
+
+    mutating func schedule(_ action: ScheduledAction, at due: Duration) {
+        sequence += 1
+        let entry = (due: due, sequence: sequence, action: action)
+        let index = entries.firstIndex { $0.due > due } ?? entries.endIndex
+        entries.insert(entry, at: index)
+    }
+
+    /// Schedules `action` unless the same action is already due no later than `due`.
+    mutating func scheduleOnce(_ action: ScheduledAction, at due: Duration) {
+        if let existing = entries.firstIndex(where: { $0.action == action }) {
+            if entries[existing].due <= due { return }
+            entries.remove(at: existing)
+        }
+        schedule(action, at: due)
+    }
+
+    mutating func popDue(before time: Duration) -> (Duration, ScheduledAction)? {
+        guard let first = entries.first, first.due <= time else { return nil }
+        entries.removeFirst()
+        return (first.due, first.action)
+    }
+}

@@ -1,0 +1,520 @@
+public import DNSWire
+
+/// A name this engine claims, with the records it owns under that name and the shared records
+/// that point to it: the host name (A/AAAA) or a service instance (SRV/TXT, and PTRs).
+final class RecordSet {
+    enum Kind {
+        case host(label: String)
+        case service(ServiceRegistration)
+    }
+
+    enum State: Equatable {
+        case probing(step: Int)
+        case announcing(step: Int)
+        case established
+        case withdrawn
+    }
+
+    let id: Int
+    var kind: Kind
+    /// The unique name being claimed: `host.local.` or `Instance._type._tcp.local.`.
+    var name: DomainName
+    /// 1 for the name as requested, 2 for "Name (2)" and so on.
+    var attempt = 1
+    var state: State = .probing(step: 0)
+    /// Bumped whenever probing restarts, so that steps scheduled before are ignored.
+    var generation = 0
+
+    init(id: Int, kind: Kind, name: DomainName) {
+        self.id = id
+        self.kind = kind
+        self.name = name
+    }
+
+    static func hostName(_ label: String, attempt: Int) -> DomainName {
+        let text = attempt == 1 ? label : "\(label)-\(attempt)"
+        return (try? DomainName(labels: [text, "local"])) ?? .root
+    }
+
+    static func instanceName(_ registration: ServiceRegistration, attempt: Int) -> DomainName {
+        var instance = registration.instance
+        if attempt > 1 {
+            // "Name (2)": trim the base (on a character boundary) so the label stays ≤ 63 bytes.
+            let suffix = " (\(attempt))"
+            while instance.utf8.count + suffix.utf8.count > DomainName.maximumLabelLength {
+                instance.removeLast()
+            }
+            instance += suffix
+        }
+        return (try? ServiceInstanceName(instance, type: registration.type).domainName) ?? .root
+    }
+
+    var isService: Bool {
+        if case .service = kind { return true }
+        return false
+    }
+}
+
+/// A record identity for rate limiting: name, type and data.
+struct RecordKey: Hashable {
+    var name: DomainName
+    var data: RecordData
+    var interface: NetworkInterface
+}
+
+struct PendingResponseKey: Hashable {
+    var interface: NetworkInterface
+    var destination: Destination
+    /// Legacy unicast responses echo the query's id and question.
+    var legacyID: UInt16?
+}
+
+struct PendingResponse {
+    var answers: [ResourceRecord] = []
+    var legacyQuestions: [Question] = []
+    var family: IPFamily
+}
+
+extension MDNSCore {
+    // MARK: Registering
+
+    /// Publishes a service: probes its name, renames on conflict, then announces it.
+    public func register(_ registration: ServiceRegistration) -> RegistrationID {
+        let id = allocateID()
+        let set = RecordSet(id: id, kind: .service(registration), name: RecordSet.instanceName(registration, attempt: 1))
+        recordSets[id] = set
+        restartProbing(set, delay: true)
+        return RegistrationID(rawValue: id)
+    }
+
+    /// Withdraws a service, sending goodbyes (TTL 0) for its records.
+    public func unregister(_ id: RegistrationID) {
+        guard let set = recordSets[id.rawValue], set.isService else { return }
+        let wasPublic = !isProbing(set)
+        set.state = .withdrawn
+        set.generation += 1
+        recordSets[id.rawValue] = nil
+        guard wasPublic else { return }
+        for interface in interfaces.keys.sorted(by: { $0.index < $1.index }) {
+            let goodbyes = (ownedRecords(of: set, on: interface) + sharedRecords(of: set)).map { record in
+                var goodbye = record
+                goodbye.ttl = 0
+                return goodbye
+            }
+            sendMulticast(Message(header: .response, answers: goodbyes), on: interface)
+        }
+    }
+
+    /// Sends goodbyes for everything and forgets all registrations (shutting down).
+    public func unregisterAll() {
+        for id in recordSets.keys.sorted() where recordSets[id]?.isService == true {
+            unregister(RegistrationID(rawValue: id))
+        }
+    }
+
+    /// Replaces a service's TXT record and announces the new one.
+    public func updateTXT(_ id: RegistrationID, _ txt: DiscoveryInfo) {
+        guard let set = recordSets[id.rawValue], case .service(var registration) = set.kind else { return }
+        registration.txt = txt
+        set.kind = .service(registration)
+        if !isProbing(set) {
+            set.generation += 1
+            set.state = .announcing(step: 0)
+            scheduler.schedule(.announce(set.id, generation: set.generation), at: now)
+        }
+    }
+
+    /// The name a registration currently holds or is probing.
+    public func name(of id: RegistrationID) -> DomainName? { recordSets[id.rawValue]?.name }
+
+    func isProbing(_ set: RecordSet) -> Bool {
+        if case .probing = set.state { return true }
+        return false
+    }
+
+    // MARK: Records
+
+    /// The records `set` owns uniquely (cache-flush on announce) as they are on `interface`.
+    func ownedRecords(of set: RecordSet, on interface: NetworkInterface) -> [ResourceRecord] {
+        switch set.kind {
+        case .host:
+            return (interfaces[interface] ?? []).map { address in
+                switch address {
+                case .v4(let v4):
+                    ResourceRecord(name: set.name, data: .a(v4), ttl: MDNSTiming.hostRecordTTL, cacheFlush: true)
+                case .v6(let v6, _):
+                    ResourceRecord(name: set.name, data: .aaaa(v6), ttl: MDNSTiming.hostRecordTTL, cacheFlush: true)
+                }
+            }
+        case .service(let registration):
+            return [
+                ResourceRecord(
+                    name: set.name, data: .srv(SRVData(port: registration.port, target: hostName)),
+                    ttl: MDNSTiming.hostRecordTTL, cacheFlush: true),
+                ResourceRecord(
+                    name: set.name, data: .txt(registration.txt.txt), ttl: MDNSTiming.otherRecordTTL,
+                    cacheFlush: true),
+            ]
+        }
+    }
+
+    /// The shared records pointing at `set`: the type's PTR, subtype PTRs and the service-type
+    /// enumeration PTR (RFC 6763 §4.1, §7.1, §9).
+    func sharedRecords(of set: RecordSet) -> [ResourceRecord] {
+        guard case .service(let registration) = set.kind else { return [] }
+        let ttl = MDNSTiming.otherRecordTTL
+        var records = [ResourceRecord(name: registration.type.domainName, data: .ptr(set.name), ttl: ttl)]
+        for subtype in registration.subtypes {
+            if let type = try? registration.type.withSubtype(subtype) {
+                records.append(ResourceRecord(name: type.domainName, data: .ptr(set.name), ttl: ttl))
+            }
+        }
+        records.append(
+            ResourceRecord(
+                name: ServiceType.enumerationName(in: registration.type.domain),
+                data: .ptr(registration.type.domainName), ttl: ttl))
+        return records
+    }
+
+    /// Records that belong in the additional section after `answers` (RFC 6763 §12).
+    func additionalRecords(for answers: [ResourceRecord], on interface: NetworkInterface) -> [ResourceRecord] {
+        var result: [ResourceRecord] = []
+        func add(_ records: [ResourceRecord]) {
+            for record in records where !answers.contains(record) && !result.contains(record) {
+                result.append(record)
+            }
+        }
+        for answer in answers {
+            switch answer.data {
+            case .ptr(let target):
+                if let set = publicSet(named: target) {
+                    let owned = ownedRecords(of: set, on: interface)
+                    add(owned)
+                    if set.isService, let host = hostSetID.flatMap({ recordSets[$0] }), !isProbing(host) {
+                        add(ownedRecords(of: host, on: interface))
+                    }
+                }
+            case .srv(let srv):
+                if let host = publicSet(named: srv.target) { add(ownedRecords(of: host, on: interface)) }
+            default:
+                break
+            }
+        }
+        return result
+    }
+
+    /// A record set that has finished probing and answers for `name`.
+    func publicSet(named name: DomainName) -> RecordSet? {
+        recordSets.values.first { $0.name == name && $0.state != .withdrawn && !isProbing($0) }
+    }
+
+    // MARK: Probing and announcing
+
+    func restartProbing(_ set: RecordSet, delay: Bool, extraDelay: Duration = .zero) {
+        set.generation += 1
+        set.state = .probing(step: 0)
+        var wait = delay ? random.duration(in: MDNSTiming.probeInitialDelay) : .zero
+        wait += extraDelay
+        if rateLimited { wait = max(wait, MDNSTiming.conflictBackoff) }
+        scheduler.schedule(.probe(set.id, generation: set.generation), at: now + wait)
+    }
+
+    var rateLimited: Bool {
+        conflictTimes.removeAll { now - $0 > MDNSTiming.conflictWindow }
+        return conflictTimes.count >= MDNSTiming.conflictLimit
+    }
+
+    func probeStep(_ id: Int, generation: Int) {
+        guard let set = recordSets[id], set.generation == generation, case .probing(let step) = set.state else { return }
+        if step == MDNSTiming.probeCount {
+            // 250 ms after the third probe and no conflict: the name is ours (§8.1).
+            set.state = .announcing(step: 0)
+            switch set.kind {
+            case .host: eventQueue.append(.hostNameRegistered(set.name))
+            case .service: eventQueue.append(.registered(RegistrationID(rawValue: id), name: set.name))
+            }
+            announceStep(id, generation: generation)
+            return
+        }
+        for interface in sortedInterfaces {
+            let proposed = ownedRecords(of: set, on: interface)
+            guard !proposed.isEmpty else { continue }
+            // The first probe asks for a unicast reply (QU), which reaches us sooner (§8.1).
+            let question = Question(name: set.name, type: .any, unicastResponse: step == 0)
+            sendMulticast(Message(questions: [question], authorities: proposed), on: interface)
+        }
+        set.state = .probing(step: step + 1)
+        var wait = MDNSTiming.probeInterval
+        if rateLimited { wait = max(wait, MDNSTiming.conflictBackoff) }
+        scheduler.schedule(.probe(id, generation: generation), at: now + wait)
+    }
+
+    func announceStep(_ id: Int, generation: Int) {
+        guard let set = recordSets[id], set.generation == generation, case .announcing(let step) = set.state else {
+            return
+        }
+        for interface in sortedInterfaces {
+            let answers = ownedRecords(of: set, on: interface) + sharedRecords(of: set)
+            guard !answers.isEmpty else { continue }
+            let additionals = additionalRecords(for: answers, on: interface)
+            sendMulticast(Message(header: .response, answers: answers, additionals: additionals), on: interface)
+        }
+        if step + 1 < MDNSTiming.announceCount {
+            set.state = .announcing(step: step + 1)
+            // Intervals at least double: 1 s, 2 s, … (§8.3).
+            let interval = MDNSTiming.announceInterval * (1 << step)
+            scheduler.schedule(.announce(id, generation: generation), at: now + interval)
+        } else {
+            set.state = .established
+        }
+    }
+
+    var sortedInterfaces: [NetworkInterface] { interfaces.keys.sorted { $0.index < $1.index } }
+
+    func sendMulticast(_ message: Message, on interface: NetworkInterface) {
+        let families: [IPFamily] = familiesOn(interface)
+        for family in families {
+            outbox.append(OutgoingMessage(message: message, destination: .multicast(family), interface: interface))
+        }
+        if message.header.isResponse {
+            for record in message.answers + message.additionals where record.ttl > 0 {
+                lastMulticast[RecordKey(name: record.name, data: record.data, interface: interface)] = now
+            }
+        }
+    }
+
+    /// The families to multicast on: those the interface has addresses of.
+    func familiesOn(_ interface: NetworkInterface) -> [IPFamily] {
+        let addresses = interfaces[interface] ?? []
+        var families: [IPFamily] = []
+        if addresses.contains(where: { !$0.isIPv6 }) { families.append(.v4) }
+        if addresses.contains(where: { $0.isIPv6 }) { families.append(.v6) }
+        return families
+    }
+
+    // MARK: Receiving
+
+    /// Handles a message that arrived (already decoded) at `time`.
+    public func receive(_ received: ReceivedMessage, at time: Duration) {
+        advance(to: time)
+        let message = received.message
+        // RFC 6762 §18.3, §18.11: ignore non-zero opcodes and response codes.
+        guard message.header.opcode == 0, message.header.responseCode == 0 else { return }
+        guard interfaces[received.interface] != nil else { return }
+        if message.header.isResponse {
+            guard !received.isLegacyUnicast else { return }  // §6: responses come from port 5353
+            detectConflicts(in: message, on: received.interface)
+            cacheResponse(received)
+        } else {
+            if message.isProbe { handleProbe(received) }
+            answer(received)
+            noteQuery(received)
+        }
+    }
+
+    /// §8.1 and §9: a response naming one of our unique names with other data is a conflict.
+    func detectConflicts(in message: Message, on interface: NetworkInterface) {
+        for record in message.answers + message.additionals {
+            for set in Array(recordSets.values) where set.state != .withdrawn && set.name == record.name {
+                let ours = ownedRecords(of: set, on: interface)
+                if ours.contains(where: { $0.data == record.data }) { continue }
+                if case .host = set.kind {
+                    // Another responder on this machine (avahi-daemon, say) announcing one of
+                    // this machine's addresses, or other data about the host, is no rival:
+                    // claiming the host name against it would start a rename ping-pong.
+                    guard let address = record.addressValue, !ownAddresses.contains(address) else { continue }
+                }
+                let sameType = ours.contains { $0.type == record.type }
+                if isProbing(set) {
+                    conflict(set, rename: true)
+                } else if sameType {
+                    conflict(set, rename: false)
+                }
+            }
+        }
+    }
+
+    func conflict(_ set: RecordSet, rename: Bool) {
+        conflictTimes.append(now)
+        if rename {
+            let old = set.name
+            set.attempt += 1
+            switch set.kind {
+            case .host(let label): set.name = RecordSet.hostName(label, attempt: set.attempt)
+            case .service(let registration): set.name = RecordSet.instanceName(registration, attempt: set.attempt)
+            }
+            if set.isService { eventQueue.append(.renamed(RegistrationID(rawValue: set.id), from: old, to: set.name)) }
+            // A renamed host changes the SRV targets of every service: re-announce them.
+            if case .host = set.kind {
+                for service in recordSets.values where service.isService && !isProbing(service) {
+                    restartProbing(service, delay: true)
+                }
+            }
+        }
+        restartProbing(set, delay: true)
+    }
+
+    /// §8.2: a probe for a name we are probing too is settled by comparing the proposed
+    /// records; a probe for a name we already hold is answered at once to defend it.
+    func handleProbe(_ received: ReceivedMessage) {
+        let probe = received.message
+        for question in probe.questions {
+            guard let set = recordSets.values.first(where: { $0.name == question.name && $0.state != .withdrawn }) else {
+                continue
+            }
+            let theirs = probe.authorities.filter { $0.name == set.name }
+            let ours = ownedRecords(of: set, on: received.interface)
+            let comparison = compareRecordSets(ours, theirs)
+            if comparison == 0 { continue }  // identical: our own probe, or the same data
+            if isProbing(set) {
+                if comparison < 0 {
+                    // We lose: wait a second and probe again (§8.2).
+                    restartProbing(set, delay: false, extraDelay: MDNSTiming.tiebreakDelay)
+                }
+            } else {
+                // Defend: answer immediately, multicast, with our records for the name.
+                sendMulticast(Message(header: .response, answers: ours), on: received.interface)
+            }
+        }
+    }
+
+    /// Orders two sets of records as RFC 6762 §8.2 does: sorted by class, type and raw rdata,
+    /// then compared entry by entry; the longer set wins a tie of the common part.
+    func compareRecordSets(_ ours: [ResourceRecord], _ theirs: [ResourceRecord]) -> Int {
+        func keys(_ records: [ResourceRecord]) -> [[UInt8]] {
+            records.map { record in
+                let classType = [UInt8(record.class.rawValue >> 8), UInt8(record.class.rawValue & 0xFF),
+                                 UInt8(record.type.rawValue >> 8), UInt8(record.type.rawValue & 0xFF)]
+                return classType + ((try? record.data.uncompressedBytes()) ?? [])
+            }.sorted { $0.lexicographicallyPrecedes($1) }
+        }
+        let a = keys(ours)
+        let b = keys(theirs)
+        for (x, y) in zip(a, b) where x != y {
+            return x.lexicographicallyPrecedes(y) ? -1 : 1
+        }
+        return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+    }
+
+    /// Answers a query (§6): unique records at once, shared ones after 20–120 ms, everything
+    /// after 400–500 ms when the query says more known answers follow (TC); QU questions by
+    /// unicast unless the record went out by multicast lately; legacy queries by unicast with
+    /// short TTLs, and only to on-link sources.
+    func answer(_ received: ReceivedMessage) {
+        let query = received.message
+        let interface = received.interface
+        var answers: [ResourceRecord] = []
+        var unicastAnswers: [ResourceRecord] = []
+        var anyShared = false
+        for question in query.questions {
+            for set in recordSets.values where set.state != .withdrawn && !isProbing(set) {
+                let candidates = ownedRecords(of: set, on: interface) + sharedRecords(of: set)
+                for record in candidates where matches(question, record) {
+                    // Known-answer suppression: they have it with at least half its TTL (§7.1).
+                    if query.answers.contains(where: { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl / 2 }) {
+                        continue
+                    }
+                    if !record.cacheFlush { anyShared = true }
+                    let recentlyMulticast = lastMulticast[RecordKey(name: record.name, data: record.data, interface: interface)]
+                        .map { now - $0 < .ttl(record.ttl) / 4 } ?? false
+                    if question.unicastResponse && !recentlyMulticast && !received.isLegacyUnicast {
+                        if !unicastAnswers.contains(record) { unicastAnswers.append(record) }
+                    } else if !answers.contains(record) {
+                        answers.append(record)
+                    }
+                }
+            }
+        }
+        guard !answers.isEmpty || !unicastAnswers.isEmpty else { return }
+        if received.isLegacyUnicast {
+            guard received.sourceIsOnLink else { return }  // never answer off-link sources
+            let key = PendingResponseKey(interface: interface, destination: .unicast(received.source), legacyID: query.header.id)
+            var pending = pendingResponses[key] ?? PendingResponse(family: received.family)
+            pending.legacyQuestions = query.questions
+            for record in answers where !pending.answers.contains(record) { pending.answers.append(record) }
+            pendingResponses[key] = pending
+            scheduler.scheduleOnce(.respond(key), at: now)
+            return
+        }
+        var delay: Duration = anyShared ? random.duration(in: MDNSTiming.sharedResponseDelay) : .zero
+        if query.header.isTruncated { delay = random.duration(in: MDNSTiming.truncatedQueryDelay) }
+        if !unicastAnswers.isEmpty && received.sourceIsOnLink {
+            let key = PendingResponseKey(interface: interface, destination: .unicast(received.source), legacyID: nil)
+            queue(unicastAnswers, key: key, family: received.family, at: now + delay)
+        }
+        if !answers.isEmpty {
+            for family in familiesOn(interface) {
+                let key = PendingResponseKey(interface: interface, destination: .multicast(family), legacyID: nil)
+                queue(answers, key: key, family: family, at: now + delay)
+            }
+        }
+    }
+
+    private func queue(_ records: [ResourceRecord], key: PendingResponseKey, family: IPFamily, at due: Duration) {
+        var pending = pendingResponses[key] ?? PendingResponse(family: family)
+        for record in records where !pending.answers.contains(record) { pending.answers.append(record) }
+        pendingResponses[key] = pending
+        scheduler.scheduleOnce(.respond(key), at: due)
+    }
+
+    func matches(_ question: Question, _ record: ResourceRecord) -> Bool {
+        question.name == record.name && (question.type == .any || question.type == record.type)
+            && (question.class == .any || question.class == record.class)
+    }
+
+    func sendPendingResponse(_ key: PendingResponseKey) {
+        guard var pending = pendingResponses.removeValue(forKey: key) else { return }
+        // Known answers in further TC packets may have removed entries meanwhile.
+        pending.answers.removeAll { record in !stillOwned(record, on: key.interface) }
+        guard !pending.answers.isEmpty else { return }
+        if let id = key.legacyID {
+            let answers = pending.answers.map { record in
+                var copy = record
+                copy.ttl = min(copy.ttl, MDNSTiming.legacyUnicastMaximumTTL)
+                copy.cacheFlush = false
+                return copy
+            }
+            var header = Header.response
+            header.id = id
+            outbox.append(OutgoingMessage(
+                message: Message(header: header, questions: pending.legacyQuestions, answers: answers),
+                destination: key.destination, interface: key.interface))
+            return
+        }
+        let additionals = additionalRecords(for: pending.answers, on: key.interface)
+        let message = Message(header: .response, answers: pending.answers, additionals: additionals)
+        if case .multicast = key.destination {
+            // §6.2: at most once a second per record on the multicast group.
+            let fresh = pending.answers.filter { record in
+                guard let last = lastMulticast[RecordKey(name: record.name, data: record.data, interface: key.interface)] else { return true }
+                return now - last >= MDNSTiming.multicastRecordInterval
+            }
+            guard !fresh.isEmpty else { return }
+            let trimmed = Message(header: .response, answers: fresh, additionals: additionalRecords(for: fresh, on: key.interface))
+            outbox.append(OutgoingMessage(message: trimmed, destination: key.destination, interface: key.interface))
+            for record in trimmed.answers + trimmed.additionals {
+                lastMulticast[RecordKey(name: record.name, data: record.data, interface: key.interface)] = now
+            }
+        } else {
+            outbox.append(OutgoingMessage(message: message, destination: key.destination, interface: key.interface))
+        }
+    }
+
+    private func stillOwned(_ record: ResourceRecord, on interface: NetworkInterface) -> Bool {
+        recordSets.values.contains { set in
+            set.state != .withdrawn && !isProbing(set)
+                && (ownedRecords(of: set, on: interface) + sharedRecords(of: set)).contains(record)
+        }
+    }
+}
+
+extension ResourceRecord {
+    /// The address of an A or AAAA record.
+    var addressValue: IPAddress? {
+        switch data {
+        case .a(let address): .v4(address)
+        case .aaaa(let address): .v6(address, scope: nil)
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import DNSWire
+import MulticastDNS
+import Testing
+
+@Suite("Querier: continuous queries, cache, refresh, failure detection")
+struct QuerierTests {
+    @Test("the first query goes out at once, then after 1, 2, 4, 8 … seconds")
+    func queryIntervals() {
+        let lan = SimulatedLAN()
+        let b = lan.addHost("beta")
+        lan.run(for: .seconds(2))
+        let start = lan.now
+        _ = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(40))
+        let times = lan.wire.filter {
+            $0.from == "beta" && $0.time >= start && !$0.message.header.isResponse && !$0.message.isProbe
+                && $0.message.questions.first?.name == agentType.domainName
+        }.map { $0.time - start }
+        #expect(Array(times.prefix(6)) == [.zero, .seconds(1), .seconds(3), .seconds(7), .seconds(15), .seconds(31)])
+    }
+
+    @Test("queries carry known answers with more than half their TTL left, so the responder stays quiet")
+    func knownAnswersInQueries() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        _ = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(2))
+        let start = lan.now
+        lan.run(for: .seconds(20))
+        let queries = lan.wire.filter { $0.from == "beta" && $0.time >= start && !$0.message.header.isResponse && !$0.message.isProbe }
+        #expect(!queries.isEmpty)
+        #expect(queries.allSatisfy { $0.message.answers.contains { $0.data == .ptr(instanceName("Box")) } })
+        let answers = lan.wire.filter { $0.from == "alpha" && $0.time >= start && $0.message.answers.contains { $0.type == .ptr && $0.name == agentType.domainName } }
+        #expect(answers.isEmpty)
+    }
+
+    @Test("a live responder keeps a record fresh for hours through refresh queries at 80-95 % of its TTL")
+    func refreshKeepsAlive() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        let srvQuery = b.core.startQuery(name: instanceName("Box"), type: .srv)
+        lan.run(for: .seconds(1))
+        #expect(b.liveRecords(srvQuery).count == 1)
+        lan.run(for: .seconds(3 * 3600))
+        #expect(b.liveRecords(srvQuery).count == 1)
+        #expect(!b.events.contains { if case .recordRemoved = $0 { return true } else { return false } })
+    }
+
+    @Test("a responder that vanishes without a goodbye is forgotten when its SRV TTL runs out")
+    func expiry() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        let srvQuery = b.core.startQuery(name: instanceName("Box"), type: .srv)
+        lan.run(for: .seconds(1))
+        let crash = lan.now
+        a.isUp = false  // SIGKILL: no goodbye
+        // The first refresh query goes at 80 % of 120 s: until then the record stands.
+        lan.run(for: .seconds(95))
+        #expect(b.liveRecords(srvQuery).count == 1)
+        // Unanswered refreshes flush it (§10.5), at the latest when the TTL runs out.
+        lan.run(for: .seconds(26))
+        #expect(b.liveRecords(srvQuery).isEmpty)
+        // The refresh queries at 80-95 % went out, unanswered.
+        let refreshes = lan.wire.filter { $0.from == "beta" && $0.time > crash && $0.message.questions.contains { $0.name == instanceName("Box") && $0.type == .srv } }
+        #expect(refreshes.count >= 2)
+    }
+
+    @Test("failure detection: two unanswered queries for a cached PTR flush it within about ten seconds")
+    func failureDetection() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        let browse = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(2))
+        #expect(b.liveRecords(browse).count == 1)
+        a.isUp = false
+        // A newcomer browses: its queries list no known answers, so b sees them go unanswered.
+        let c = lan.addHost("gamma")
+        let start = lan.now
+        _ = c.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(12))
+        #expect(b.liveRecords(browse).isEmpty)
+        let removal = b.events.contains { if case .recordRemoved(browse, _, _) = $0 { return true } else { return false } }
+        #expect(removal)
+        #expect(lan.now - start <= .seconds(12))  // long before the PTR's 4500 s TTL
+    }
+
+    @Test("records already cached are reported to a new query at once")
+    func cachedResultsForNewQueries() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        let first = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(1))
+        b.core.stopQuery(first)
+        let second = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        let immediate = b.core.takeEvents()
+        #expect(immediate.contains { if case .recordAdded(second, _, _) = $0 { return true } else { return false } })
+    }
+
+    @Test("a new interface makes names probe and announce again there")
+    func interfaceChange() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(4))
+        let start = lan.now
+        let wifi = NetworkInterface(index: 3, name: "wlan0")
+        a.core.setInterfaces([a.interface: [.v4(a.address)], wifi: [.v4(IPv4Address(198, 18, 2, 1))]])
+        lan.run(for: .seconds(4))
+        let out = a.core.takeOutgoing()  // nothing left over: all delivered during run
+        #expect(out.isEmpty)
+        let sentOnWifi = lan.wire.filter { $0.from == "alpha" && $0.time >= start && $0.interface == "wlan0" }
+        #expect(sentOnWifi.contains { $0.message.isProbe })
+        #expect(sentOnWifi.contains { $0.message.header.isResponse && $0.message.answers.contains { $0.type == .srv } })
+    }
+}

@@ -1,0 +1,316 @@
+import DNSWire
+import MulticastDNS
+import Testing
+
+let agentType = try! ServiceType(parsing: "_openagents._tcp")
+
+func registration(_ instance: String, port: UInt16 = 9099, txt: [String] = ["version=0.2.2"]) -> ServiceRegistration {
+    ServiceRegistration(instance: instance, type: agentType, port: port, txt: try! DiscoveryInfo(txt))
+}
+
+func instanceName(_ instance: String) -> DomainName {
+    try! ServiceInstanceName(instance, type: agentType).domainName
+}
+
+@Suite("Responder: probing, announcing, conflicts, answers")
+struct ResponderTests {
+    @Test("probes three times 250 ms apart, wins after 750 ms, then announces twice")
+    func probeAndAnnounce() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        lan.addHost("beta")
+        lan.run(for: .seconds(2))  // host names settle first
+        let start = lan.now
+        _ = a.core.register(registration("Build Box"))
+        lan.run(for: .seconds(5))
+
+        let sent = lan.sent(by: a, since: start)
+        let probes = sent.filter { $0.message.isProbe && $0.message.questions.first?.name == instanceName("Build Box") }
+        #expect(probes.count == 3)
+        #expect(probes.first?.message.questions.first?.unicastResponse == true)
+        #expect(probes.dropFirst().allSatisfy { $0.message.questions.first?.unicastResponse == false })
+        #expect(probes.first?.message.authorities.map(\.type).sorted() == [.txt, .srv])
+
+        let times = lan.wire.filter { $0.from == "alpha" && $0.time >= start && $0.message.isProbe && $0.message.questions.first?.name == instanceName("Build Box") }.map(\.time)
+        #expect(times.count == 3)
+        #expect(times[0] - start <= .milliseconds(250))
+        #expect(times[1] - times[0] == .milliseconds(250))
+        #expect(times[2] - times[1] == .milliseconds(250))
+
+        #expect(a.registeredNames.contains(instanceName("Build Box")))
+        let announcements = lan.wire.filter {
+            $0.from == "alpha" && $0.time > times[2] && $0.message.header.isResponse
+                && $0.message.answers.contains { $0.name == instanceName("Build Box") && $0.type == .srv }
+        }
+        #expect(announcements.count == 2)
+        #expect(announcements[0].time - times[2] == .milliseconds(250))
+        #expect(announcements[1].time - announcements[0].time == .seconds(1))
+        let first = try #require(announcements.first?.message)
+        #expect(first.answers.contains { $0.type == .ptr && $0.name == agentType.domainName && !$0.cacheFlush })
+        #expect(first.answers.contains { $0.type == .srv && $0.cacheFlush && $0.ttl == 120 })
+        #expect(first.answers.contains { $0.type == .txt && $0.cacheFlush && $0.ttl == 4500 })
+        #expect(first.answers.contains { $0.name == "_services._dns-sd._udp.local." && $0.data == .ptr(agentType.domainName) })
+        #expect(first.allRecords.contains { $0.type == .a && $0.name == "alpha.local." })
+    }
+
+    @Test("a browser on another host finds the service with SRV, TXT and address")
+    func browseFinds() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        _ = a.core.register(registration("Build Box", txt: ["version=0.2.2", "tls"]))
+        lan.run(for: .seconds(3))
+        let browse = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .milliseconds(200))
+        let found = b.liveRecords(browse)
+        #expect(found.map(\.data) == [.ptr(instanceName("Build Box"))])
+        // The answer carried SRV, TXT and A as additionals, so the cache resolves it.
+        let srv = b.core.cachedRecords(name: instanceName("Build Box"), type: .srv)
+        #expect(srv.first?.0.data == .srv(SRVData(port: 9099, target: "alpha.local.")))
+        let txt = try #require(b.core.cachedRecords(name: instanceName("Build Box"), type: .txt).first?.0)
+        guard case .txt(let data) = txt.data else { Issue.record("no TXT"); return }
+        #expect(DiscoveryInfo(data).string(for: "version") == "0.2.2")
+        #expect(b.core.cachedRecords(name: "alpha.local.", type: .a).first?.0.data == .a(a.address))
+    }
+
+    @Test("two hosts registering the same name at once: one keeps it, the other becomes \"Name (2)\"")
+    func simultaneousConflict() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        let c = lan.addHost("gamma")
+        lan.run(for: .seconds(2))
+        _ = a.core.register(registration("Box", port: 1))
+        _ = b.core.register(registration("Box", port: 2))
+        lan.run(for: .seconds(8))
+        let names = Set(a.registeredNames + b.registeredNames)
+        #expect(names == [instanceName("Box"), instanceName("Box (2)")])
+        let renamed = (a.events + b.events).contains { event in
+            if case .renamed(_, let from, let to) = event { return from == instanceName("Box") && to == instanceName("Box (2)") }
+            return false
+        }
+        #expect(renamed)
+        let browse = c.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(1))
+        #expect(Set(c.liveRecords(browse).map(\.data)) == [.ptr(instanceName("Box")), .ptr(instanceName("Box (2)"))])
+    }
+
+    @Test("a late registration of a name already held is renamed; the holder defends and keeps it")
+    func lateConflict() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        let first = a.core.register(registration("Box", port: 1))
+        lan.run(for: .seconds(4))
+        let second = b.core.register(registration("Box", port: 2))
+        lan.run(for: .seconds(4))
+        #expect(a.core.name(of: first) == instanceName("Box"))
+        #expect(b.core.name(of: second) == instanceName("Box (2)"))
+        #expect(!a.events.contains { if case .renamed = $0 { return true } else { return false } })
+    }
+
+    @Test("identical records from another responder are not a conflict")
+    func identicalIsNoConflict() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let id = a.core.register(registration("Box"))
+        lan.run(for: .seconds(4))
+        // Another process on the same machine (or a reflector) repeats our own announcement.
+        let ours = try #require(lan.sent(by: a).last { $0.message.header.isResponse }?.message)
+        lan.inject(ours, to: a, from: SocketAddress(.v4(IPv4Address(198, 18, 1, 9)), port: 5353))
+        lan.run(for: .seconds(2))
+        #expect(a.core.name(of: id) == instanceName("Box"))
+    }
+
+    @Test("the host name is not fought over with another responder on the same machine")
+    func hostNameCoexistence() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        lan.run(for: .seconds(2))
+        #expect(a.core.hostName == "alpha.local.")
+        // avahi-daemon on the same machine announces alpha.local with this machine's address
+        // (and an HINFO): not a rival, no rename.
+        let avahi = Message(header: .response, answers: [
+            ResourceRecord(name: "alpha.local.", data: .a(a.address), ttl: 120, cacheFlush: true),
+            ResourceRecord(name: "alpha.local.", data: .hinfo(HINFOData(cpu: Array("X86_64".utf8), os: Array("LINUX".utf8))), ttl: 120, cacheFlush: true),
+        ])
+        lan.inject(avahi, to: a, from: SocketAddress(.v4(a.address), port: 5353))
+        lan.run(for: .seconds(2))
+        #expect(a.core.hostName == "alpha.local.")
+        // A different machine claiming alpha.local with another address is a rival.
+        let rival = Message(header: .response, answers: [
+            ResourceRecord(name: "alpha.local.", data: .a(IPv4Address(198, 18, 1, 77)), ttl: 120, cacheFlush: true),
+        ])
+        lan.inject(rival, to: a, from: SocketAddress(.v4(IPv4Address(198, 18, 1, 77)), port: 5353))
+        lan.run(for: .seconds(2))
+        #expect(a.core.hostName == "alpha.local.")  // established: re-probe first, rename only if it persists
+        lan.inject(rival, to: a, from: SocketAddress(.v4(IPv4Address(198, 18, 1, 77)), port: 5353))
+        lan.run(for: .milliseconds(100))
+        lan.inject(rival, to: a, from: SocketAddress(.v4(IPv4Address(198, 18, 1, 77)), port: 5353))
+        lan.run(for: .seconds(3))
+        #expect(a.core.hostName == "alpha-2.local.")
+    }
+
+    @Test("known answers suppress the answer; a missing one is answered after 20-120 ms")
+    func knownAnswerSuppression() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(5))
+        let ptr = ResourceRecord(name: agentType.domainName, data: .ptr(instanceName("Box")), ttl: 4500)
+        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+
+        let before = lan.now
+        var known = ptr
+        known.ttl = 4000  // more than half of 4500
+        lan.inject(Message(questions: [Question(name: agentType.domainName, type: .ptr)], answers: [known]), to: a, from: querier)
+        lan.run(for: .seconds(1))
+        #expect(lan.sent(by: a, since: before).isEmpty)
+
+        let later = lan.now
+        known.ttl = 2000  // less than half: answer anyway (§7.1)
+        lan.inject(Message(questions: [Question(name: agentType.domainName, type: .ptr)], answers: [known]), to: a, from: querier)
+        lan.run(for: .seconds(1))
+        let answer = try #require(lan.wire.first { $0.from == "alpha" && $0.time >= later && $0.message.header.isResponse })
+        #expect(answer.message.answers.contains(ptr))
+        #expect(answer.time - later >= .milliseconds(20) && answer.time - later <= .milliseconds(120))
+    }
+
+    @Test("unique records are answered at once; TC queries wait 400-500 ms for more known answers")
+    func answerTiming() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(5))
+        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        var start = lan.now
+        lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv)]), to: a, from: querier)
+        lan.run(for: .seconds(1))
+        let immediate = try #require(lan.wire.first { $0.from == "alpha" && $0.time >= start && $0.message.header.isResponse })
+        #expect(immediate.time == start)
+
+        start = lan.now
+        var truncated = Message(questions: [Question(name: instanceName("Box"), type: .txt)])
+        truncated.header.isTruncated = true
+        lan.inject(truncated, to: a, from: querier)
+        lan.run(for: .seconds(1))
+        let delayed = try #require(lan.wire.first { $0.from == "alpha" && $0.time >= start && $0.message.header.isResponse })
+        #expect(delayed.time - start >= .milliseconds(400) && delayed.time - start <= .milliseconds(500))
+    }
+
+    @Test("a QU question is answered by unicast to the asker")
+    func unicastResponse() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
+        // A record multicast within a quarter of its TTL is multicast again, QU or not (§5.4);
+        // SRV lives 120 s, so wait more than 30 s after the announcements.
+        lan.run(for: .seconds(40))
+        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let start = lan.now
+        lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv, unicastResponse: true)]), to: a, from: querier)
+        lan.run(for: .seconds(1))
+        let reply = try #require(lan.sent(by: a, since: start).first)
+        #expect(reply.destination == .unicast(querier))
+    }
+
+    @Test("legacy unicast queries get a unicast reply with the id, the question and TTL ≤ 10 s; off-link ones none")
+    func legacyUnicast() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(5))
+        let legacy = SocketAddress(.v4(IPv4Address(198, 18, 1, 60)), port: 40000)
+        var query = Message(header: Header(id: 0xBEEF), questions: [Question(name: instanceName("Box"), type: .srv)])
+        query.header.recursionDesired = true
+        var start = lan.now
+        lan.inject(query, to: a, from: legacy)
+        lan.run(for: .milliseconds(200))
+        let reply = try #require(lan.sent(by: a, since: start).first)
+        #expect(reply.destination == .unicast(legacy))
+        #expect(reply.message.header.id == 0xBEEF)
+        #expect(reply.message.questions == query.questions)
+        #expect(reply.message.answers.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
+
+        start = lan.now
+        lan.inject(query, to: a, from: SocketAddress(.v4(IPv4Address(203, 0, 113, 9)), port: 40000), onLink: false)
+        lan.run(for: .milliseconds(200))
+        #expect(lan.sent(by: a, since: start).isEmpty)
+    }
+
+    @Test("withdrawing sends goodbyes; a browser reports the service lost within a second")
+    func goodbye() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        let id = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        let browse = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(1))
+        #expect(b.liveRecords(browse).count == 1)
+        let start = lan.now
+        a.core.unregister(id)
+        lan.run(for: .milliseconds(500))
+        let goodbye = try #require(lan.sent(by: a, since: start).first?.message)
+        #expect(goodbye.answers.allSatisfy { $0.ttl == 0 })
+        #expect(goodbye.answers.contains { $0.type == .ptr })
+        lan.run(for: .milliseconds(600))
+        #expect(b.liveRecords(browse).isEmpty)
+    }
+
+    @Test("a TXT update is announced; the browser's cache flushes the old TXT a second later")
+    func txtUpdate() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        let id = a.core.register(registration("Box", txt: ["version=1"]))
+        lan.run(for: .seconds(3))
+        let txtQuery = b.core.startQuery(name: instanceName("Box"), type: .txt)
+        lan.run(for: .seconds(3))
+        a.core.updateTXT(id, try DiscoveryInfo(["version=2"]))
+        lan.run(for: .seconds(3))
+        let live = b.liveRecords(txtQuery)
+        #expect(live.count == 1)
+        guard case .txt(let data)? = live.first?.data else { Issue.record("no TXT"); return }
+        #expect(DiscoveryInfo(data).string(for: "version") == "2")
+    }
+
+    @Test("a probe for a name we are also probing is settled by the records: the lower set waits and is renamed")
+    func probeTiebreak() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha", seed: 1)
+        let b = lan.addHost("beta", seed: 1)  // same seed: same delays, truly simultaneous probes
+        lan.run(for: .seconds(3))
+        _ = a.core.register(registration("Same", port: 1000))
+        _ = b.core.register(registration("Same", port: 2000))
+        lan.run(for: .seconds(10))
+        // SRV with port 2000 sorts after port 1000: beta wins the name, alpha becomes (2).
+        #expect(b.registeredNames.first == instanceName("Same"))
+        #expect(a.registeredNames.first == instanceName("Same (2)"))
+    }
+
+    @Test("after 15 conflicts in 10 s, probing slows to one probe per 5 s")
+    func conflictRateLimit() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        lan.run(for: .seconds(2))
+        let id = a.core.register(registration("Busy"))
+        let rival = SocketAddress(.v4(IPv4Address(198, 18, 1, 66)), port: 5353)
+        // A rival claims every name we try, as fast as we probe.
+        for _ in 0..<16 {
+            lan.run(for: .milliseconds(30))
+            guard let name = a.core.name(of: id) else { break }
+            let claim = Message(header: .response, answers: [
+                ResourceRecord(name: name, data: .srv(SRVData(port: 1, target: "rival.local.")), ttl: 120, cacheFlush: true)
+            ])
+            lan.inject(claim, to: a, from: rival)
+        }
+        let start = lan.now
+        lan.run(for: .seconds(12))
+        let probeTimes = lan.wire.filter { $0.from == "alpha" && $0.time >= start && $0.message.isProbe }.map(\.time)
+        // While 15 conflicts lie within the last 10 s, every probe waits 5 s.
+        #expect(probeTimes.count >= 2)
+        #expect(probeTimes.first.map { $0 - start >= .seconds(4) } == true)
+        if probeTimes.count >= 2 { #expect(probeTimes[1] - probeTimes[0] >= .seconds(5)) }
+    }
+}
