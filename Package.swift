@@ -15,10 +15,13 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "DNSWire", targets: ["DNSWire"]),
+        .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
+        .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
     ],
     targets: [
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
@@ -30,12 +33,24 @@ let package = Package(
             swiftSettings: strict
         ),
         // The embedded RFC 6762 engine: responder and querier over a transport and a clock.
-        .target(name: "MulticastDNS", dependencies: ["DNSWire"], swiftSettings: strict),
+        .target(
+            name: "MulticastDNS",
+            dependencies: [
+                "DNSWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "MulticastDNSTests", dependencies: ["MulticastDNS", "DNSWire"], swiftSettings: strict),
+        // The public discovery API: advertise, browse, resolve, service types.
+        .target(name: "NearbyDiscovery", dependencies: ["DNSWire", "MulticastDNS"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",
-            dependencies: ["DNSWire", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "DNSWire", "NearbyDiscovery", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Tools/nearby",
             swiftSettings: strict
         ),

@@ -11,11 +11,14 @@ struct Nearby: AsyncParsableCommand {
             Exit status: 0 success, 1 runtime failure, 2 bad input.
 
             Examples:
+              nearby advertise "Build Box" _openagents._tcp 9099 version=0.2.2
+              nearby browse _openagents._tcp --resolve
+              nearby resolve "Build Box" _openagents._tcp --json
+              nearby types
               nearby decode capture.pcap          show the mDNS packets of a tcpdump capture
-              nearby decode --json packet.bin     one JSON object per packet
             """,
-        version: "0.1.0",
-        subcommands: [Decode.self]
+        version: "0.2.0",
+        subcommands: [Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self]
     )
 
     /// Runs the command with the exit statuses the documentation promises: 0 success,
@@ -32,6 +35,10 @@ struct Nearby: AsyncParsableCommand {
             let code = exitCode(for: error)
             if code == .success {
                 exit(withError: error)  // --help, --version
+            }
+            if let failure = error as? RuntimeFailure {
+                FileHandle.standardError.write(Data("nearby: \(failure.description)\n".utf8))
+                Foundation.exit(1)
             }
             if error is ValidationError {
                 // Raised after parsing (a file that cannot be read, …): one line is enough.

@@ -1,0 +1,241 @@
+public import DNSWire
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What happens to a registration.
+public enum RegistrationEvent: Sendable, Equatable {
+    /// The name was won after probing; the service is being announced.
+    case registered(DomainName)
+    /// A conflict made the engine give up a name and try another.
+    case renamed(from: DomainName, to: DomainName)
+}
+
+/// What a continuous query learns.
+public enum QueryEvent: Sendable, Equatable {
+    case added(ResourceRecord, NetworkInterface)
+    case removed(ResourceRecord, NetworkInterface)
+}
+
+/// The embedded mDNS responder and querier on real sockets: drives an ``MDNSCore`` with the
+/// monotonic clock and an ``NIOMulticastTransport``, watches the interfaces, and hands events to
+/// whoever asked for them. Needs no daemon; shares port 5353 with one if it runs.
+public actor MulticastDNSEngine {
+    let core: MDNSCore
+    let transport: NIOMulticastTransport
+    let startInstant = ContinuousClock.now
+    let interfaceNames: [String]?
+    var interfaceInfo: [Int: InterfaceInfo] = [:]
+    var timer: Task<Void, Never>?
+    var receiver: Task<Void, Never>?
+    var monitor: Task<Void, Never>?
+    /// Datagrams we sent lately: the multicast loop brings them back, and they are not news.
+    var recentlySent: [(bytes: [UInt8], time: Duration)] = []
+    var registrations: [RegistrationID: AsyncStream<RegistrationEvent>.Continuation] = [:]
+    var queries: [QueryID: AsyncStream<QueryEvent>.Continuation] = [:]
+    var isShutDown = false
+
+    private init(core: MDNSCore, transport: NIOMulticastTransport, interfaceNames: [String]?) {
+        self.core = core
+        self.transport = transport
+        self.interfaceNames = interfaceNames
+    }
+
+    /// Starts the engine on every multicast-capable interface but loopback, or on those named.
+    /// - Parameters:
+    ///   - hostName: the host label to claim in `.local` (default: this machine's name).
+    ///   - interfaces: interface names to run on; nil for all.
+    public static func start(hostName: String? = nil, interfaces: [String]? = nil) async throws -> MulticastDNSEngine {
+        if let interfaces {
+            let known = Set(NIOMulticastTransport.interfaces(named: nil).map(\.interface.name) + ["lo"])
+            if let unknown = interfaces.first(where: { !known.contains($0) }) {
+                throw TransportError("no multicast-capable interface named \"\(unknown)\" (have: \(known.sorted().joined(separator: ", ")))")
+            }
+        }
+        let transport = try await NIOMulticastTransport.open()
+        let core = MDNSCore(hostName: hostName ?? Self.defaultHostLabel(), seed: UInt64.random(in: .min ... .max))
+        let engine = MulticastDNSEngine(core: core, transport: transport, interfaceNames: interfaces)
+        await engine.begin()
+        return engine
+    }
+
+    /// This machine's host name without a domain, or `nearby` when it has none.
+    public static func defaultHostLabel() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "nearby" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let label = name.split(separator: ".").first.map(String.init) ?? ""
+        return label.isEmpty ? "nearby" : label
+    }
+
+    var elapsed: Duration { ContinuousClock.now - startInstant }
+
+    private func begin() async {
+        await refreshInterfaces()
+        let datagrams = transport.datagrams
+        receiver = Task { [weak self] in
+            for await datagram in datagrams {
+                await self?.handle(datagram)
+            }
+        }
+        monitor = Task { [weak self] in
+            // Interfaces and addresses that come and go are noticed within two seconds.
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(2))
+                await self?.refreshInterfaces()
+            }
+        }
+    }
+
+    func refreshInterfaces() async {
+        guard !isShutDown else { return }
+        let current = NIOMulticastTransport.interfaces(named: interfaceNames)
+        let byIndex = Dictionary(current.map { ($0.interface.index, $0) }, uniquingKeysWith: { first, _ in first })
+        guard byIndex != interfaceInfo else { return }
+        for (index, old) in interfaceInfo where byIndex[index] == nil { await transport.leave(old) }
+        for (index, info) in byIndex where interfaceInfo[index] != info { await transport.join(info) }
+        interfaceInfo = byIndex
+        core.advance(to: elapsed)
+        core.setInterfaces(Dictionary(current.map { ($0.interface, $0.addresses) }, uniquingKeysWith: { first, _ in first }))
+        flush()
+    }
+
+    func handle(_ datagram: ReceivedDatagram) {
+        guard !isShutDown, let info = interfaceInfo[datagram.interfaceIndex] else { return }
+        let now = elapsed
+        recentlySent.removeAll { now - $0.time > .seconds(2) }
+        let fromUs = interfaceInfo.values.contains { $0.addresses.map(\.withoutScope).contains(datagram.source.address.withoutScope) }
+        if fromUs, let index = recentlySent.firstIndex(where: { $0.bytes == datagram.bytes }) {
+            recentlySent.remove(at: index)
+            return
+        }
+        guard let message = try? Message(decoding: datagram.bytes) else { return }
+        let onLink = info.networks.contains { $0.contains(datagram.source.address) }
+            || (datagram.source.address.isLinkLocalIPv6)
+        core.receive(
+            ReceivedMessage(message: message, source: datagram.source, interface: info.interface, family: datagram.family,
+                            sourceIsOnLink: onLink),
+            at: now)
+        flush()
+    }
+
+    /// Sends what the core wants sent, hands out its events and re-arms the timer.
+    func flush() {
+        let now = elapsed
+        for outgoing in core.takeOutgoing() {
+            guard let info = interfaceInfo[outgoing.interface.index],
+                let packets = try? outgoing.message.encodedPackets()
+            else { continue }
+            for packet in packets {
+                transport.send(packet, to: outgoing.destination, on: info)
+                if case .multicast = outgoing.destination { recentlySent.append((packet, now)) }
+            }
+        }
+        for event in core.takeEvents() {
+            switch event {
+            case .registered(let id, let name): registrations[id]?.yield(.registered(name))
+            case .renamed(let id, let from, let to): registrations[id]?.yield(.renamed(from: from, to: to))
+            case .hostNameRegistered: break
+            case .recordAdded(let id, let record, let interface): queries[id]?.yield(.added(record, interface))
+            case .recordRemoved(let id, let record, let interface): queries[id]?.yield(.removed(record, interface))
+            }
+        }
+        rearmTimer()
+    }
+
+    func rearmTimer() {
+        timer?.cancel()
+        guard !isShutDown, let deadline = core.nextDeadline else { return }
+        let instant = startInstant + deadline
+        timer = Task { [weak self] in
+            try? await Task.sleep(until: instant, clock: .continuous)
+            guard !Task.isCancelled else { return }
+            await self?.tick()
+        }
+    }
+
+    func tick() {
+        core.advance(to: elapsed)
+        flush()
+    }
+
+    // MARK: API
+
+    /// Publishes a service; the stream reports the name won and any renames.
+    public func register(_ registration: ServiceRegistration) -> (RegistrationID, AsyncStream<RegistrationEvent>) {
+        core.advance(to: elapsed)
+        let (stream, continuation) = AsyncStream<RegistrationEvent>.makeStream()
+        let id = core.register(registration)
+        registrations[id] = continuation
+        flush()
+        return (id, stream)
+    }
+
+    /// Withdraws a service with goodbyes.
+    public func unregister(_ id: RegistrationID) {
+        core.advance(to: elapsed)
+        core.unregister(id)
+        registrations.removeValue(forKey: id)?.finish()
+        flush()
+    }
+
+    /// Replaces a service's TXT record.
+    public func updateTXT(_ id: RegistrationID, _ txt: DiscoveryInfo) {
+        core.advance(to: elapsed)
+        core.updateTXT(id, txt)
+        flush()
+    }
+
+    /// Starts a continuous query; the stream reports records as they come and go.
+    public func query(name: DomainName, type: RecordType) -> (QueryID, AsyncStream<QueryEvent>) {
+        core.advance(to: elapsed)
+        let (stream, continuation) = AsyncStream<QueryEvent>.makeStream()
+        let id = core.startQuery(name: name, type: type)
+        queries[id] = continuation
+        flush()
+        return (id, stream)
+    }
+
+    /// Stops a continuous query.
+    public func stopQuery(_ id: QueryID) {
+        core.stopQuery(id)
+        queries.removeValue(forKey: id)?.finish()
+    }
+
+    /// The host name claimed, e.g. `buildbox.local.`.
+    public var hostName: DomainName { core.hostName }
+
+    /// Records cached for a name and type.
+    public func cached(name: DomainName, type: RecordType) -> [(ResourceRecord, NetworkInterface)] {
+        core.cachedRecords(name: name, type: type)
+    }
+
+    /// Says goodbye for every registration and closes the sockets.
+    public func shutdown() async {
+        guard !isShutDown else { return }
+        core.advance(to: elapsed)
+        core.unregisterAll()
+        flush()
+        isShutDown = true
+        timer?.cancel()
+        monitor?.cancel()
+        for continuation in registrations.values { continuation.finish() }
+        for continuation in queries.values { continuation.finish() }
+        registrations.removeAll()
+        queries.removeAll()
+        // Let the goodbyes leave before the sockets close.
+        try? await Task.sleep(for: .milliseconds(50))
+        await transport.close()
+        receiver?.cancel()
+    }
+}
+
+extension IPAddress {
+    var isLinkLocalIPv6: Bool {
+        if case .v6(let address, _) = self { return address.isLinkLocal }
+        return false
+    }
+}

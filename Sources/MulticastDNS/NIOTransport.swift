@@ -1,0 +1,270 @@
+import DNSWire
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A datagram as it arrived on one of the mDNS sockets.
+public struct ReceivedDatagram: Sendable {
+    public var bytes: [UInt8]
+    public var source: SocketAddress
+    public var interfaceIndex: Int
+    public var family: IPFamily
+}
+
+/// What one interface looks like to the engine: its addresses and their prefixes.
+public struct InterfaceInfo: Sendable, Hashable {
+    public var interface: NetworkInterface
+    public var addresses: [IPAddress]
+    /// (address, prefix length) pairs, for the on-link check of unicast sources.
+    var networks: [IPNetwork]
+}
+
+/// An address range, for deciding whether a source is on-link.
+struct IPNetwork: Sendable, Hashable {
+    var address: IPAddress
+    var prefixLength: Int
+
+    func contains(_ other: IPAddress) -> Bool {
+        switch (address, other) {
+        case (.v4(let network), .v4(let candidate)):
+            guard prefixLength > 0 else { return true }
+            let mask: UInt32 = prefixLength >= 32 ? .max : ~(UInt32.max >> UInt32(prefixLength))
+            return network.value & mask == candidate.value & mask
+        case (.v6(let network, _), .v6(let candidate, _)):
+            let bits = min(prefixLength, 128)
+            let highMask: UInt64 = bits >= 64 ? .max : (bits == 0 ? 0 : ~(UInt64.max >> UInt64(bits)))
+            let lowBits = max(0, bits - 64)
+            let lowMask: UInt64 = lowBits >= 64 ? .max : (lowBits == 0 ? 0 : ~(UInt64.max >> UInt64(lowBits)))
+            return network.high & highMask == candidate.high & highMask && network.low & lowMask == candidate.low & lowMask
+        default:
+            return false
+        }
+    }
+}
+
+/// UDP port 5353 on IPv4 and IPv6 through SwiftNIO: one socket per family, shared with any
+/// other responder on the machine (SO_REUSEADDR and SO_REUSEPORT), joined to the mDNS group
+/// on each chosen interface, with packet info so that every datagram's interface is known.
+public final class NIOMulticastTransport: Sendable {
+    public static let groupV4 = "224.0.0.251"
+    public static let groupV6 = "ff02::fb"
+
+    let group: any EventLoopGroup
+    let channels: [IPFamily: any Channel]
+    /// Incoming datagrams, in arrival order.
+    public let datagrams: AsyncStream<ReceivedDatagram>
+    private let continuation: AsyncStream<ReceivedDatagram>.Continuation
+
+    private init(group: any EventLoopGroup, channels: [IPFamily: any Channel], datagrams: AsyncStream<ReceivedDatagram>,
+                 continuation: AsyncStream<ReceivedDatagram>.Continuation) {
+        self.group = group
+        self.channels = channels
+        self.datagrams = datagrams
+        self.continuation = continuation
+    }
+
+    /// Opens the sockets. Fails with a clear error when port 5353 cannot be bound.
+    public static func open(families: Set<IPFamily> = [.v4, .v6]) async throws -> NIOMulticastTransport {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let (stream, continuation) = AsyncStream<ReceivedDatagram>.makeStream()
+        var channels: [IPFamily: any Channel] = [:]
+        for family in families.sorted(by: { $0 == .v4 && $1 == .v6 }) {
+            let bootstrap = DatagramBootstrap(group: group)
+                .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                .channelOption(ChannelOptions.Types.SocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_REUSEPORT)), value: 1)
+                .channelOption(.receivePacketInfo, value: true)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(InboundHandler(continuation: continuation, family: family))
+                    }
+                }
+            do {
+                let channel: any Channel
+                switch family {
+                case .v4:
+                    channel = try await bootstrap.bind(host: "0.0.0.0", port: Int(SocketAddress.mdnsPort)).get()
+                case .v6:
+                    channel = try await bootstrap
+                        .channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
+                        .bind(host: "::", port: Int(SocketAddress.mdnsPort)).get()
+                }
+                channels[family] = channel
+            } catch {
+                if family == .v6 && !channels.isEmpty { continue }  // no IPv6 on this host
+                for channel in channels.values { try? await channel.close() }
+                throw TransportError("cannot open UDP port 5353 for \(family == .v4 ? "IPv4" : "IPv6") mDNS: \(error)")
+            }
+        }
+        return NIOMulticastTransport(group: group, channels: channels, datagrams: stream, continuation: continuation)
+    }
+
+    /// Joins the mDNS group on `interface` for each family it has addresses of.
+    public func join(_ info: InterfaceInfo) async {
+        guard let devices = try? System.enumerateDevices() else { return }
+        for (family, channel) in channels {
+            let wanted = info.addresses.contains { $0.isIPv6 == (family == .v6) }
+            guard wanted, let device = devices.first(where: { $0.interfaceIndex == info.interface.index && ($0.address?.protocol == (family == .v6 ? .inet6 : .inet)) }),
+                let multicast = channel as? any MulticastChannel
+            else { continue }
+            let groupAddress = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(SocketAddress.mdnsPort))
+            guard let groupAddress else { continue }
+            _ = try? await multicast.joinGroup(groupAddress, device: device).get()
+        }
+    }
+
+    /// Leaves the mDNS group on an interface that went away (errors ignored: it may be gone).
+    public func leave(_ info: InterfaceInfo) async {
+        guard let devices = try? System.enumerateDevices() else { return }
+        for (family, channel) in channels {
+            guard let device = devices.first(where: { $0.interfaceIndex == info.interface.index }),
+                let multicast = channel as? any MulticastChannel,
+                let groupAddress = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(SocketAddress.mdnsPort))
+            else { continue }
+            _ = try? await multicast.leaveGroup(groupAddress, device: device).get()
+        }
+    }
+
+    /// Sends `bytes` out of `interface`: to the group of `family`, or to one address.
+    public func send(_ bytes: [UInt8], to destination: Destination, on interface: InterfaceInfo) {
+        let family: IPFamily
+        let target: NIOCore.SocketAddress?
+        switch destination {
+        case .multicast(let groupFamily):
+            family = groupFamily
+            target = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(SocketAddress.mdnsPort))
+        case .unicast(let address):
+            family = address.address.isIPv6 ? .v6 : .v4
+            target = address.nioAddress
+        }
+        guard let channel = channels[family], let target else { return }
+        let buffer = channel.allocator.buffer(bytes: bytes)
+        let envelope = AddressedEnvelope(remoteAddress: target, data: buffer)
+        channel.eventLoop.execute {
+            // Choose the outgoing interface for this datagram; the event loop runs the option
+            // change and the write in this order, so concurrent sends cannot interleave.
+            if let options = channel as? any SocketOptionProvider {
+                switch family {
+                case .v4:
+                    if case .v4(let address)? = interface.addresses.first(where: { !$0.isIPv6 }) {
+                        var value = in_addr()
+                        value.s_addr = address.value.bigEndian
+                        _ = options.setIPMulticastIF(value)
+                    }
+                    _ = options.setIPMulticastTTL(255)
+                case .v6:
+                    _ = options.setIPv6MulticastIF(CUnsignedInt(interface.interface.index))
+                    _ = options.setIPv6MulticastHops(255)
+                }
+            }
+            channel.writeAndFlush(envelope, promise: nil)
+        }
+    }
+
+    /// Closes the sockets.
+    public func close() async {
+        for channel in channels.values { try? await channel.close() }
+        continuation.finish()
+    }
+
+    /// The machine's multicast-capable interfaces with their addresses (loopback left out
+    /// unless named), optionally only those named.
+    public static func interfaces(named names: [String]? = nil) -> [InterfaceInfo] {
+        guard let devices = try? System.enumerateDevices() else { return [] }
+        var byIndex: [Int: InterfaceInfo] = [:]
+        for device in devices where device.multicastSupported {
+            if let names, !names.contains(device.name) { continue }
+            if names == nil && device.name == "lo" { continue }
+            guard let address = device.address?.ipAddress(scope: device.interfaceIndex) else { continue }
+            let prefix = device.netmask?.prefixLength ?? (address.isIPv6 ? 64 : 24)
+            var info = byIndex[device.interfaceIndex]
+                ?? InterfaceInfo(interface: NetworkInterface(index: device.interfaceIndex, name: device.name), addresses: [], networks: [])
+            if !info.addresses.contains(address) {
+                info.addresses.append(address)
+                info.networks.append(IPNetwork(address: address, prefixLength: prefix))
+            }
+            byIndex[device.interfaceIndex] = info
+        }
+        return byIndex.values.sorted { $0.interface.index < $1.interface.index }
+    }
+}
+
+/// Why the transport could not start.
+public struct TransportError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+private final class InboundHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    let continuation: AsyncStream<ReceivedDatagram>.Continuation
+    let family: IPFamily
+
+    init(continuation: AsyncStream<ReceivedDatagram>.Continuation, family: IPFamily) {
+        self.continuation = continuation
+        self.family = family
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = Self.unwrapInboundIn(data)
+        guard let interfaceIndex = envelope.metadata?.packetInfo?.interfaceIndex,
+            let source = envelope.remoteAddress.ipAddress(scope: interfaceIndex),
+            let port = envelope.remoteAddress.port
+        else { return }
+        let bytes = Array(envelope.data.readableBytesView)
+        continuation.yield(
+            ReceivedDatagram(bytes: bytes, source: SocketAddress(source, port: UInt16(clamping: port)),
+                             interfaceIndex: interfaceIndex, family: family))
+    }
+}
+
+extension NIOCore.SocketAddress {
+    /// The address as the engine's type; link-local IPv6 addresses get `scope`.
+    func ipAddress(scope: Int) -> IPAddress? {
+        switch self {
+        case .v4(let address):
+            return .v4(DNSWire.IPv4Address(UInt32(bigEndian: address.address.sin_addr.s_addr)))
+        case .v6(let address):
+            let bytes = withUnsafeBytes(of: address.address.sin6_addr) { Array($0) }
+            guard let v6 = DNSWire.IPv6Address(bytes: bytes) else { return nil }
+            return .v6(v6, scope: v6.isLinkLocal ? scope : nil)
+        default:
+            return nil
+        }
+    }
+
+    /// The prefix length of a netmask.
+    var prefixLength: Int? {
+        switch self {
+        case .v4(let address):
+            return UInt32(bigEndian: address.address.sin_addr.s_addr).nonzeroBitCount
+        case .v6(let address):
+            return withUnsafeBytes(of: address.address.sin6_addr) { $0.reduce(0) { $0 + $1.nonzeroBitCount } }
+        default:
+            return nil
+        }
+    }
+}
+
+extension SocketAddress {
+    var nioAddress: NIOCore.SocketAddress? {
+        switch address {
+        case .v4(let v4):
+            return try? NIOCore.SocketAddress(ipAddress: v4.description, port: Int(port))
+        case .v6(let v6, let scope):
+            var raw = sockaddr_in6()
+            raw.sin6_family = sa_family_t(AF_INET6)
+            raw.sin6_port = in_port_t(port).bigEndian
+            raw.sin6_scope_id = UInt32(scope ?? 0)
+            let bytes = v6.bytes
+            withUnsafeMutableBytes(of: &raw.sin6_addr) { target in
+                for index in 0..<16 { target[index] = bytes[index] }
+            }
+            return NIOCore.SocketAddress(raw, host: v6.description)
+        }
+    }
+}

@@ -1,0 +1,333 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import NearbyDiscovery
+
+/// Options every discovery command shares.
+struct NetworkOptions: ParsableArguments {
+    @Option(name: .customLong("interface"), help: "Use only this interface (repeat for several). Default: all multicast-capable ones but loopback.")
+    var interfaces: [String] = []
+
+    @Flag(help: "Print one JSON object per line instead of text.")
+    var json = false
+
+    func start(hostName: String? = nil) async throws -> NearbyDiscovery {
+        do {
+            return try await NearbyDiscovery.start(hostName: hostName, interfaces: interfaces.isEmpty ? nil : interfaces)
+        } catch let error as DiscoveryError {
+            throw RuntimeFailure(error.description)
+        }
+    }
+}
+
+/// A failure at run time (exit status 1), with a message for stderr.
+struct RuntimeFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func parseType(_ text: String) throws -> ServiceType {
+    do {
+        return try ServiceType(parsing: text)
+    } catch {
+        throw ValidationError(error.description)
+    }
+}
+
+/// Prints a line at once (unbuffered), so a pipe sees each event as it happens.
+func printLine(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+/// Waits for SIGINT or SIGTERM.
+func waitForTermination() async {
+    signal(SIGINT, SIG_IGN)
+    signal(SIGTERM, SIG_IGN)
+    let queue = DispatchQueue(label: "nearby.signals")
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let resumed = ResumeOnce(continuation)
+        for number in [SIGINT, SIGTERM] {
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { resumed.resume() }
+            source.resume()
+            Signals.keep(source)
+        }
+    }
+}
+
+/// Keeps signal sources alive for the life of the process.
+enum Signals {
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+    private static let lock = NSLock()
+    static func keep(_ source: any DispatchSourceSignal) {
+        lock.lock()
+        sources.append(source)
+        lock.unlock()
+    }
+}
+
+final class ResumeOnce: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Void, Never>?
+    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+    func resume() {
+        lock.lock()
+        let pending = continuation
+        continuation = nil
+        lock.unlock()
+        pending?.resume()
+    }
+}
+
+func addressesText(_ addresses: [IPAddress]) -> [String] { addresses.map(\.description) }
+
+// MARK: - advertise
+
+struct Advertise: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Publish a service until interrupted, then say goodbye.",
+        discussion: """
+            TXT entries are key=value, key= (an empty value) or key (a boolean attribute); each \
+            entry is at most 255 bytes. Prints one line once the name is won — renamed to \
+            "NAME (2)" and so on if another host holds it — and runs until SIGINT or SIGTERM.
+
+            Examples:
+              nearby advertise "Build Box" _openagents._tcp 9099 version=0.2.2 tls
+              nearby advertise --json --subtype _bridge "Build Box" _openagents._tcp 9099
+            """
+    )
+
+    @Argument(help: "Instance name people see (UTF-8, up to 63 bytes).")
+    var name: String
+    @Argument(help: "Service type, e.g. _openagents._tcp.")
+    var type: String
+    @Argument(help: "TCP or UDP port, 1-65535.")
+    var port: Int
+    @Argument(help: "TXT entries: key=value, key= or key.")
+    var txt: [String] = []
+    @Option(name: .customLong("subtype"), help: "Also list the service under this subtype (repeatable), e.g. _bridge.")
+    var subtypes: [String] = []
+    @Option(name: .customLong("host"), help: "Host label to publish in .local (default: this machine's name).")
+    var host: String?
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
+        _ = try parseType(type)
+        do {
+            _ = try ServiceInstanceName(name, type: try parseType(type))
+            _ = try DiscoveryInfo(txt)
+        } catch let error as ServiceNameError {
+            throw ValidationError(error.description)
+        } catch let error as DiscoveryInfoError {
+            throw ValidationError(error.description)
+        }
+        if let host, host.isEmpty || host.utf8.count > 63 || host.contains(".") {
+            throw ValidationError("host label \"\(host)\" must be 1-63 bytes without dots")
+        }
+    }
+
+    func run() async throws {
+        let serviceType = try parseType(type)
+        let info = try DiscoveryInfo(txt)
+        for warning in info.warnings { FileHandle.standardError.write(Data("nearby: warning: \(warning)\n".utf8)) }
+        let discovery = try await network.start(hostName: host)
+        let ad = try await discovery.advertise(name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes)
+        if network.json {
+            var members: [(String, JSONValue)] = [
+                ("event", .string("advertising")), ("name", .string(ad.name)), ("type", .string(serviceType.description)),
+                ("domain", .string(serviceType.domain.description)), ("port", .number(Double(port))),
+            ]
+            if ad.name != name { members.append(("requested", .string(name))) }
+            printLine(JSONText.object(members))
+        } else {
+            let renamed = ad.name == name ? "" : " (\"\(name)\" was taken)"
+            printLine("Advertising \"\(ad.name)\" (\(serviceType), port \(port))\(renamed)")
+        }
+        let renames = Task {
+            for await renamed in ad.renames {
+                if network.json {
+                    printLine(JSONText.object([("event", .string("renamed")), ("name", .string(renamed)), ("type", .string(serviceType.description))]))
+                } else {
+                    printLine("Renamed to \"\(renamed)\" after a conflict")
+                }
+            }
+        }
+        await waitForTermination()
+        renames.cancel()
+        await discovery.shutdown()
+    }
+}
+
+// MARK: - browse
+
+struct Browse: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Watch services of a type appear, change and go.",
+        discussion: """
+            Prints found, updated and lost events; with --resolve, found and updated carry the \
+            host, port, addresses and TXT. Runs until interrupted, or for --timeout seconds.
+
+            Examples:
+              nearby browse _openagents._tcp --resolve
+              nearby browse _openagents._tcp --json --timeout 5
+            """
+    )
+
+    @Argument(help: "Service type, e.g. _openagents._tcp (or _sub._sub._type._tcp).")
+    var type: String
+    @Flag(help: "Resolve each service: host, port, addresses, TXT.")
+    var resolve = false
+    @Option(help: "Stop after this many seconds (exit 0).")
+    var timeout: Double?
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        _ = try parseType(type)
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
+    }
+
+    func run() async throws {
+        let serviceType = try parseType(type)
+        let discovery = try await network.start()
+        let events = discovery.browse(serviceType, resolve: resolve)
+        let printer = Task {
+            for await event in events { printLine(render(event)) }
+        }
+        if let timeout {
+            let stopper = Task {
+                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+            }
+            let signalWaiter = Task { await waitForTermination() }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await stopper.value }
+                group.addTask { await signalWaiter.value }
+                await group.next()
+                group.cancelAll()
+            }
+            stopper.cancel()
+        } else {
+            await waitForTermination()
+        }
+        printer.cancel()
+        await discovery.shutdown()
+    }
+
+    func render(_ event: BrowseEvent) -> String {
+        let (kind, service, resolved): (String, DiscoveredService, ResolvedService?) = switch event {
+        case .found(let service, let resolved): ("found", service, resolved)
+        case .updated(let service, let resolved): ("updated", service, resolved)
+        case .lost(let service): ("lost", service, nil)
+        }
+        if network.json {
+            var members: [(String, JSONValue)] = [
+                ("event", .string(kind)), ("name", .string(service.name)), ("type", .string(service.type.description)),
+                ("domain", .string(service.domain.description)), ("interface", .string(service.interface.name)),
+            ]
+            if let resolved { members += resolvedMembers(resolved) }
+            return JSONText.object(members)
+        }
+        var line = kind.padding(toLength: 8, withPad: " ", startingAt: 0) + "\"\(service.name)\"  \(service.type)  \(service.interface.name)"
+        if let resolved {
+            line += "  \(resolved.host.description.dropLast()):\(resolved.port)  \(addressesText(resolved.addresses).joined(separator: " "))"
+            if !resolved.info.isEmpty { line += "  \(resolved.info)" }
+        }
+        return line
+    }
+}
+
+func resolvedMembers(_ resolved: ResolvedService) -> [(String, JSONValue)] {
+    [
+        ("host", .string(resolved.host.description)), ("port", .number(Double(resolved.port))),
+        ("addresses", .array(resolved.addresses.map { .string($0.description) })), ("txt", txtJSON(resolved.info)),
+    ]
+}
+
+// MARK: - resolve
+
+struct Resolve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Resolve one service to its host, port, addresses and TXT.",
+        discussion: """
+            Exits 0 with one result, or 1 with a message when nothing answers in time.
+
+            Example:
+              nearby resolve "Build Box" _openagents._tcp --json
+            """
+    )
+
+    @Argument(help: "Instance name, e.g. \"Build Box\".")
+    var name: String
+    @Argument(help: "Service type, e.g. _openagents._tcp.")
+    var type: String
+    @Option(help: "Give up after this many seconds.")
+    var timeout: Double = 5
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        do {
+            _ = try ServiceInstanceName(name, type: try parseType(type))
+        } catch let error as ServiceNameError {
+            throw ValidationError(error.description)
+        }
+        guard timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds") }
+    }
+
+    func run() async throws {
+        let serviceType = try parseType(type)
+        let discovery = try await network.start()
+        let resolved: ResolvedService
+        do {
+            resolved = try await discovery.resolve(name, type: serviceType, timeout: .milliseconds(Int(timeout * 1000)))
+        } catch let error as DiscoveryError {
+            await discovery.shutdown()
+            throw RuntimeFailure(error.description)
+        }
+        if network.json {
+            printLine(JSONText.object([
+                ("event", .string("resolved")), ("name", .string(name)), ("type", .string(serviceType.description)),
+                ("domain", .string(serviceType.domain.description)),
+            ] + resolvedMembers(resolved)))
+        } else {
+            printLine("\"\(name)\" (\(serviceType))")
+            printLine("  host       \(resolved.host.description.dropLast()):\(resolved.port)")
+            printLine("  addresses  \(addressesText(resolved.addresses).joined(separator: ", "))")
+            printLine("  txt        \(resolved.info.isEmpty ? "(none)" : resolved.info.description)")
+        }
+        await discovery.shutdown()
+    }
+}
+
+// MARK: - types
+
+struct Types: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the service types advertised on the network.",
+        discussion: "Asks _services._dns-sd._udp.local. and prints each type once, for --timeout seconds."
+    )
+
+    @Option(help: "How long to listen, in seconds.")
+    var timeout: Double = 3
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        guard timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds") }
+    }
+
+    func run() async throws {
+        let discovery = try await network.start()
+        let types = discovery.serviceTypes()
+        let printer = Task {
+            for await type in types {
+                if network.json {
+                    printLine(JSONText.object([("event", .string("type")), ("type", .string(type.description)), ("domain", .string(type.domain.description))]))
+                } else {
+                    printLine(type.description)
+                }
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+        printer.cancel()
+        await discovery.shutdown()
+    }
+}
