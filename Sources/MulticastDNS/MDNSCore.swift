@@ -64,6 +64,10 @@ public final class MDNSCore {
     var ownAddresses: Set<IPAddress> = []
     var recordSets: [Int: RecordSet] = [:]
     var hostSetID: Int?
+    /// Another responder on this machine (avahi-daemon, mDNSResponder) answers for our host
+    /// name with this machine's addresses: it owns the A/AAAA records, we only point SRV
+    /// records at the name. One responder per host name, or they fight over it.
+    public internal(set) var hostNameOwnedElsewhere = false
     var nextID = 1
     var conflictTimes: [Duration] = []
     /// When each record (name, type, data) was last multicast on each interface.

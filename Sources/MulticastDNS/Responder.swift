@@ -138,6 +138,7 @@ extension MDNSCore {
     func ownedRecords(of set: RecordSet, on interface: NetworkInterface) -> [ResourceRecord] {
         switch set.kind {
         case .host:
+            if hostNameOwnedElsewhere { return [] }
             return (interfaces[interface] ?? []).map { address in
                 switch address {
                 case .v4(let v4):
@@ -196,6 +197,9 @@ extension MDNSCore {
                 }
             case .srv(let srv):
                 if let host = publicSet(named: srv.target) { add(ownedRecords(of: host, on: interface)) }
+            case .a, .aaaa:
+                // The other family's addresses of the same host (RFC 6762 §6.2).
+                if let host = publicSet(named: answer.name) { add(ownedRecords(of: host, on: interface)) }
             default:
                 break
             }
@@ -303,12 +307,31 @@ extension MDNSCore {
         guard interfaces[received.interface] != nil else { return }
         if message.header.isResponse {
             guard !received.isLegacyUnicast else { return }  // §6: responses come from port 5353
+            noticeLocalResponder(received)
             detectConflicts(in: message, on: received.interface)
             cacheResponse(received)
         } else {
             if message.isProbe { handleProbe(received) }
             answer(received)
             noteQuery(received)
+        }
+    }
+
+    /// A response from this very machine (our own packets never get here) giving this
+    /// machine's addresses for our host name comes from another responder, which then owns the
+    /// host name; its goodbye for them hands the name back to us.
+    func noticeLocalResponder(_ received: ReceivedMessage) {
+        guard let host = hostSetID.flatMap({ recordSets[$0] }),
+            ownAddresses.contains(received.source.address.withoutScope)
+        else { return }
+        for record in received.message.answers + received.message.additionals where record.name == host.name {
+            guard let address = record.addressValue, ownAddresses.contains(address) else { continue }
+            if record.ttl > 0 && !hostNameOwnedElsewhere {
+                hostNameOwnedElsewhere = true
+            } else if record.ttl == 0 && hostNameOwnedElsewhere {
+                hostNameOwnedElsewhere = false
+                restartProbing(host, delay: true)
+            }
         }
     }
 

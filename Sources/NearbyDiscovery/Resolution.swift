@@ -10,7 +10,12 @@ struct ServiceWatcher {
 
     private enum Input {
         case event(RecordType, QueryEvent)
+        /// Records of one response arrive as separate events; report once they have settled.
+        case settle
     }
+
+    /// How long to let records of the same response arrive before reporting.
+    static let settleTime: Duration = .milliseconds(30)
 
     func run(onChange: @Sendable (ResolvedService) async -> Void) async {
         let instance = service.instanceName
@@ -32,12 +37,31 @@ struct ServiceWatcher {
         var addresses: [IPAddress] = []
         var watchedHost: DomainName?
         var last: ResolvedService?
+        var settling: Task<Void, Never>?
+        var seenOn: NetworkInterface?
         for await input in inputs {
             if Task.isCancelled { break }
-            guard case .event(let type, let event) = input else { continue }
+            guard case .event(let type, let event) = input else {
+                settling = nil
+                guard let srv, let txt, !addresses.isEmpty else { continue }
+                let ordered = addresses.filter { !$0.isIPv6 } + addresses.filter(\.isIPv6)
+                var found = service
+                // A resolve by name learns the interface from the answer.
+                if found.interface.index == 0, let seenOn { found.interface = seenOn }
+                let resolved = ResolvedService(
+                    service: found, host: srv.target, port: srv.port, addresses: ordered, info: DiscoveryInfo(txt))
+                if resolved != last {
+                    last = resolved
+                    await onChange(resolved)
+                }
+                continue
+            }
             switch (type, event) {
-            case (.srv, .added(let record, _)):
-                if case .srv(let data) = record.data { srv = data }
+            case (.srv, .added(let record, let interface)):
+                if case .srv(let data) = record.data {
+                    srv = data
+                    seenOn = interface
+                }
             case (.srv, .removed(let record, _)):
                 if case .srv(let data) = record.data, data == srv { srv = nil }
             case (.txt, .added(let record, _)):
@@ -59,14 +83,14 @@ struct ServiceWatcher {
                 await watch(target, .a)
                 await watch(target, .aaaa)
             }
-            guard let srv, let txt, !addresses.isEmpty else { continue }
-            let ordered = addresses.filter { !$0.isIPv6 } + addresses.filter(\.isIPv6)
-            let resolved = ResolvedService(service: service, host: srv.target, port: srv.port, addresses: ordered, info: DiscoveryInfo(txt))
-            if resolved != last {
-                last = resolved
-                await onChange(resolved)
+            if settling == nil {
+                settling = Task {
+                    try? await Task.sleep(for: Self.settleTime)
+                    continuation.yield(.settle)
+                }
             }
         }
+        settling?.cancel()
         for task in forwarders { task.cancel() }
         for id in queryIDs { await engine.stopQuery(id) }
     }
@@ -96,7 +120,7 @@ struct Resolver {
 
     func resolve(timeout: Duration) async -> ResolvedService? {
         let name = (try? ServiceInstanceName(domainName: instance).instance) ?? ""
-        // The interface is filled in by the first record that answers.
+        // The interface (index 0: unknown yet) is filled in by the SRV record that answers.
         let service = DiscoveredService(name: name, type: type, interface: NetworkInterface(index: 0, name: ""))
         let (results, continuation) = AsyncStream<ResolvedService?>.makeStream()
         let watcher = Task { [engine] in

@@ -1,6 +1,11 @@
 import Foundation
 import Testing
 
+/// Every lab test shares one virtual LAN (the same hosts, the same avahi-daemons), so they
+/// all live under this suite and run one at a time.
+@Suite("Lab", .serialized, .enabled(if: Lab.shouldRun, "needs the lab: run Tools/test"))
+struct LabTestSuite {}
+
 /// The virtual LAN that `Tools/lab run` built around this test process.
 ///
 /// Lab tests run only inside a lab (Tools/test makes one). Outside one they are reported as

@@ -4,7 +4,8 @@ import Testing
 
 /// DNSWire against live avahi-daemon and python-zeroconf peers in the virtual LAN: what they
 /// send must decode, and what we encode they must understand.
-@Suite("Lab: the codec against live peers", .serialized, .enabled(if: Lab.shouldRun, "needs the lab: run Tools/test"))
+extension LabTestSuite {
+@Suite("the codec against live peers")
 struct LiveCodecLabTests {
     static let repository = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -118,6 +119,7 @@ struct LiveCodecLabTests {
             }
         }
     }
+}
 }
 
 /// One line about a packet, for failure messages.

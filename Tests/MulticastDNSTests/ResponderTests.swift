@@ -137,6 +137,23 @@ struct ResponderTests {
         lan.inject(avahi, to: a, from: SocketAddress(.v4(a.address), port: 5353))
         lan.run(for: .seconds(2))
         #expect(a.core.hostName == "alpha.local.")
+        // From now on avahi owns alpha.local: our announcements carry no address records,
+        // and our SRV records still point at alpha.local.
+        #expect(a.core.hostNameOwnedElsewhere)
+        let since = lan.now
+        _ = a.core.register(registration("Shared Host"))
+        lan.run(for: .seconds(3))
+        let announced = lan.sent(by: a, since: since).filter { $0.message.header.isResponse }.flatMap { $0.message.allRecords }
+        #expect(!announced.isEmpty)
+        #expect(!announced.contains { $0.type == .a || $0.type == .aaaa })
+        #expect(announced.contains { $0.data == .srv(SRVData(port: 9099, target: "alpha.local.")) })
+    }
+
+    @Test("another machine claiming our host name with its own address makes us re-probe, then rename")
+    func hostNameRival() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        lan.run(for: .seconds(2))
         // A different machine claiming alpha.local with another address is a rival.
         let rival = Message(header: .response, answers: [
             ResourceRecord(name: "alpha.local.", data: .a(IPv4Address(198, 18, 1, 77)), ttl: 120, cacheFlush: true),

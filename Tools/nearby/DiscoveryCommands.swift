@@ -39,8 +39,8 @@ func printLine(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }
 
-/// Waits for SIGINT or SIGTERM.
-func waitForTermination() async {
+/// Waits for SIGINT or SIGTERM, or until `timeout` has passed.
+func waitForTermination(timeout: Duration? = nil) async {
     signal(SIGINT, SIG_IGN)
     signal(SIGTERM, SIG_IGN)
     let queue = DispatchQueue(label: "nearby.signals")
@@ -51,6 +51,11 @@ func waitForTermination() async {
             source.setEventHandler { resumed.resume() }
             source.resume()
             Signals.keep(source)
+        }
+        if let timeout {
+            let parts = timeout.components
+            let nanoseconds = Int(parts.seconds) * 1_000_000_000 + Int(parts.attoseconds / 1_000_000_000)
+            queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { resumed.resume() }
         }
     }
 }
@@ -79,7 +84,15 @@ final class ResumeOnce: @unchecked Sendable {
     }
 }
 
-func addressesText(_ addresses: [IPAddress]) -> [String] { addresses.map(\.description) }
+/// Addresses as text; a link-local IPv6 address names its interface (`fe80::1%eth0`).
+func addressesText(_ resolved: ResolvedService) -> [String] {
+    resolved.addresses.map { address in
+        if case .v6(let v6, let scope?) = address {
+            return scope == resolved.service.interface.index ? "\(v6)%\(resolved.service.interface.name)" : address.description
+        }
+        return address.description
+    }
+}
 
 // MARK: - advertise
 
@@ -194,21 +207,7 @@ struct Browse: AsyncParsableCommand {
         let printer = Task {
             for await event in events { printLine(render(event)) }
         }
-        if let timeout {
-            let stopper = Task {
-                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
-            }
-            let signalWaiter = Task { await waitForTermination() }
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await stopper.value }
-                group.addTask { await signalWaiter.value }
-                await group.next()
-                group.cancelAll()
-            }
-            stopper.cancel()
-        } else {
-            await waitForTermination()
-        }
+        await waitForTermination(timeout: timeout.map { .milliseconds(Int($0 * 1000)) })
         printer.cancel()
         await discovery.shutdown()
     }
@@ -229,7 +228,7 @@ struct Browse: AsyncParsableCommand {
         }
         var line = kind.padding(toLength: 8, withPad: " ", startingAt: 0) + "\"\(service.name)\"  \(service.type)  \(service.interface.name)"
         if let resolved {
-            line += "  \(resolved.host.description.dropLast()):\(resolved.port)  \(addressesText(resolved.addresses).joined(separator: " "))"
+            line += "  \(resolved.host.description.dropLast()):\(resolved.port)  \(addressesText(resolved).joined(separator: " "))"
             if !resolved.info.isEmpty { line += "  \(resolved.info)" }
         }
         return line
@@ -239,7 +238,7 @@ struct Browse: AsyncParsableCommand {
 func resolvedMembers(_ resolved: ResolvedService) -> [(String, JSONValue)] {
     [
         ("host", .string(resolved.host.description)), ("port", .number(Double(resolved.port))),
-        ("addresses", .array(resolved.addresses.map { .string($0.description) })), ("txt", txtJSON(resolved.info)),
+        ("addresses", .array(addressesText(resolved).map { .string($0) })), ("txt", txtJSON(resolved.info)),
     ]
 }
 
@@ -291,7 +290,7 @@ struct Resolve: AsyncParsableCommand {
         } else {
             printLine("\"\(name)\" (\(serviceType))")
             printLine("  host       \(resolved.host.description.dropLast()):\(resolved.port)")
-            printLine("  addresses  \(addressesText(resolved.addresses).joined(separator: ", "))")
+            printLine("  addresses  \(addressesText(resolved).joined(separator: ", "))")
             printLine("  txt        \(resolved.info.isEmpty ? "(none)" : resolved.info.description)")
         }
         await discovery.shutdown()
