@@ -54,7 +54,7 @@ let package = Package(
             path: "Tools/nearby",
             swiftSettings: strict
         ),
-        .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire"], swiftSettings: strict),
+        .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery"], swiftSettings: strict),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
         .testTarget(name: "LabTests", dependencies: ["DNSWire"], swiftSettings: strict),
         // Codec benchmark: `Tools/bench-codec` builds it in release mode and compares with python-zeroconf.
