@@ -151,9 +151,9 @@ extension MDNSCore {
             return [
                 ResourceRecord(
                     name: set.name, data: .srv(SRVData(port: registration.port, target: hostName)),
-                    ttl: MDNSTiming.hostRecordTTL, cacheFlush: true),
+                    ttl: registration.ttl ?? MDNSTiming.hostRecordTTL, cacheFlush: true),
                 ResourceRecord(
-                    name: set.name, data: .txt(registration.txt.txt), ttl: MDNSTiming.otherRecordTTL,
+                    name: set.name, data: .txt(registration.txt.txt), ttl: registration.ttl ?? MDNSTiming.otherRecordTTL,
                     cacheFlush: true),
             ]
         }
@@ -163,7 +163,7 @@ extension MDNSCore {
     /// enumeration PTR (RFC 6763 §4.1, §7.1, §9).
     func sharedRecords(of set: RecordSet) -> [ResourceRecord] {
         guard case .service(let registration) = set.kind else { return [] }
-        let ttl = MDNSTiming.otherRecordTTL
+        let ttl = registration.ttl ?? MDNSTiming.otherRecordTTL
         var records = [ResourceRecord(name: registration.type.domainName, data: .ptr(set.name), ttl: ttl)]
         for subtype in registration.subtypes {
             if let type = try? registration.type.withSubtype(subtype) {

@@ -115,12 +115,14 @@ public final class NearbyDiscovery: Sendable {
     }
 
     /// Publishes a service and returns once its name is won (probing takes about a second).
+    /// - Parameter ttl: TTL of the service's records (default: RFC 6762's 120 s / 4500 s).
     public func advertise(
-        _ name: String, type: ServiceType, port: UInt16, info: DiscoveryInfo = DiscoveryInfo(), subtypes: [String] = []
+        _ name: String, type: ServiceType, port: UInt16, info: DiscoveryInfo = DiscoveryInfo(), subtypes: [String] = [],
+        ttl: UInt32? = nil
     ) async throws -> Advertisement {
         _ = try ServiceInstanceName(name, type: type)  // refuse bad names before the network sees them
         let (id, events) = await engine.register(
-            ServiceRegistration(instance: name, type: type, port: port, txt: info, subtypes: subtypes))
+            ServiceRegistration(instance: name, type: type, port: port, txt: info, subtypes: subtypes, ttl: ttl))
         let (renames, renameContinuation) = AsyncStream<String>.makeStream()
         var iterator = events.makeAsyncIterator()
         while let event = await iterator.next() {

@@ -150,3 +150,51 @@ struct DiscoveryLabTests {
     }
 }
 }
+
+extension LabTestSuite {
+@Suite("nearby browse: changes and failures")
+struct BrowseChangeLabTests {
+    var nearby: String { LabTestSuite.DiscoveryLabTests.nearby }
+
+    func jsonLines(_ text: String) -> [[String: Any]] {
+        text.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+    }
+
+    @Test("a TXT update by python-zeroconf is reported updated with the new TXT")
+    func txtUpdate() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let browser = try lab.start(["exec", "h2", "--", nearby, "browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "15"])
+        let registrant = try lab.start([
+            "zeroconf", "h1", "--", "register", "Changing Box", "_openagents._tcp", "9701", "state=old",
+            "--update-txt", "state=new", "--update-after", "4",
+        ])
+        try await lab.withProcesses([browser, registrant]) {
+            _ = try await registrant.waitForLine(containing: "\"updated\"", timeout: .seconds(20))
+            let line = try await browser.waitForLine(containing: "\"state\":\"new\"", timeout: .seconds(5))
+            let event = try #require(jsonLines(line).first)
+            #expect(event["event"] as? String == "updated")
+            #expect(event["name"] as? String == "Changing Box")
+            let events = jsonLines(browser.output).filter { $0["name"] as? String == "Changing Box" }
+            #expect(events.first?["event"] as? String == "found")
+            #expect((events.first?["txt"] as? [String: Any])?["state"] as? String == "old")
+        }
+    }
+
+    @Test("a SIGKILLed advertiser is reported lost by a resolving browser before its TTL runs out")
+    func killedAdvertiser() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let browser = try lab.start(["exec", "h2", "--", nearby, "browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "30"])
+        let advertiser = try lab.start(["exec", "h1", "--", nearby, "advertise", "--json", "--host", "doomed", "--ttl", "8", "Doomed Box", "_openagents._tcp", "9702"])
+        try await lab.withProcesses([browser, advertiser]) {
+            _ = try await browser.waitForLine(containing: "\"Doomed Box\"", timeout: .seconds(10))
+            let killed = ContinuousClock.now
+            advertiser.kill()  // SIGKILL: no goodbye
+            _ = try await browser.waitForLine(containing: "\"lost\"", timeout: .seconds(12))
+            // Failure detection or, at the latest, the 8 s TTL.
+            #expect(ContinuousClock.now - killed <= .seconds(10))
+        }
+    }
+}
+}

@@ -160,7 +160,7 @@ final class LabProcess: @unchecked Sendable {
         while true {
             if let status = exitStatus { return status }
             if ContinuousClock.now >= deadline {
-                kill(pid, SIGTERM)
+                Glibc.kill(pid, SIGTERM)
                 throw LabError("process timed out after \(timeout): \(output)\n\(errorOutput)")
             }
             try await Task.sleep(for: .milliseconds(50))
@@ -183,12 +183,17 @@ final class LabProcess: @unchecked Sendable {
         throw LabError("no line containing \"\(text)\" within \(timeout): \(output)\n\(errorOutput)")
     }
 
+    /// Sends SIGKILL to the process (and, through `ip netns exec`'s exec, to the program).
+    func kill() {
+        _ = Glibc.kill(pid, SIGKILL)
+    }
+
     /// Sends SIGTERM and waits for the end (SIGKILL after 10 s).
     func stop() async {
         guard isRunning else { return }
-        kill(pid, SIGTERM)
+        Glibc.kill(pid, SIGTERM)
         if (try? await wait(timeout: .seconds(10))) == nil {
-            kill(pid, SIGKILL)
+            Glibc.kill(pid, SIGKILL)
             _ = try? await wait(timeout: .seconds(5))
         }
     }

@@ -144,6 +144,16 @@ async def register(args: argparse.Namespace) -> int:
         await task
         emit({"event": "registered", "name": info.name, "type": stype, "host": server,
               "port": args.port, "addresses": addresses, "txt": parse_txt(args.txt)})
+        if args.update_txt:
+            # Replace the TXT record after a while, as a service does when its state changes.
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=args.update_after)
+            except asyncio.TimeoutError:
+                info = AsyncServiceInfo(stype, name, port=args.port, properties=parse_txt(args.update_txt),
+                                        server=server, parsed_addresses=addresses)
+                task = await aiozc.async_update_service(info)
+                await task
+                emit({"event": "updated", "name": info.name, "txt": parse_txt(args.update_txt)})
         await stop.wait()
         task = await aiozc.async_unregister_service(info)
         await task
@@ -226,6 +236,9 @@ def main() -> int:
                    "default: every IPv4 and non-link-local IPv6 address of the lan interfaces)")
     r.add_argument("--allow-name-change", action="store_true",
                    help="pick another name on conflict instead of failing")
+    r.add_argument("--update-txt", action="append", default=[], metavar="ENTRY",
+                   help="after --update-after seconds, replace the TXT with these entries (repeatable)")
+    r.add_argument("--update-after", type=float, default=3.0, metavar="SECONDS")
 
     b = sub.add_parser("browse", help="browse TYPE and print found/updated/lost events")
     b.add_argument("type")

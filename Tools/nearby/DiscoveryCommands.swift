@@ -122,6 +122,8 @@ struct Advertise: AsyncParsableCommand {
     var subtypes: [String] = []
     @Option(name: .customLong("host"), help: "Host label to publish in .local (default: this machine's name).")
     var host: String?
+    @Option(help: "TTL in seconds of the service's records (default: 120 for SRV, 4500 for PTR and TXT). Short TTLs make a crashed advertiser vanish sooner.")
+    var ttl: Int?
     @OptionGroup var network: NetworkOptions
 
     func validate() throws {
@@ -135,6 +137,7 @@ struct Advertise: AsyncParsableCommand {
         } catch let error as DiscoveryInfoError {
             throw ValidationError(error.description)
         }
+        if let ttl, !(1...4500).contains(ttl) { throw ValidationError("--ttl \(ttl) is out of range; use 1-4500 seconds") }
         if let host, host.isEmpty || host.utf8.count > 63 || host.contains(".") {
             throw ValidationError("host label \"\(host)\" must be 1-63 bytes without dots")
         }
@@ -145,7 +148,8 @@ struct Advertise: AsyncParsableCommand {
         let info = try DiscoveryInfo(txt)
         for warning in info.warnings { FileHandle.standardError.write(Data("nearby: warning: \(warning)\n".utf8)) }
         let discovery = try await network.start(hostName: host)
-        let ad = try await discovery.advertise(name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes)
+        let ad = try await discovery.advertise(
+            name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init))
         if network.json {
             var members: [(String, JSONValue)] = [
                 ("event", .string("advertising")), ("name", .string(ad.name)), ("type", .string(serviceType.description)),
