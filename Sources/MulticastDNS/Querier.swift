@@ -83,7 +83,11 @@ extension MDNSCore {
 
     func queryStep(_ id: Int, generation: Int) {
         guard let query = queries[id], query.generation == generation else { return }
-        sendQuery(query.question)
+        // The first query of a new question asks for unicast replies (QU, RFC 6762 §5.4):
+        // responders answer it at once, and to us alone.
+        var question = query.question
+        question.unicastResponse = query.interval == MDNSTiming.queryInitialInterval
+        sendQuery(question)
         scheduler.schedule(.query(id, generation: generation), at: now + query.interval)
         query.interval = min(query.interval * 2, MDNSTiming.queryMaximumInterval)
     }

@@ -17,6 +17,12 @@ struct QuerierTests {
                 && $0.message.questions.first?.name == agentType.domainName
         }.map { $0.time - start }
         #expect(Array(times.prefix(6)) == [.zero, .seconds(1), .seconds(3), .seconds(7), .seconds(15), .seconds(31)])
+        // The first asks for unicast replies (QU, §5.4), the rest do not.
+        let questions = lan.wire.filter {
+            $0.from == "beta" && $0.time >= start && !$0.message.header.isResponse && $0.message.questions.first?.name == agentType.domainName
+        }.compactMap { $0.message.questions.first }
+        #expect(questions.first?.unicastResponse == true)
+        #expect(questions.dropFirst().allSatisfy { !$0.unicastResponse })
     }
 
     @Test("queries carry known answers with more than half their TTL left, so the responder stays quiet")

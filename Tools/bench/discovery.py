@@ -1,0 +1,158 @@
+"""Discovery benchmarks in the lab: figures and ratios, never assertions.
+
+Run through Tools/bench-discovery, which builds the lab (3 hosts) and sets NEARBY_LAB and
+NEARBY_BIN. Every packet stays inside the lab's namespaces.
+
+1. Cold time-to-resolve of an already-published service (avahi-publish in h1), from h2:
+   `nearby resolve`, python-zeroconf (zeroconf_peer.py resolve), and `avahi-browse -r` against
+   a freshly started avahi-daemon (its start-up is not counted). Each trial is a new process
+   (a cold cache); the figure is the wall time from spawning the command to the resolved
+   answer, so start-up costs count, as a user feels them; the start-up of each tool alone is
+   measured too and shown.
+2. Time until a new advertisement is visible to an already-running browser (`nearby browse`
+   in h2): advertised by `nearby advertise`, `avahi-publish` and python-zeroconf in h1, from
+   spawning the advertiser to the browser's line.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+LAB = os.environ["NEARBY_LAB"]
+NEARBY = os.environ["NEARBY_BIN"]
+PYTHON = os.environ.get("NEARBY_LAB_PYTHON", "python3")
+PEER = os.path.join(os.path.dirname(LAB), "lab-peers", "zeroconf_peer.py")
+TRIALS = int(os.environ.get("BENCH_TRIALS", "20"))
+TYPE = "_benchmark._tcp"
+
+
+def lab(*args, **kwargs):
+    return subprocess.run([LAB, *args], check=True, capture_output=True, text=True, **kwargs)
+
+
+def spawn(*args):
+    process = subprocess.Popen([LAB, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    os.set_blocking(process.stdout.fileno(), False)
+    process.seen_text = ""
+    return process
+
+
+def wait_line(process, needle, timeout):
+    """Reads output until needle appears (in output not yet matched); returns the arrival time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(process.stdout.fileno(), 65536)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            process.seen_text += chunk.decode(errors="replace")
+            if needle in process.seen_text:
+                arrived = time.monotonic()
+                process.seen_text = process.seen_text.split(needle, 1)[1]
+                return arrived
+        elif chunk == b"" or process.poll() is not None:
+            return None
+        else:
+            time.sleep(0.002)
+    return None
+
+
+def stop(process, sig="TERM"):
+    if process.poll() is None:
+        process.send_signal({"TERM": 15, "INT": 2, "KILL": 9}[sig])
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def timed_command(args, needle, timeout=10):
+    start = time.monotonic()
+    process = spawn(*args)
+    seen = wait_line(process, needle, timeout)
+    stop(process)
+    return None if seen is None else seen - start
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else float("nan")
+
+
+def report(title, rows):
+    print(f"\n{title}")
+    best = min((r[1] for r in rows if r[1] == r[1]), default=float("nan"))
+    print(f"  {'':<28} {'median':>9} {'min':>8} {'max':>8} {'ok':>6}  {'vs nearby':>9}")
+    ours = next((r[1] for r in rows if r[0].startswith("nearby")), float("nan"))
+    for name, med, low, high, ok in rows:
+        ratio = med / ours if ours == ours and ours > 0 else float("nan")
+        print(f"  {name:<28} {med * 1000:>7.0f}ms {low * 1000:>6.0f}ms {high * 1000:>6.0f}ms {ok:>6}  {ratio:>8.2f}x")
+    return best
+
+
+def summary(samples):
+    ok = [s for s in samples if s is not None]
+    return (median(ok), min(ok) if ok else float("nan"), max(ok) if ok else float("nan"), f"{len(ok)}/{len(samples)}")
+
+
+def time_to_resolve():
+    lab("avahi", "start", "h1")
+    publisher = spawn("avahi", "exec", "h1", "--", "avahi-publish", "-s", "Bench Box", TYPE, "9900", "k=v")
+    time.sleep(2)
+    results = {"nearby resolve": [], "python-zeroconf resolve": [], "avahi-browse -r (fresh daemon)": []}
+    startup = {"nearby --version": [], "python -c 'import zeroconf'": []}
+    for _ in range(TRIALS):
+        results["nearby resolve"].append(timed_command(
+            ["exec", "h2", "--", NEARBY, "resolve", "Bench Box", TYPE, "--json"], '"resolved"'))
+        results["python-zeroconf resolve"].append(timed_command(
+            ["exec", "h2", "--", PYTHON, "-u", PEER, "resolve", "Bench Box", TYPE, "--timeout", "5"], '"resolved"'))
+        lab("avahi", "start", "h3")
+        results["avahi-browse -r (fresh daemon)"].append(timed_command(
+            ["avahi", "exec", "h3", "--", "stdbuf", "-oL", "avahi-browse", "-rp", TYPE], "=;"))
+        lab("avahi", "stop", "h3")
+        startup["nearby --version"].append(timed_command(["exec", "h2", "--", NEARBY, "--version"], "."))
+        startup["python -c 'import zeroconf'"].append(timed_command(
+            ["exec", "h2", "--", PYTHON, "-c", "import zeroconf, zeroconf.asyncio; print('ready')"], "ready"))
+    stop(publisher, "INT")
+    lab("avahi", "stop", "h1")
+    report(f"1. cold time-to-resolve, {TRIALS} trials each (same avahi-published service)",
+           [(name, *summary(samples)) for name, samples in results.items()])
+    report("   process start-up alone (included above)",
+           [(name, *summary(samples)) for name, samples in startup.items()])
+
+
+def time_to_visible():
+    browser = spawn("exec", "h2", "--", NEARBY, "browse", TYPE, "--json")
+    time.sleep(1)
+    results = {"nearby advertise": [], "avahi-publish": [], "python-zeroconf register": []}
+    lab("avahi", "start", "h1")
+    for trial in range(TRIALS):
+        for name in results:
+            instance = f"Visible {name.split()[0]} {trial}"
+            start = time.monotonic()
+            if name == "nearby advertise":
+                advertiser = spawn("exec", "h1", "--", NEARBY, "advertise", "--host", "bench", instance, TYPE, "9901")
+            elif name == "avahi-publish":
+                advertiser = spawn("avahi", "exec", "h1", "--", "avahi-publish", "-s", instance, TYPE, "9902")
+            else:
+                advertiser = spawn("exec", "h1", "--", PYTHON, "-u", PEER, "register", instance, TYPE, "9903")
+            seen = wait_line(browser, f'"name":"{instance}"', 10)
+            results[name].append(None if seen is None else seen - start)
+            stop(advertiser, "INT")
+            time.sleep(0.3)
+    stop(browser, "INT")
+    lab("avahi", "stop", "h1")
+    report(f"2. time until a new advertisement is visible to a running nearby browse, {TRIALS} trials each",
+           [(name, *summary(samples)) for name, samples in results.items()])
+
+
+if __name__ == "__main__":
+    which = sys.argv[1:] or ["resolve", "visible"]
+    if "resolve" in which:
+        time_to_resolve()
+    if "visible" in which:
+        time_to_visible()
