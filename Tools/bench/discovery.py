@@ -12,6 +12,8 @@ NEARBY_BIN. Every packet stays inside the lab's namespaces.
 2. Time until a new advertisement is visible to an already-running browser (`nearby browse`
    in h2): advertised by `nearby advertise`, `avahi-publish` and python-zeroconf in h1, from
    spawning the advertiser to the browser's line.
+3. Resident memory (VmRSS) of an idle advertiser, 5 s after it started: `nearby advertise`
+   vs a python-zeroconf responder (zeroconf_peer.py register).
 """
 import json
 import os
@@ -150,9 +152,48 @@ def time_to_visible():
            [(name, *summary(samples)) for name, samples in results.items()])
 
 
+def rss_kib(root_pid):
+    """VmRSS of the process tree's biggest member (the advertiser itself, not its wrappers)."""
+    best = 0
+    pending = [root_pid]
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        best = max(best, int(line.split()[1]))
+            with open(f"/proc/{pid}/task/{pid}/children") as children:
+                pending += [int(child) for child in children.read().split()]
+        except OSError:
+            continue
+    return best
+
+
+def memory():
+    rows = []
+    for name, args in (
+        ("nearby advertise", ["exec", "h1", "--", NEARBY, "advertise", "--host", "memory", "Memory Box", TYPE, "9910", "k=v"]),
+        ("python-zeroconf register", ["exec", "h1", "--", PYTHON, "-u", PEER, "register", "Memory Zero", TYPE, "9911", "k=v"]),
+    ):
+        samples = []
+        for _ in range(3):
+            process = spawn(*args)
+            time.sleep(5)
+            samples.append(rss_kib(process.pid))
+            stop(process, "INT")
+        rows.append((name, statistics.median(samples)))
+    print("\n3. resident memory of an idle advertiser (VmRSS, median of 3)")
+    ours = rows[0][1]
+    for name, kib in rows:
+        print(f"  {name:<28} {kib / 1024:>7.1f} MiB  {kib / ours:>6.2f}x")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["resolve", "visible"]
+    which = sys.argv[1:] or ["resolve", "visible", "memory"]
     if "resolve" in which:
         time_to_resolve()
     if "visible" in which:
         time_to_visible()
+    if "memory" in which:
+        memory()
