@@ -198,3 +198,94 @@ struct BrowseChangeLabTests {
     }
 }
 }
+
+extension LabTestSuite {
+@Suite("nearby: types, subtypes, IPv6 only, two LANs")
+struct NetworkShapeLabTests {
+    var nearby: String { LabTestSuite.DiscoveryLabTests.nearby }
+
+    func jsonLines(_ text: String) -> [[String: Any]] {
+        text.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+    }
+
+    @Test("nearby types lists advertised types; a subtype browse finds only services listed under it")
+    func typesAndSubtypes() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let plain = try lab.start(["exec", "h1", "--", nearby, "advertise", "--json", "--host", "t1", "Plain", "_openagents._tcp", "9801"])
+        let bridge = try lab.start(["exec", "h2", "--", nearby, "advertise", "--json", "--host", "t2", "--subtype", "_bridge", "Bridge", "_openagents._tcp", "9802"])
+        try await lab.withProcesses([plain, bridge]) {
+            _ = try await plain.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
+            _ = try await bridge.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
+            let types = try await lab.run(["exec", "h3", "--", nearby, "types", "--json", "--timeout", "2"], timeout: .seconds(15))
+            #expect(jsonLines(types).contains { $0["type"] as? String == "_openagents._tcp" })
+            let sub = try await lab.run(["exec", "h3", "--", nearby, "browse", "_bridge._sub._openagents._tcp", "--json", "--timeout", "2"], timeout: .seconds(15))
+            let names = Set(jsonLines(sub).compactMap { $0["event"] as? String == "found" ? $0["name"] as? String : nil })
+            #expect(names == ["Bridge"])
+        }
+    }
+
+    @Test("IPv6 only: with no IPv4 on either host, advertise and resolve still work")
+    func ipv6Only() async throws {
+        let lab = try Lab.require(hosts: 3)
+        for host in ["h1", "h2"] {
+            try await lab.run(["exec", host, "--", "ip", "-4", "addr", "flush", "dev", "lan1"])
+        }
+        do {
+            let advertiser = try lab.start(["exec", "h1", "--", nearby, "advertise", "--json", "--host", "six", "Six Box", "_openagents._tcp", "9803"])
+            try await lab.withProcesses([advertiser]) {
+                _ = try await advertiser.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
+                let output = try await lab.run(["exec", "h2", "--", nearby, "resolve", "Six Box", "_openagents._tcp", "--json"], timeout: .seconds(15))
+                let resolved = try #require(jsonLines(output).first)
+                let addresses = resolved["addresses"] as? [String] ?? []
+                #expect(addresses.contains("fd6e:6272:1::1"))
+                #expect(!addresses.contains { $0.contains(".") })
+                #expect(resolved["port"] as? Int == 9803)
+            }
+        } catch {
+            try await restoreIPv4(lab)
+            throw error
+        }
+        try await restoreIPv4(lab)
+    }
+
+    private func restoreIPv4(_ lab: Lab) async throws {
+        for (host, address) in [("h1", "198.18.1.1/24"), ("h2", "198.18.1.2/24")] {
+            try await lab.run(["exec", host, "--", "ip", "addr", "add", address, "dev", "lan1"])
+            try await lab.run(["exec", host, "--", "ip", "route", "replace", "224.0.0.0/4", "dev", "lan1"])
+        }
+    }
+
+    @Test("a host on two LANs sees services on both and reports the right interface")
+    func twoLANs() async throws {
+        let outer = try Lab.require(hosts: 1)
+        // A lab of its own: every host on LAN 1, h2 and h3 also on LAN 2; h3 advertises on
+        // LAN 2 only (--interface), so h2 must see it there and nowhere else.
+        let name = "twolan"
+        try await outer.run(["up", "--name", name, "--hosts", "3", "--lans", "2", "--lan2-hosts", "2,3"])
+        let lab = Lab(script: outer.script, name: "nb-\(name)", hosts: 3)
+        do {
+            let one = try lab.start(["exec", "--name", name, "h1", "--", nearby, "advertise", "--json", "--host", "one", "On LAN One", "_openagents._tcp", "9811"])
+            let two = try lab.start(["exec", "--name", name, "h3", "--", nearby, "advertise", "--json", "--host", "two", "--interface", "lan2", "On LAN Two", "_openagents._tcp", "9812"])
+            try await lab.withProcesses([one, two]) {
+                _ = try await one.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
+                _ = try await two.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
+                let output = try await lab.run(["exec", "--name", name, "h2", "--", nearby, "browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "3"], timeout: .seconds(15))
+                let found = jsonLines(output).filter { $0["event"] as? String == "found" }
+                let first = try #require(found.first { $0["name"] as? String == "On LAN One" })
+                let second = try #require(found.first { $0["name"] as? String == "On LAN Two" })
+                #expect(first["interface"] as? String == "lan1")
+                #expect(second["interface"] as? String == "lan2")
+                #expect(!found.contains { $0["name"] as? String == "On LAN Two" && $0["interface"] as? String == "lan1" })
+                #expect((first["addresses"] as? [String])?.contains("198.18.1.1") == true)
+                #expect((second["addresses"] as? [String])?.contains("198.18.2.3") == true)
+            }
+        } catch {
+            _ = try? await outer.run(["down", "--name", name])
+            throw error
+        }
+        try await outer.run(["down", "--name", name])
+    }
+}
+}
