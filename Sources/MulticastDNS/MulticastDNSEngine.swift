@@ -94,6 +94,9 @@ public actor MulticastDNSEngine {
         guard !isShutDown else { return }
         let current = NIOMulticastTransport.interfaces(named: interfaceNames)
         let byIndex = Dictionary(current.map { ($0.interface.index, $0) }, uniquingKeysWith: { first, _ in first })
+        if await transport.reopenClosedChannels() {
+            for info in current { await transport.join(info) }
+        }
         guard byIndex != interfaceInfo else { return }
         for (index, old) in interfaceInfo where byIndex[index] == nil { await transport.leave(old) }
         for (index, info) in byIndex where interfaceInfo[index] != info { await transport.join(info) }

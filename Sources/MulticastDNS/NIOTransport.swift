@@ -1,4 +1,5 @@
 import DNSWire
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -55,17 +56,42 @@ public final class NIOMulticastTransport: Sendable {
     public static let groupV6 = "ff02::fb"
 
     let group: any EventLoopGroup
-    let channels: [IPFamily: any Channel]
+    /// The open sockets. SwiftNIO closes a datagram channel on most socket errors (a link that
+    /// goes down makes a send fail with ENETDOWN, say), so they are reopened when that happens.
+    private let channelBox: NIOLockedValueBox<[IPFamily: any Channel]>
     /// Incoming datagrams, in arrival order.
     public let datagrams: AsyncStream<ReceivedDatagram>
     private let continuation: AsyncStream<ReceivedDatagram>.Continuation
 
+    var channels: [IPFamily: any Channel] { channelBox.withLockedValue { $0 } }
+
     private init(group: any EventLoopGroup, channels: [IPFamily: any Channel], datagrams: AsyncStream<ReceivedDatagram>,
                  continuation: AsyncStream<ReceivedDatagram>.Continuation) {
         self.group = group
-        self.channels = channels
+        self.channelBox = NIOLockedValueBox(channels)
         self.datagrams = datagrams
         self.continuation = continuation
+    }
+
+    private static func bind(_ family: IPFamily, group: any EventLoopGroup,
+                             continuation: AsyncStream<ReceivedDatagram>.Continuation) async throws -> any Channel {
+        let bootstrap = DatagramBootstrap(group: group)
+            .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            .channelOption(ChannelOptions.Types.SocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_REUSEPORT)), value: 1)
+            .channelOption(.receivePacketInfo, value: true)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(InboundHandler(continuation: continuation, family: family))
+                }
+            }
+        switch family {
+        case .v4:
+            return try await bootstrap.bind(host: "0.0.0.0", port: Int(SocketAddress.mdnsPort)).get()
+        case .v6:
+            return try await bootstrap
+                .channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
+                .bind(host: "::", port: Int(SocketAddress.mdnsPort)).get()
+        }
     }
 
     /// Opens the sockets. Fails with a clear error when port 5353 cannot be bound.
@@ -74,26 +100,8 @@ public final class NIOMulticastTransport: Sendable {
         let (stream, continuation) = AsyncStream<ReceivedDatagram>.makeStream()
         var channels: [IPFamily: any Channel] = [:]
         for family in families.sorted(by: { $0 == .v4 && $1 == .v6 }) {
-            let bootstrap = DatagramBootstrap(group: group)
-                .channelOption(.socketOption(.so_reuseaddr), value: 1)
-                .channelOption(ChannelOptions.Types.SocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_REUSEPORT)), value: 1)
-                .channelOption(.receivePacketInfo, value: true)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(InboundHandler(continuation: continuation, family: family))
-                    }
-                }
             do {
-                let channel: any Channel
-                switch family {
-                case .v4:
-                    channel = try await bootstrap.bind(host: "0.0.0.0", port: Int(SocketAddress.mdnsPort)).get()
-                case .v6:
-                    channel = try await bootstrap
-                        .channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
-                        .bind(host: "::", port: Int(SocketAddress.mdnsPort)).get()
-                }
-                channels[family] = channel
+                channels[family] = try await bind(family, group: group, continuation: continuation)
             } catch {
                 if family == .v6 && !channels.isEmpty { continue }  // no IPv6 on this host
                 for channel in channels.values { try? await channel.close() }
@@ -101,6 +109,18 @@ public final class NIOMulticastTransport: Sendable {
             }
         }
         return NIOMulticastTransport(group: group, channels: channels, datagrams: stream, continuation: continuation)
+    }
+
+    /// Reopens any socket SwiftNIO closed after an error; true if one was reopened (its group
+    /// memberships are gone: join again).
+    public func reopenClosedChannels() async -> Bool {
+        var reopened = false
+        for (family, channel) in channels where !channel.isActive {
+            guard let fresh = try? await Self.bind(family, group: group, continuation: continuation) else { continue }
+            channelBox.withLockedValue { $0[family] = fresh }
+            reopened = true
+        }
+        return reopened
     }
 
     /// Joins the mDNS group on `interface` for each family it has addresses of.
@@ -175,8 +195,10 @@ public final class NIOMulticastTransport: Sendable {
     /// unless named), optionally only those named.
     public static func interfaces(named names: [String]? = nil) -> [InterfaceInfo] {
         guard let devices = try? System.enumerateDevices() else { return [] }
+        let running = runningInterfaceNames()
         var byIndex: [Int: InterfaceInfo] = [:]
-        for device in devices where device.multicastSupported {
+        // A link that is down keeps its addresses; only interfaces up and running count.
+        for device in devices where device.multicastSupported && running.contains(device.name) {
             if let names, !names.contains(device.name) { continue }
             if names == nil && device.name == "lo" { continue }
             guard let address = device.address?.ipAddress(scope: device.interfaceIndex) else { continue }
@@ -191,6 +213,23 @@ public final class NIOMulticastTransport: Sendable {
         }
         return byIndex.values.sorted { $0.interface.index < $1.interface.index }
     }
+}
+
+/// Names of the interfaces that are up and running (IFF_UP and IFF_RUNNING).
+func runningInterfaceNames() -> Set<String> {
+    var names: Set<String> = []
+    var list: UnsafeMutablePointer<ifaddrs>?
+    guard getifaddrs(&list) == 0 else { return names }
+    defer { freeifaddrs(list) }
+    var cursor = list
+    while let entry = cursor {
+        let flags = Int32(bitPattern: entry.pointee.ifa_flags)
+        if flags & Int32(IFF_UP) != 0 && flags & Int32(IFF_RUNNING) != 0, let name = entry.pointee.ifa_name {
+            names.insert(String(cString: name))
+        }
+        cursor = entry.pointee.ifa_next
+    }
+    return names
 }
 
 /// Why the transport could not start.

@@ -257,6 +257,37 @@ struct NetworkShapeLabTests {
         }
     }
 
+    @Test("addresses and links that come and go are noticed within 5 s")
+    func interfaceChanges() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let advertiser = try lab.start(["exec", "h1", "--", nearby, "advertise", "--json", "--host", "mover", "Moving Box", "_openagents._tcp", "9821"])
+        let browser = try lab.start(["exec", "h2", "--", nearby, "browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "40"])
+        try await lab.withProcesses([advertiser, browser]) {
+            _ = try await browser.waitForLine(containing: "\"Moving Box\"", timeout: .seconds(10))
+            // A new address on the advertiser's link is announced and reaches the browser.
+            try await lab.run(["exec", "h1", "--", "ip", "addr", "add", "198.18.1.101/24", "dev", "lan1"])
+            var start = ContinuousClock.now
+            _ = try await browser.waitForLine(containing: "198.18.1.101", timeout: .seconds(6))
+            #expect(ContinuousClock.now - start <= .seconds(5))
+            try await lab.run(["exec", "h1", "--", "ip", "addr", "del", "198.18.1.101/24", "dev", "lan1"])
+            // The browser's own link goes down: what it learned there is dropped (lost)…
+            try await lab.run(["exec", "h2", "--", "ip", "link", "set", "lan1", "down"])
+            start = ContinuousClock.now
+            _ = try await browser.waitForLine(containing: "\"lost\"", timeout: .seconds(6))
+            #expect(ContinuousClock.now - start <= .seconds(5))
+            // …and when it comes back, the service is found again.
+            try await lab.run(["exec", "h2", "--", "ip", "link", "set", "lan1", "up"])
+            try await lab.run(["exec", "h2", "--", "ip", "route", "replace", "224.0.0.0/4", "dev", "lan1"])
+            let before = browser.output.components(separatedBy: "\"found\"").count
+            start = ContinuousClock.now
+            while browser.output.components(separatedBy: "\"found\"").count == before {
+                guard ContinuousClock.now - start < .seconds(10) else { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(browser.output.components(separatedBy: "\"found\"").count > before, "\(browser.output)")
+        }
+    }
+
     @Test("a host on two LANs sees services on both and reports the right interface")
     func twoLANs() async throws {
         let outer = try Lab.require(hosts: 1)
