@@ -58,31 +58,51 @@ public final class Advertisement: Sendable {
     public let requestedName: String
     public let type: ServiceType
     public let port: UInt16
-    let id: RegistrationID
-    let engine: MulticastDNSEngine
     /// Renames after the name was first won (a conflict arising later), as they happen.
     public let renames: AsyncStream<String>
+    private let updateInfo: @Sendable (DiscoveryInfo) async -> Void
+    private let withdraw: @Sendable () async -> Void
 
-    init(name: String, requestedName: String, type: ServiceType, port: UInt16, id: RegistrationID,
-         engine: MulticastDNSEngine, renames: AsyncStream<String>) {
+    /// Made by a backend: `update` replaces the TXT record, `cancel` withdraws with goodbyes.
+    public init(
+        name: String, requestedName: String, type: ServiceType, port: UInt16, renames: AsyncStream<String>,
+        update: @escaping @Sendable (DiscoveryInfo) async -> Void, cancel: @escaping @Sendable () async -> Void
+    ) {
         self.name = name
         self.requestedName = requestedName
         self.type = type
         self.port = port
-        self.id = id
-        self.engine = engine
         self.renames = renames
+        self.updateInfo = update
+        self.withdraw = cancel
     }
 
     /// Replaces the TXT discovery info and announces it.
     public func update(info: DiscoveryInfo) async {
-        await engine.updateTXT(id, info)
+        await updateInfo(info)
     }
 
     /// Withdraws the service with goodbyes.
     public func cancel() async {
-        await engine.unregister(id)
+        await withdraw()
     }
+}
+
+/// A way of doing DNS-SD. ``NearbyDiscovery`` checks its input and hands the work to one:
+/// the embedded mDNS engine (``EmbeddedBackend``) today; the system daemon next.
+public protocol DiscoveryBackend: Sendable {
+    /// Publishes a service; returns once its name is won.
+    func advertise(_ registration: ServiceRegistration) async throws -> Advertisement
+    /// Found / updated / lost events for a type.
+    func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent>
+    /// One service's host, port, addresses and TXT; nil when nothing answers in time.
+    func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService?
+    /// Service types on the network, each once.
+    func serviceTypes() -> AsyncStream<ServiceType>
+    /// The host name this machine answers to.
+    func hostName() async -> DomainName
+    /// Withdraws everything with goodbyes and releases the network.
+    func shutdown() async
 }
 
 /// Advertise, browse and resolve DNS-SD services over mDNS with the embedded engine.
@@ -93,36 +113,81 @@ public final class Advertisement: Sendable {
 /// for await event in await discovery.browse(ad.type) { print(event) }
 /// ```
 public final class NearbyDiscovery: Sendable {
-    let engine: MulticastDNSEngine
+    /// Where the work is done.
+    public let backend: any DiscoveryBackend
 
-    init(engine: MulticastDNSEngine) { self.engine = engine }
+    /// Discovery over a backend of your choice.
+    public init(backend: any DiscoveryBackend) { self.backend = backend }
 
     /// Starts the embedded mDNS engine.
     /// - Parameters:
     ///   - hostName: host label to publish (default: this machine's name).
     ///   - interfaces: interface names to use (default: every multicast-capable one but loopback).
     public static func start(hostName: String? = nil, interfaces: [String]? = nil) async throws -> NearbyDiscovery {
+        NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces))
+    }
+
+    /// The host name this machine answers to, e.g. `buildbox.local.`.
+    public var hostName: DomainName {
+        get async { await backend.hostName() }
+    }
+
+    /// Publishes a service and returns once its name is won (probing takes about a second).
+    /// - Parameter ttl: TTL of the service's records (default: RFC 6762's 120 s / 4500 s).
+    /// - Throws: ``ServiceNameError`` for a bad instance name, before anything is sent.
+    public func advertise(
+        _ name: String, type: ServiceType, port: UInt16, info: DiscoveryInfo = DiscoveryInfo(), subtypes: [String] = [],
+        ttl: UInt32? = nil
+    ) async throws -> Advertisement {
+        _ = try ServiceInstanceName(name, type: type)
+        for subtype in subtypes { _ = try type.withSubtype(subtype) }
+        return try await backend.advertise(
+            ServiceRegistration(instance: name, type: type, port: port, txt: info, subtypes: subtypes, ttl: ttl))
+    }
+
+    /// Browses for a service type: found, updated and lost events, with resolution when asked.
+    public func browse(_ type: ServiceType, resolve: Bool = false) -> AsyncStream<BrowseEvent> {
+        backend.browse(type, resolve: resolve)
+    }
+
+    /// Finds one service by name and waits for its host, port, addresses and TXT.
+    /// - Throws: ``ServiceNameError`` for a bad name; ``DiscoveryError`` when nothing answers
+    ///   within `timeout`.
+    public func resolve(_ name: String, type: ServiceType, timeout: Duration = .seconds(5)) async throws -> ResolvedService {
+        let instance = try ServiceInstanceName(name, type: type)
+        if let result = await backend.resolve(instance, timeout: timeout) { return result }
+        throw DiscoveryError("no answer for \"\(name)\" (\(type)) within \(timeout)")
+    }
+
+    /// Service types on the network (`_services._dns-sd._udp`), as they appear.
+    public func serviceTypes() -> AsyncStream<ServiceType> {
+        backend.serviceTypes()
+    }
+
+    /// Withdraws every advertisement with goodbyes and releases the network.
+    public func shutdown() async {
+        await backend.shutdown()
+    }
+}
+
+/// DNS-SD with Nearby's own mDNS engine: no daemon needed.
+public struct EmbeddedBackend: DiscoveryBackend {
+    let engine: MulticastDNSEngine
+
+    /// Starts the engine on the named interfaces (nil: all multicast-capable but loopback).
+    public static func start(hostName: String? = nil, interfaces: [String]? = nil) async throws -> EmbeddedBackend {
         do {
-            return NearbyDiscovery(engine: try await MulticastDNSEngine.start(hostName: hostName, interfaces: interfaces))
+            return EmbeddedBackend(engine: try await MulticastDNSEngine.start(hostName: hostName, interfaces: interfaces))
         } catch let error as TransportError {
             throw DiscoveryError(error.description)
         }
     }
 
-    /// The host name this machine answers to, e.g. `buildbox.local.`.
-    public var hostName: DomainName {
-        get async { await engine.hostName }
-    }
+    public func hostName() async -> DomainName { await engine.hostName }
 
-    /// Publishes a service and returns once its name is won (probing takes about a second).
-    /// - Parameter ttl: TTL of the service's records (default: RFC 6762's 120 s / 4500 s).
-    public func advertise(
-        _ name: String, type: ServiceType, port: UInt16, info: DiscoveryInfo = DiscoveryInfo(), subtypes: [String] = [],
-        ttl: UInt32? = nil
-    ) async throws -> Advertisement {
-        _ = try ServiceInstanceName(name, type: type)  // refuse bad names before the network sees them
-        let (id, events) = await engine.register(
-            ServiceRegistration(instance: name, type: type, port: port, txt: info, subtypes: subtypes, ttl: ttl))
+    public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
+        let name = registration.instance
+        let (id, events) = await engine.register(registration)
         let (renames, renameContinuation) = AsyncStream<String>.makeStream()
         var iterator = events.makeAsyncIterator()
         while let event = await iterator.next() {
@@ -139,14 +204,16 @@ public final class NearbyDiscovery: Sendable {
                     }
                     renameContinuation.finish()
                 }
-                return Advertisement(name: wonName, requestedName: name, type: type, port: port, id: id, engine: engine, renames: renames)
+                return Advertisement(
+                    name: wonName, requestedName: name, type: registration.type, port: registration.port, renames: renames,
+                    update: { [engine] info in await engine.updateTXT(id, info) },
+                    cancel: { [engine] in await engine.unregister(id) })
             }
         }
         throw DiscoveryError("the engine stopped before \"\(name)\" was registered")
     }
 
-    /// Browses for a service type: found, updated and lost events, with resolution when asked.
-    public func browse(_ type: ServiceType, resolve: Bool = false) -> AsyncStream<BrowseEvent> {
+    public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
         let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
         let task = Task { [engine] in
             let browser = Browser(engine: engine, type: type, resolve: resolve, continuation: continuation)
@@ -156,16 +223,10 @@ public final class NearbyDiscovery: Sendable {
         return stream
     }
 
-    /// Finds one service by name and waits for its host, port, addresses and TXT.
-    /// - Throws: ``DiscoveryError`` when nothing answers within `timeout`.
-    public func resolve(_ name: String, type: ServiceType, timeout: Duration = .seconds(5)) async throws -> ResolvedService {
-        let instance = try ServiceInstanceName(name, type: type).domainName
-        let resolver = Resolver(engine: engine, instance: instance, type: type)
-        if let result = await resolver.resolve(timeout: timeout) { return result }
-        throw DiscoveryError("no answer for \"\(name)\" (\(type)) within \(timeout)")
+    public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
+        await Resolver(engine: engine, instance: instance.domainName, type: instance.type).resolve(timeout: timeout)
     }
 
-    /// Service types on the network (`_services._dns-sd._udp`), as they appear.
     public func serviceTypes() -> AsyncStream<ServiceType> {
         let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
         let task = Task { [engine] in
@@ -183,7 +244,6 @@ public final class NearbyDiscovery: Sendable {
         return stream
     }
 
-    /// Withdraws every advertisement with goodbyes and closes the sockets.
     public func shutdown() async {
         await engine.shutdown()
     }

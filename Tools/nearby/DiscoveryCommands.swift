@@ -130,7 +130,9 @@ struct Advertise: AsyncParsableCommand {
         guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
         _ = try parseType(type)
         do {
-            _ = try ServiceInstanceName(name, type: try parseType(type))
+            let serviceType = try parseType(type)
+            _ = try ServiceInstanceName(name, type: serviceType)
+            for subtype in subtypes { _ = try serviceType.withSubtype(subtype) }
             _ = try DiscoveryInfo(txt)
         } catch let error as ServiceNameError {
             throw ValidationError(error.description)

@@ -46,8 +46,8 @@ struct Nearby: AsyncParsableCommand {
                 Foundation.exit(2)
             }
             if code == .validationFailure {
-                // A malformed command line: the message and the usage.
-                FileHandle.standardError.write(Data("\(fullMessage(for: error))\n".utf8))
+                // A malformed command line: one line saying what is wrong and where to look.
+                FileHandle.standardError.write(Data("nearby: \(message(for: error)) (see nearby --help)\n".utf8))
                 Foundation.exit(2)
             }
             exit(withError: error)
