@@ -58,6 +58,13 @@ let package = Package(
         .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery"], swiftSettings: strict),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
         .testTarget(name: "LabTests", dependencies: ["DNSWire"], swiftSettings: strict),
+        // Publishes many instances from one process, for Tools/bench-discovery.
+        .executableTarget(
+            name: "nearby-mass-advertise",
+            dependencies: ["NearbyDiscovery"],
+            path: "Tools/MassAdvertise",
+            swiftSettings: strict
+        ),
         // Codec benchmark: `Tools/bench-codec` builds it in release mode and compares with python-zeroconf.
         .executableTarget(
             name: "nearby-codec-bench",

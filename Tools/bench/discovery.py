@@ -14,6 +14,9 @@ NEARBY_BIN. Every packet stays inside the lab's namespaces.
    spawning the advertiser to the browser's line.
 3. Resident memory (VmRSS) of an idle advertiser, 5 s after it started: `nearby advertise`
    vs a python-zeroconf responder (zeroconf_peer.py register).
+4. 1,000 instances published by one process (nearby-mass-advertise, or one D-Bus client of
+   avahi-daemon): time until a running `nearby browse --resolve` in h2 has found and
+   resolved all of them, and the mDNS packets and bytes on the wire meanwhile (tcpdump in h2).
 """
 import json
 import os
@@ -189,11 +192,73 @@ def memory():
         print(f"  {name:<28} {kib / 1024:>7.1f} MiB  {kib / ours:>6.2f}x")
 
 
+def count_found(process, wanted, timeout):
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(process.stdout.fileno(), 1 << 20)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            text += chunk.decode(errors="replace")
+            if text.count('"event":"found"') >= wanted:
+                return time.monotonic()
+        elif chunk == b"":
+            return None
+        else:
+            time.sleep(0.005)
+    return None
+
+
+def wire_totals(pcap):
+    lines = subprocess.run([NEARBY, "decode", "--json", pcap], capture_output=True, text=True).stdout.splitlines()
+    sizes = [json.loads(line).get("size", 0) for line in lines if line.strip()]
+    return len(sizes), sum(sizes)
+
+
+def mass(count=int(os.environ.get("BENCH_INSTANCES", "1000"))):
+    mass_binary = os.path.join(os.path.dirname(NEARBY), "nearby-mass-advertise")
+    publisher_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "avahi_mass_publish.py")
+    rows = []
+    for name in ("nearby (one process)", "avahi-daemon (one client)"):
+        pcap = f"/tmp/nearby-bench-mass-{os.getpid()}.pcap"
+        if name.startswith("avahi"):
+            lab("avahi", "start", "h1")
+        lab("capture", "start", "h2", pcap)
+        browser = spawn("exec", "h2", "--", NEARBY, "browse", TYPE, "--resolve", "--json")
+        time.sleep(1)
+        start = time.monotonic()
+        if name.startswith("nearby"):
+            advertiser = spawn("exec", "h1", "--", mass_binary, str(count), TYPE, "--host", "mass")
+        else:
+            advertiser = spawn("avahi", "exec", "h1", "--", "/usr/bin/python3", publisher_script, str(count), TYPE)
+        done = count_found(browser, count, 120)
+        elapsed = None if done is None else done - start
+        time.sleep(0.5)
+        lab("capture", "stop", "h2", pcap)
+        packets, size = wire_totals(pcap)
+        stop(browser, "INT")
+        stop(advertiser, "INT")
+        if name.startswith("avahi"):
+            lab("avahi", "stop", "h1")
+        os.unlink(pcap)
+        rows.append((name, elapsed, packets, size))
+        time.sleep(2)
+    print(f"\n4. {count} instances from one process, found and resolved by a running nearby browse in h2")
+    ours = rows[0]
+    for name, elapsed, packets, size in rows:
+        shown = "timeout" if elapsed is None else f"{elapsed:.2f} s"
+        print(f"  {name:<32} {shown:>9}  {packets:>6} packets  {size / 1024:>8.1f} KiB  bytes {size / ours[3]:.2f}x")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["resolve", "visible", "memory"]
+    which = sys.argv[1:] or ["resolve", "visible", "memory", "mass"]
     if "resolve" in which:
         time_to_resolve()
     if "visible" in which:
         time_to_visible()
     if "memory" in which:
         memory()
+    if "mass" in which:
+        mass()

@@ -1,0 +1,49 @@
+// nearby-mass-advertise: publishes N instances from one process, for Tools/bench-discovery's
+// "1,000 instances" figure. Prints "advertised N" once every name is won, then runs until
+// SIGINT/SIGTERM and withdraws them all with goodbyes.
+//
+//   nearby-mass-advertise COUNT TYPE [--host LABEL]
+
+import Dispatch
+import Foundation
+import NearbyDiscovery
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var host: String?
+if let index = arguments.firstIndex(of: "--host"), index + 1 < arguments.count {
+    host = arguments[index + 1]
+    arguments.removeSubrange(index...(index + 1))
+}
+guard arguments.count == 2, let count = Int(arguments[0]), count > 0, let type = try? ServiceType(parsing: arguments[1]) else {
+    FileHandle.standardError.write(Data("usage: nearby-mass-advertise COUNT TYPE [--host LABEL]\n".utf8))
+    exit(2)
+}
+
+let discovery = try await NearbyDiscovery.start(hostName: host)
+let advertisements = try await withThrowingTaskGroup(of: Advertisement.self) { group in
+    for index in 1...count {
+        group.addTask { try await discovery.advertise("Mass \(index)", type: type, port: UInt16(10_000 + index % 50_000)) }
+    }
+    var all: [Advertisement] = []
+    for try await ad in group { all.append(ad) }
+    return all
+}
+FileHandle.standardOutput.write(Data("advertised \(advertisements.count)\n".utf8))
+
+signal(SIGINT, SIG_IGN)
+signal(SIGTERM, SIG_IGN)
+let done = DispatchSemaphore(value: 0)
+let sources = [SIGINT, SIGTERM].map { number in
+    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+    source.setEventHandler { done.signal() }
+    source.resume()
+    return source
+}
+await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+    DispatchQueue.global().async {
+        done.wait()
+        continuation.resume()
+    }
+}
+_ = sources
+await discovery.shutdown()
