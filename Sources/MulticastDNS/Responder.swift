@@ -426,6 +426,9 @@ extension MDNSCore {
     func answer(_ received: ReceivedMessage) {
         let query = received.message
         let interface = received.interface
+        // Known answers carried by this packet (the rest of a TC query, §7.2, or a query of
+        // its own) also strike records from answers still waiting to go out on this link.
+        if !query.answers.isEmpty { suppressPending(knownAnswers: query.answers, on: interface) }
         var answers: [ResourceRecord] = []
         var unicastAnswers: [ResourceRecord] = []
         var anyShared = false
@@ -470,6 +473,16 @@ extension MDNSCore {
                 let key = PendingResponseKey(interface: interface, destination: .multicast(family), legacyID: nil)
                 queue(answers, key: key, family: family, at: now + delay)
             }
+        }
+    }
+
+    private func suppressPending(knownAnswers: [ResourceRecord], on interface: NetworkInterface) {
+        for (key, pending) in pendingResponses where key.interface == interface && key.legacyID == nil {
+            var trimmed = pending
+            trimmed.answers.removeAll { record in
+                knownAnswers.contains { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl / 2 }
+            }
+            pendingResponses[key] = trimmed
         }
     }
 

@@ -215,6 +215,27 @@ struct ResponderTests {
         #expect(delayed.time - start >= .milliseconds(400) && delayed.time - start <= .milliseconds(500))
     }
 
+    @Test("known answers in the packets after a TC query suppress the answers waiting for them")
+    func multiPacketKnownAnswers() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box One"))
+        _ = a.core.register(registration("Box Two"))
+        lan.run(for: .seconds(5))
+        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let start = lan.now
+        var first = Message(questions: [Question(name: agentType.domainName, type: .ptr)])
+        first.header.isTruncated = true  // more known answers follow
+        lan.inject(first, to: a, from: querier)
+        lan.run(for: .milliseconds(100))
+        // The second packet: no question, one known answer (Box One).
+        let known = ResourceRecord(name: agentType.domainName, data: .ptr(instanceName("Box One")), ttl: 4500)
+        lan.inject(Message(answers: [known]), to: a, from: querier)
+        lan.run(for: .seconds(1))
+        let answers = lan.sent(by: a, since: start).flatMap { $0.message.answers }.filter { $0.type == .ptr && $0.name == agentType.domainName }
+        #expect(answers.map(\.data) == [.ptr(instanceName("Box Two"))])
+    }
+
     @Test("a QU question is answered by unicast to the asker")
     func unicastResponse() throws {
         let lan = SimulatedLAN()
