@@ -18,12 +18,6 @@ struct DiscoveryLabTests {
         return (process, object)
     }
 
-    func jsonLines(_ text: String) -> [[String: Any]] {
-        text.split(separator: "\n").compactMap { line in
-            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-        }
-    }
-
     @Test("nearby advertise is resolved by avahi-browse and by python-zeroconf")
     func advertisedToPeers() async throws {
         let lab = try Lab.require(hosts: 3)
@@ -156,12 +150,6 @@ extension LabTestSuite {
 struct BrowseChangeLabTests {
     var nearby: String { LabTestSuite.DiscoveryLabTests.nearby }
 
-    func jsonLines(_ text: String) -> [[String: Any]] {
-        text.split(separator: "\n").compactMap { line in
-            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-        }
-    }
-
     @Test("a TXT update by python-zeroconf is reported updated with the new TXT")
     func txtUpdate() async throws {
         let lab = try Lab.require(hosts: 3)
@@ -203,12 +191,6 @@ extension LabTestSuite {
 @Suite("nearby: types, subtypes, IPv6 only, two LANs")
 struct NetworkShapeLabTests {
     var nearby: String { LabTestSuite.DiscoveryLabTests.nearby }
-
-    func jsonLines(_ text: String) -> [[String: Any]] {
-        text.split(separator: "\n").compactMap { line in
-            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-        }
-    }
 
     @Test("nearby types lists advertised types; a subtype browse finds only services listed under it")
     func typesAndSubtypes() async throws {

@@ -241,3 +241,10 @@ func udpPayloads(ofPcap data: [UInt8]) throws -> [[UInt8]] {
     }
     return payloads
 }
+
+/// The JSON objects of a command's output, one per line (lines that are not JSON are skipped).
+func jsonLines(_ text: String) -> [[String: Any]] {
+    text.split(separator: "\n").compactMap { line in
+        (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+    }
+}
