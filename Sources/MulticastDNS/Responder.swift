@@ -517,8 +517,6 @@ extension MDNSCore {
                 destination: key.destination, interface: key.interface))
             return
         }
-        let additionals = additionalRecords(for: pending.answers, on: key.interface)
-        let message = Message(header: .response, answers: pending.answers, additionals: additionals)
         if case .multicast = key.destination {
             // §6.2: at most once a second per record on the multicast group.
             let fresh = pending.answers.filter { record in
@@ -532,6 +530,8 @@ extension MDNSCore {
                 lastMulticast[RecordKey(name: record.name, data: record.data, interface: key.interface)] = now
             }
         } else {
+            let additionals = additionalRecords(for: pending.answers, on: key.interface)
+            let message = Message(header: .response, answers: pending.answers, additionals: additionals)
             outbox.append(OutgoingMessage(message: message, destination: key.destination, interface: key.interface))
         }
     }
