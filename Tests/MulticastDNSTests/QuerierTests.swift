@@ -27,11 +27,7 @@ struct QuerierTests {
 
     @Test("queries carry known answers with more than half their TTL left, so the responder stays quiet")
     func knownAnswersInQueries() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        let b = lan.addHost("beta")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(3))
+        let (lan, _, b) = SimulatedLAN.publishing("Box")
         _ = b.core.startQuery(name: agentType.domainName, type: .ptr)
         lan.run(for: .seconds(2))
         let start = lan.now
@@ -45,11 +41,7 @@ struct QuerierTests {
 
     @Test("a live responder keeps a record fresh for hours through refresh queries at 80-95 % of its TTL")
     func refreshKeepsAlive() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        let b = lan.addHost("beta")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(3))
+        let (lan, _, b) = SimulatedLAN.publishing("Box")
         let srvQuery = b.core.startQuery(name: instanceName("Box"), type: .srv)
         lan.run(for: .seconds(1))
         #expect(b.liveRecords(srvQuery).count == 1)
@@ -60,11 +52,7 @@ struct QuerierTests {
 
     @Test("a responder that vanishes without a goodbye is forgotten when its SRV TTL runs out")
     func expiry() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        let b = lan.addHost("beta")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(3))
+        let (lan, a, b) = SimulatedLAN.publishing("Box")
         let srvQuery = b.core.startQuery(name: instanceName("Box"), type: .srv)
         lan.run(for: .seconds(1))
         let crash = lan.now
@@ -82,11 +70,7 @@ struct QuerierTests {
 
     @Test("failure detection: two unanswered queries for a cached PTR flush it within about ten seconds")
     func failureDetection() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        let b = lan.addHost("beta")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(3))
+        let (lan, a, b) = SimulatedLAN.publishing("Box")
         let browse = b.core.startQuery(name: agentType.domainName, type: .ptr)
         lan.run(for: .seconds(2))
         #expect(b.liveRecords(browse).count == 1)
@@ -104,11 +88,7 @@ struct QuerierTests {
 
     @Test("records already cached are reported to a new query at once")
     func cachedResultsForNewQueries() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        let b = lan.addHost("beta")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(3))
+        let (lan, _, b) = SimulatedLAN.publishing("Box")
         let first = b.core.startQuery(name: agentType.domainName, type: .ptr)
         lan.run(for: .seconds(1))
         b.core.stopQuery(first)

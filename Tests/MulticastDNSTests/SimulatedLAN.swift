@@ -42,6 +42,17 @@ final class SimulatedLAN {
         return host
     }
 
+    /// A LAN where "alpha" has published `instance` (probed and announced) and "beta" is
+    /// listening: the start of most querier tests.
+    static func publishing(_ instance: String) -> (SimulatedLAN, Host, Host) {
+        let lan = SimulatedLAN()
+        let alpha = lan.addHost("alpha")
+        let beta = lan.addHost("beta")
+        _ = alpha.core.register(registration(instance))
+        lan.run(for: .seconds(3))
+        return (lan, alpha, beta)
+    }
+
     /// Runs the LAN until `now + duration`, delivering every message as it is sent.
     func run(for duration: Duration) {
         let end = now + duration
