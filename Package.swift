@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .library(name: "DNSWire", targets: ["DNSWire"]),
         .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
+        .library(name: "SystemDNSSD", targets: ["SystemDNSSD"]),
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
@@ -44,8 +45,24 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "MulticastDNSTests", dependencies: ["MulticastDNS", "DNSWire"], swiftSettings: strict),
-        // The public discovery API: advertise, browse, resolve, service types.
-        .target(name: "NearbyDiscovery", dependencies: ["DNSWire", "MulticastDNS"], swiftSettings: strict),
+        .testTarget(name: "NearbyDiscoveryTests", dependencies: ["NearbyDiscovery", "SystemDNSSD"], swiftSettings: strict),
+        // dns_sd.h: Avahi's Bonjour-compatible C API on Linux. Apple platforms have it in the SDK.
+        .systemLibrary(
+            name: "CDNSSD",
+            pkgConfig: "avahi-compat-libdns_sd",
+            providers: [.apt(["libavahi-compat-libdnssd-dev"])]
+        ),
+        // The system's DNS-SD daemon (avahi-daemon, mDNSResponder) through dns_sd, C kept inside.
+        .target(
+            name: "SystemDNSSD",
+            dependencies: [
+                .target(name: "CDNSSD", condition: .when(platforms: [.linux])),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // The public discovery API: advertise, browse, resolve, service types; backend choice.
+        .target(name: "NearbyDiscovery", dependencies: ["DNSWire", "MulticastDNS", "SystemDNSSD"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",

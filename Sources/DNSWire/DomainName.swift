@@ -53,6 +53,17 @@ public struct DomainName: Sendable {
         self.storage = storage
     }
 
+    /// Reads a name in uncompressed wire form (length-prefixed labels ending in a zero byte),
+    /// as found in the RDATA that a DNS-SD daemon hands over.
+    /// - Throws: ``DNSWireError`` when the bytes do not hold exactly one such name.
+    public init(wire bytes: [UInt8]) throws(DNSWireError) {
+        let (pieces, complete) = splitLengthPrefixed(bytes[...])
+        guard complete, pieces.last?.isEmpty == true, pieces.dropLast().allSatisfy({ !$0.isEmpty }) else {
+            throw DNSWireError(.badRecordData, "\(bytes.count) bytes are not one name in wire form")
+        }
+        try self.init(labels: pieces.dropLast())
+    }
+
     /// Makes a name from labels given as strings (their UTF-8 bytes, taken literally: no escapes).
     public init(labels: [String]) throws(DNSWireError) {
         try self.init(labels: labels.map { Array($0.utf8) })

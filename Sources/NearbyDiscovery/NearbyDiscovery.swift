@@ -42,10 +42,27 @@ public enum BrowseEvent: Sendable, Equatable {
     case updated(DiscoveredService, ResolvedService?)
     /// A service left: goodbye, expiry, or failure detection.
     case lost(DiscoveredService)
+    /// The browse cannot see the network for now (the system daemon stopped). It carries on by
+    /// itself: ``restored`` follows when it can see again.
+    case interrupted(DiscoveryError)
+    /// The browse sees the network again. Services still there are not reported again; those
+    /// that left meanwhile are reported lost a few seconds later.
+    case restored
+}
+
+/// What happens to an advertisement after its name was first won.
+public enum AdvertisementEvent: Sendable, Equatable {
+    /// A conflict arose and the service now goes by this name.
+    case renamed(String)
+    /// The service is off the network for now (the system daemon stopped); it is published
+    /// again by itself when the daemon returns.
+    case interrupted(DiscoveryError)
+    /// The service is published again, under this name.
+    case restored(String)
 }
 
 /// Why discovery failed, in words a person can act on.
-public struct DiscoveryError: Error, Sendable, CustomStringConvertible {
+public struct DiscoveryError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
@@ -58,21 +75,21 @@ public final class Advertisement: Sendable {
     public let requestedName: String
     public let type: ServiceType
     public let port: UInt16
-    /// Renames after the name was first won (a conflict arising later), as they happen.
-    public let renames: AsyncStream<String>
+    /// Renames, interruptions and restorations after the name was first won, as they happen.
+    public let events: AsyncStream<AdvertisementEvent>
     private let updateInfo: @Sendable (DiscoveryInfo) async -> Void
     private let withdraw: @Sendable () async -> Void
 
     /// Made by a backend: `update` replaces the TXT record, `cancel` withdraws with goodbyes.
     public init(
-        name: String, requestedName: String, type: ServiceType, port: UInt16, renames: AsyncStream<String>,
+        name: String, requestedName: String, type: ServiceType, port: UInt16, events: AsyncStream<AdvertisementEvent>,
         update: @escaping @Sendable (DiscoveryInfo) async -> Void, cancel: @escaping @Sendable () async -> Void
     ) {
         self.name = name
         self.requestedName = requestedName
         self.type = type
         self.port = port
-        self.renames = renames
+        self.events = events
         self.updateInfo = update
         self.withdraw = cancel
     }
@@ -89,7 +106,7 @@ public final class Advertisement: Sendable {
 }
 
 /// A way of doing DNS-SD. ``NearbyDiscovery`` checks its input and hands the work to one:
-/// the embedded mDNS engine (``EmbeddedBackend``) today; the system daemon next.
+/// the embedded mDNS engine (``EmbeddedBackend``) or the system's daemon (``SystemBackend``).
 public protocol DiscoveryBackend: Sendable {
     /// Publishes a service; returns once its name is won.
     func advertise(_ registration: ServiceRegistration) async throws -> Advertisement
@@ -105,7 +122,17 @@ public protocol DiscoveryBackend: Sendable {
     func shutdown() async
 }
 
-/// Advertise, browse and resolve DNS-SD services over mDNS with the embedded engine.
+/// Which DNS-SD implementation does the work.
+public enum BackendChoice: String, Sendable, CaseIterable {
+    /// Nearby's own mDNS engine: no daemon needed.
+    case embedded
+    /// The system's daemon (avahi-daemon on Linux) through dns_sd: one responder per host.
+    case system
+    /// The system daemon when one answers, else the embedded engine.
+    case automatic = "auto"
+}
+
+/// Advertise, browse and resolve DNS-SD services over mDNS.
 ///
 /// ```swift
 /// let discovery = try await NearbyDiscovery.start()
@@ -119,12 +146,32 @@ public final class NearbyDiscovery: Sendable {
     /// Discovery over a backend of your choice.
     public init(backend: any DiscoveryBackend) { self.backend = backend }
 
-    /// Starts the embedded mDNS engine.
+    /// Starts discovery on the chosen backend.
     /// - Parameters:
-    ///   - hostName: host label to publish (default: this machine's name).
-    ///   - interfaces: interface names to use (default: every multicast-capable one but loopback).
-    public static func start(hostName: String? = nil, interfaces: [String]? = nil) async throws -> NearbyDiscovery {
-        NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces))
+    ///   - backend: `.automatic` (the default) uses the system daemon when one answers and
+    ///     `hostName` is not set (only the embedded engine can publish its own host name), else
+    ///     the embedded engine.
+    ///   - hostName: host label to publish (embedded only; default: this machine's name).
+    ///   - interfaces: interface names to use (default: every multicast-capable one but
+    ///     loopback). The system backend takes at most one.
+    /// - Throws: ``DiscoveryError`` when the backend cannot start, e.g. `.system` with no daemon.
+    public static func start(
+        backend: BackendChoice = .automatic, hostName: String? = nil, interfaces: [String]? = nil
+    ) async throws -> NearbyDiscovery {
+        switch backend {
+        case .embedded:
+            return NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces))
+        case .system:
+            if hostName != nil {
+                throw DiscoveryError("the system backend publishes under the daemon's host name; a host name needs the embedded backend")
+            }
+            return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces))
+        case .automatic:
+            if hostName == nil, await SystemBackend.daemonAnswers() {
+                return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces))
+            }
+            return NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces))
+        }
     }
 
     /// The host name this machine answers to, e.g. `buildbox.local.`.
@@ -188,7 +235,7 @@ public struct EmbeddedBackend: DiscoveryBackend {
     public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
         let name = registration.instance
         let (id, events) = await engine.register(registration)
-        let (renames, renameContinuation) = AsyncStream<String>.makeStream()
+        let (renames, renameContinuation) = AsyncStream<AdvertisementEvent>.makeStream()
         var iterator = events.makeAsyncIterator()
         while let event = await iterator.next() {
             if case .registered(let won) = event {
@@ -199,13 +246,13 @@ public struct EmbeddedBackend: DiscoveryBackend {
                     var later = rest
                     while let event = await later.next() {
                         if case .registered(let renamed) = event, let text = try? ServiceInstanceName(domainName: renamed).instance {
-                            renameContinuation.yield(text)
+                            renameContinuation.yield(.renamed(text))
                         }
                     }
                     renameContinuation.finish()
                 }
                 return Advertisement(
-                    name: wonName, requestedName: name, type: registration.type, port: registration.port, renames: renames,
+                    name: wonName, requestedName: name, type: registration.type, port: registration.port, events: renames,
                     update: { [engine] info in await engine.updateTXT(id, info) },
                     cancel: { [engine] in await engine.unregister(id) })
             }

@@ -125,4 +125,14 @@ struct IPAddressTests {
         #expect(IPv6Address("febf::1")?.isLinkLocal == true)
         #expect(IPv6Address("fec0::1")?.isLinkLocal == false)
     }
+
+    @Test("wire form from a daemon: exactly one uncompressed name, or an error")
+    func wireForm() throws {
+        let name = try DomainName(wire: [4, 95, 97, 98, 99, 4, 95, 116, 99, 112, 5, 108, 111, 99, 97, 108, 0])
+        #expect(name == "_abc._tcp.local.")
+        #expect(try DomainName(wire: [0]) == .root)
+        for bad: [UInt8] in [[], [3, 97, 98], [3, 97, 98, 99], [3, 97, 98, 99, 0, 0], [0xC0, 0x0C], [1, 97, 0, 1]] {
+            #expect(throws: DNSWireError.self) { try DomainName(wire: bad) }
+        }
+    }
 }

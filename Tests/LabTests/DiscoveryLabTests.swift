@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 
-/// The `nearby` CLI (embedded engine) against avahi-daemon and python-zeroconf, both ways.
+/// The embedded engine in situations of its own: two nearby advertisers, sharing a host with avahi-daemon.
+/// (What both backends do alike is in BackendLabTests.)
 extension LabTestSuite {
-@Suite("nearby advertise/browse/resolve against real peers")
+@Suite("the embedded engine: two nearby advertisers, a host shared with avahi-daemon")
 struct DiscoveryLabTests {
     /// The nearby binary Tools/test built (NEARBY_BIN), else the debug build next to the tests.
     static var nearby: String {
@@ -16,56 +17,6 @@ struct DiscoveryLabTests {
         let line = try await process.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
         let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] ?? [:]
         return (process, object)
-    }
-
-    @Test("nearby advertise is resolved by avahi-browse and by python-zeroconf")
-    func advertisedToPeers() async throws {
-        let lab = try Lab.require(hosts: 3)
-        let (advertiser, started) = try await advertise(lab, in: "h1", ["--host", "nearby-h1", "Lab Box", "_openagents._tcp", "9201", "version=1.0", "beta", "empty="])
-        #expect(started["name"] as? String == "Lab Box")
-        #expect(started["requested"] == nil)
-        try await lab.withProcesses([advertiser]) {
-            try await lab.withAvahi(in: ["h2"]) {
-                let browse = try await lab.run(["avahi", "exec", "h2", "--", "timeout", "8", "avahi-browse", "-rpt", "_openagents._tcp"], timeout: .seconds(20))
-                let line = try #require(browse.split(separator: "\n").first { $0.hasPrefix("=;lan1;IPv4;Lab\\032Box;") })
-                let fields = line.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
-                #expect(fields[6] == "nearby-h1.local")
-                #expect(fields[7] == "198.18.1.1")
-                #expect(fields[8] == "9201")
-                #expect(fields[9].contains("\"version=1.0\"") && fields[9].contains("\"beta\"") && fields[9].contains("\"empty=\""))
-            }
-            let resolved = try await lab.run(["zeroconf", "h3", "--", "resolve", "Lab Box", "_openagents._tcp", "--timeout", "5"], timeout: .seconds(20))
-            let object = try #require(jsonLines(resolved).first { $0["event"] as? String == "resolved" })
-            #expect(object["port"] as? Int == 9201)
-            #expect(object["host"] as? String == "nearby-h1.local.")
-            #expect((object["addresses"] as? [String])?.contains("198.18.1.1") == true)
-            #expect((object["addresses"] as? [String])?.contains("fd6e:6272:1::1") == true)
-            let txt = object["txt"] as? [String: Any]
-            #expect(txt?["version"] as? String == "1.0")
-        }
-    }
-
-    @Test("services of avahi-publish and python-zeroconf are found and resolved by nearby browse --resolve")
-    func peersToBrowse() async throws {
-        let lab = try Lab.require(hosts: 3)
-        try await lab.withAvahi(in: ["h1"]) {
-            let publisher = try lab.start(["avahi", "exec", "h1", "--", "avahi-publish", "-s", "Avahi Box", "_openagents._tcp", "9202", "from=avahi"])
-            let registrant = try lab.start(["zeroconf", "h3", "--", "register", "Zero Box", "_openagents._tcp", "9203", "from=zeroconf", "flag"])
-            try await lab.withProcesses([publisher, registrant]) {
-                _ = try await registrant.waitForLine(containing: "\"registered\"", timeout: .seconds(20))
-                let output = try await lab.run(["exec", "h2", "--", Self.nearby, "browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "4"], timeout: .seconds(20))
-                let found = jsonLines(output).filter { $0["event"] as? String == "found" }
-                let avahi = try #require(found.first { $0["name"] as? String == "Avahi Box" })
-                #expect(avahi["port"] as? Int == 9202)
-                #expect((avahi["addresses"] as? [String])?.contains("198.18.1.1") == true)
-                #expect((avahi["txt"] as? [String: Any])?["from"] as? String == "avahi")
-                #expect(avahi["interface"] as? String == "lan1")
-                let zero = try #require(found.first { $0["name"] as? String == "Zero Box" })
-                #expect(zero["port"] as? Int == 9203)
-                #expect((zero["addresses"] as? [String])?.contains("198.18.1.3") == true)
-                #expect((zero["txt"] as? [String: Any])?["flag"] as? Bool == true)
-            }
-        }
     }
 
     @Test("two nearby advertisers with one name: one keeps it, the other is renamed, both stay visible")
@@ -82,41 +33,6 @@ struct DiscoveryLabTests {
             let output = try await lab.run(["exec", "h3", "--", Self.nearby, "browse", "_openagents._tcp", "--json", "--timeout", "3"], timeout: .seconds(15))
             let seen = Set(jsonLines(output).compactMap { $0["event"] as? String == "found" ? $0["name"] as? String : nil })
             #expect(seen == ["Same Name", "Same Name (2)"])
-        }
-    }
-
-    @Test("nearby against avahi-publish with one name: nearby, coming second, is renamed; both stay visible")
-    func avahiConflict() async throws {
-        let lab = try Lab.require(hosts: 3)
-        try await lab.withAvahi(in: ["h1"]) {
-            let publisher = try lab.start(["avahi", "exec", "h1", "--", "avahi-publish", "-s", "Clash", "_openagents._tcp", "9401"])
-            try await lab.withProcesses([publisher]) {
-                try await Task.sleep(for: .seconds(2))  // avahi has won the name
-                let (advertiser, started) = try await advertise(lab, in: "h2", ["--host", "nearby-h2", "Clash", "_openagents._tcp", "9402"])
-                try await lab.withProcesses([advertiser]) {
-                    #expect(started["name"] as? String == "Clash (2)")
-                    #expect(started["requested"] as? String == "Clash")
-                    let output = try await lab.run(["exec", "h3", "--", Self.nearby, "browse", "_openagents._tcp", "--json", "--resolve", "--timeout", "3"], timeout: .seconds(15))
-                    let found = jsonLines(output).filter { $0["event"] as? String == "found" }
-                    #expect(found.first { $0["name"] as? String == "Clash" }?["port"] as? Int == 9401)
-                    #expect(found.first { $0["name"] as? String == "Clash (2)" }?["port"] as? Int == 9402)
-                }
-            }
-        }
-    }
-
-    @Test("a graceful stop is reported lost within 2 s")
-    func gracefulStop() async throws {
-        let lab = try Lab.require(hosts: 3)
-        let browser = try lab.start(["exec", "h3", "--", Self.nearby, "browse", "_openagents._tcp", "--json", "--timeout", "20"])
-        try await lab.withProcesses([browser]) {
-            let (advertiser, _) = try await advertise(lab, in: "h1", ["--host", "leaver", "Leaving Box", "_openagents._tcp", "9501"])
-            _ = try await browser.waitForLine(containing: "\"Leaving Box\"", timeout: .seconds(10))
-            let stopped = ContinuousClock.now
-            await advertiser.stop()  // SIGTERM: goodbyes, exit 0
-            #expect(advertiser.exitStatus == 0)
-            _ = try await browser.waitForLine(containing: "\"lost\"", timeout: .seconds(2))
-            #expect(ContinuousClock.now - stopped <= .seconds(2))
         }
     }
 
@@ -150,26 +66,6 @@ extension LabTestSuite {
 struct BrowseChangeLabTests {
     var nearby: String { LabTestSuite.DiscoveryLabTests.nearby }
 
-    @Test("a TXT update by python-zeroconf is reported updated with the new TXT")
-    func txtUpdate() async throws {
-        let lab = try Lab.require(hosts: 3)
-        let browser = try lab.start(["exec", "h2", "--", nearby, "browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "15"])
-        let registrant = try lab.start([
-            "zeroconf", "h1", "--", "register", "Changing Box", "_openagents._tcp", "9701", "state=old",
-            "--update-txt", "state=new", "--update-after", "4",
-        ])
-        try await lab.withProcesses([browser, registrant]) {
-            _ = try await registrant.waitForLine(containing: "\"updated\"", timeout: .seconds(20))
-            let line = try await browser.waitForLine(containing: "\"state\":\"new\"", timeout: .seconds(5))
-            let event = try #require(jsonLines(line).first)
-            #expect(event["event"] as? String == "updated")
-            #expect(event["name"] as? String == "Changing Box")
-            let events = jsonLines(browser.output).filter { $0["name"] as? String == "Changing Box" }
-            #expect(events.first?["event"] as? String == "found")
-            #expect((events.first?["txt"] as? [String: Any])?["state"] as? String == "old")
-        }
-    }
-
     @Test("a SIGKILLed advertiser is reported lost by a resolving browser before its TTL runs out")
     func killedAdvertiser() async throws {
         let lab = try Lab.require(hosts: 3)
@@ -191,22 +87,6 @@ extension LabTestSuite {
 @Suite("nearby: types, subtypes, IPv6 only, two LANs")
 struct NetworkShapeLabTests {
     var nearby: String { LabTestSuite.DiscoveryLabTests.nearby }
-
-    @Test("nearby types lists advertised types; a subtype browse finds only services listed under it")
-    func typesAndSubtypes() async throws {
-        let lab = try Lab.require(hosts: 3)
-        let plain = try lab.start(["exec", "h1", "--", nearby, "advertise", "--json", "--host", "t1", "Plain", "_openagents._tcp", "9801"])
-        let bridge = try lab.start(["exec", "h2", "--", nearby, "advertise", "--json", "--host", "t2", "--subtype", "_bridge", "Bridge", "_openagents._tcp", "9802"])
-        try await lab.withProcesses([plain, bridge]) {
-            _ = try await plain.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
-            _ = try await bridge.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
-            let types = try await lab.run(["exec", "h3", "--", nearby, "types", "--json", "--timeout", "2"], timeout: .seconds(15))
-            #expect(jsonLines(types).contains { $0["type"] as? String == "_openagents._tcp" })
-            let sub = try await lab.run(["exec", "h3", "--", nearby, "browse", "_bridge._sub._openagents._tcp", "--json", "--timeout", "2"], timeout: .seconds(15))
-            let names = Set(jsonLines(sub).compactMap { $0["event"] as? String == "found" ? $0["name"] as? String : nil })
-            #expect(names == ["Bridge"])
-        }
-    }
 
     @Test("IPv6 only: with no IPv4 on either host, advertise and resolve still work")
     func ipv6Only() async throws {

@@ -183,6 +183,11 @@ final class LabProcess: @unchecked Sendable {
         throw LabError("no line containing \"\(text)\" within \(timeout): \(output)\n\(errorOutput)")
     }
 
+    /// Sends `number` (e.g. SIGHUP) to the process.
+    func signal(_ number: Int32) {
+        _ = Glibc.kill(pid, number)
+    }
+
     /// Sends SIGKILL to the process (and, through `ip netns exec`'s exec, to the program).
     func kill() {
         _ = Glibc.kill(pid, SIGKILL)

@@ -19,6 +19,10 @@ func readmeDiscoveryExample() async throws {
             print(service.name, service.interface, resolved?.host ?? "", resolved?.port ?? 0)
         case .lost(let service):
             print("gone", service.name)
+        case .interrupted(let error):
+            print("paused:", error)
+        case .restored:
+            print("watching again")
         }
     }
     let one = try await discovery.resolve("Build Box", type: type, timeout: .seconds(5))

@@ -1,4 +1,4 @@
-import ArgumentParser
+public import ArgumentParser
 import Dispatch
 import Foundation
 import NearbyDiscovery
@@ -8,17 +8,33 @@ struct NetworkOptions: ParsableArguments {
     @Option(name: .customLong("interface"), help: "Use only this interface (repeat for several). Default: all multicast-capable ones but loopback.")
     var interfaces: [String] = []
 
+    @Option(help: ArgumentHelp(
+        "embedded: Nearby's own mDNS engine; system: the host's avahi-daemon (dns_sd); auto: system when a daemon answers, else embedded.",
+        valueName: "embedded|system|auto"))
+    var backend: BackendChoice = .automatic
+
     @Flag(help: "Print one JSON object per line instead of text.")
     var json = false
 
-    func start(hostName: String? = nil) async throws -> NearbyDiscovery {
+    func validate() throws {
+        if backend == .system && interfaces.count > 1 {
+            throw ValidationError("--backend system works on all interfaces or on one; got \(interfaces.count) --interface options")
+        }
+    }
+
+    /// Starts discovery. `embeddedOnly` names an option that only the embedded engine has; it
+    /// makes `auto` choose the embedded engine.
+    func start(hostName: String? = nil, embeddedOnly: String? = nil) async throws -> NearbyDiscovery {
+        let choice: BackendChoice = backend == .automatic && embeddedOnly != nil ? .embedded : backend
         do {
-            return try await NearbyDiscovery.start(hostName: hostName, interfaces: interfaces.isEmpty ? nil : interfaces)
+            return try await NearbyDiscovery.start(backend: choice, hostName: hostName, interfaces: interfaces.isEmpty ? nil : interfaces)
         } catch let error as DiscoveryError {
             throw RuntimeFailure(error.description)
         }
     }
 }
+
+extension BackendChoice: ExpressibleByArgument {}
 
 /// A failure at run time (exit status 1), with a message for stderr.
 struct RuntimeFailure: Error, CustomStringConvertible {
@@ -107,6 +123,12 @@ struct Advertise: AsyncParsableCommand {
             Examples:
               nearby advertise "Build Box" _openagents._tcp 9099 version=0.2.2 tls
               nearby advertise --json --subtype _bridge "Build Box" _openagents._tcp 9099
+              nearby advertise --txt-file info.txt "Build Box" _openagents._tcp 9099
+                  (then `kill -HUP PID` republishes the TXT after info.txt changed)
+
+            With --backend system (or auto, when avahi-daemon runs) the daemon publishes the \
+            service under its own host name and renames it "NAME #2" on a conflict; --host and \
+            --ttl need the embedded engine, and auto picks it when they are given.
             """
     )
 
@@ -124,7 +146,27 @@ struct Advertise: AsyncParsableCommand {
     var host: String?
     @Option(help: "TTL in seconds of the service's records (default: 120 for SRV, 4500 for PTR and TXT). Short TTLs make a crashed advertiser vanish sooner.")
     var ttl: Int?
+    @Option(name: .customLong("txt-file"), help: ArgumentHelp(
+        "More TXT entries, one per line (blank lines ignored). On SIGHUP the file is read again and the TXT record updated.",
+        valueName: "file"))
+    var txtFile: String?
     @OptionGroup var network: NetworkOptions
+
+    /// The TXT entries: the arguments, then the lines of --txt-file.
+    func discoveryInfo() throws -> DiscoveryInfo {
+        var entries = txt
+        if let txtFile {
+            guard let data = FileManager.default.contents(atPath: txtFile) else {
+                throw ValidationError("cannot read --txt-file \(txtFile)")
+            }
+            entries += String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init).filter { !$0.isEmpty }
+        }
+        do {
+            return try DiscoveryInfo(entries)
+        } catch {
+            throw ValidationError(txtFile.map { "\(error.description) (TXT arguments and \($0))" } ?? error.description)
+        }
+    }
 
     func validate() throws {
         guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
@@ -133,7 +175,7 @@ struct Advertise: AsyncParsableCommand {
             let serviceType = try parseType(type)
             _ = try ServiceInstanceName(name, type: serviceType)
             for subtype in subtypes { _ = try serviceType.withSubtype(subtype) }
-            _ = try DiscoveryInfo(txt)
+            _ = try discoveryInfo()
         } catch let error as ServiceNameError {
             throw ValidationError(error.description)
         } catch let error as DiscoveryInfoError {
@@ -143,13 +185,21 @@ struct Advertise: AsyncParsableCommand {
         if let host, host.isEmpty || host.utf8.count > 63 || host.contains(".") {
             throw ValidationError("host label \"\(host)\" must be 1-63 bytes without dots")
         }
+        if network.backend == .system, let option = embeddedOnlyOption {
+            throw ValidationError("\(option) needs --backend embedded: with the system backend avahi-daemon chooses host name and TTLs")
+        }
+    }
+
+    /// The first option given that only the embedded engine supports.
+    var embeddedOnlyOption: String? {
+        host != nil ? "--host" : ttl != nil ? "--ttl" : nil
     }
 
     func run() async throws {
         let serviceType = try parseType(type)
-        let info = try DiscoveryInfo(txt)
+        let info = try discoveryInfo()
         for warning in info.warnings { FileHandle.standardError.write(Data("nearby: warning: \(warning)\n".utf8)) }
-        let discovery = try await network.start(hostName: host)
+        let discovery = try await network.start(hostName: host, embeddedOnly: embeddedOnlyOption)
         let ad = try await discovery.advertise(
             name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init))
         if network.json {
@@ -163,19 +213,49 @@ struct Advertise: AsyncParsableCommand {
             let renamed = ad.name == name ? "" : " (\"\(name)\" was taken)"
             printLine("Advertising \"\(ad.name)\" (\(serviceType), port \(port))\(renamed)")
         }
-        let renames = Task {
-            for await renamed in ad.renames {
-                if network.json {
-                    printLine(JSONText.object([("event", .string("renamed")), ("name", .string(renamed)), ("type", .string(serviceType.description))]))
-                } else {
-                    printLine("Renamed to \"\(renamed)\" after a conflict")
+        let events = Task {
+            for await event in ad.events { printLine(render(event, type: serviceType)) }
+        }
+        if txtFile != nil {
+            onHangUp {
+                do {
+                    let info = try discoveryInfo()
+                    Task { await ad.update(info: info) }
+                } catch {
+                    FileHandle.standardError.write(Data("nearby: TXT not updated: \(error)\n".utf8))
                 }
             }
         }
         await waitForTermination()
-        renames.cancel()
+        events.cancel()
         await discovery.shutdown()
     }
+
+    func render(_ event: AdvertisementEvent, type: ServiceType) -> String {
+        switch event {
+        case .renamed(let name):
+            network.json
+                ? JSONText.object([("event", .string("renamed")), ("name", .string(name)), ("type", .string(type.description))])
+                : "Renamed to \"\(name)\" after a conflict"
+        case .interrupted(let error):
+            network.json
+                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error.description))])
+                : "Interrupted: \(error) (publishing again when it returns)"
+        case .restored(let name):
+            network.json
+                ? JSONText.object([("event", .string("restored")), ("name", .string(name)), ("type", .string(type.description))])
+                : "Restored: advertising \"\(name)\" again"
+        }
+    }
+}
+
+/// Runs `handler` on every SIGHUP.
+func onHangUp(_ handler: @escaping @Sendable () -> Void) {
+    signal(SIGHUP, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "nearby.sighup"))
+    source.setEventHandler(handler: handler)
+    source.resume()
+    Signals.keep(source)
 }
 
 // MARK: - browse
@@ -219,10 +299,17 @@ struct Browse: AsyncParsableCommand {
     }
 
     func render(_ event: BrowseEvent) -> String {
-        let (kind, service, resolved): (String, DiscoveredService, ResolvedService?) = switch event {
-        case .found(let service, let resolved): ("found", service, resolved)
-        case .updated(let service, let resolved): ("updated", service, resolved)
-        case .lost(let service): ("lost", service, nil)
+        let (kind, service, resolved): (String, DiscoveredService, ResolvedService?)
+        switch event {
+        case .found(let found, let details): (kind, service, resolved) = ("found", found, details)
+        case .updated(let changed, let details): (kind, service, resolved) = ("updated", changed, details)
+        case .lost(let gone): (kind, service, resolved) = ("lost", gone, nil)
+        case .interrupted(let error):
+            return network.json
+                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error.description))])
+                : "interrupted  \(error) (browsing again when it returns)"
+        case .restored:
+            return network.json ? JSONText.object([("event", .string("restored"))]) : "restored  browsing again"
         }
         if network.json {
             var members: [(String, JSONValue)] = [

@@ -1,0 +1,259 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import DNSWire
+import MulticastDNS
+import SystemDNSSD
+
+/// DNS-SD through the system's daemon (avahi-daemon on Linux, over its dns_sd compatibility
+/// library): the daemon owns mDNS for the whole host, so several programs share one responder,
+/// one cache and one host name.
+///
+/// When the daemon goes away, advertisements and browses report it (``AdvertisementEvent/interrupted(_:)``,
+/// ``BrowseEvent/interrupted(_:)``) and come back by themselves once it returns: they try again
+/// every ``retryInterval``.
+public struct SystemBackend: DiscoveryBackend {
+    /// The interface to work on; nil for all.
+    let interface: NetworkInterface?
+    let live: LiveAdvertisements
+
+    /// How often a lost operation is tried again while the daemon is away.
+    public static let retryInterval: Duration = .seconds(1)
+    /// How long after the daemon returns a browse waits for a service to reappear before
+    /// reporting it lost.
+    public static let reappearGrace: Duration = .seconds(3)
+
+    /// True when a DNS-SD daemon answers (checked without sending anything onto the network).
+    public static func daemonAnswers() async -> Bool {
+        do {
+            try await DNSSD.checkDaemon()
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Connects to the daemon.
+    /// - Parameter interfaces: nil for all interfaces, or one interface name.
+    /// - Throws: ``DiscoveryError`` naming what to start when no daemon answers, or what is wrong
+    ///   with `interfaces`.
+    public static func start(interfaces: [String]? = nil) async throws -> SystemBackend {
+        var chosen: NetworkInterface?
+        if let interfaces, !interfaces.isEmpty {
+            guard interfaces.count == 1 else {
+                throw DiscoveryError("the system backend works on all interfaces or on one; got \(interfaces.count) (\(interfaces.joined(separator: ", ")))")
+            }
+            let index = if_nametoindex(interfaces[0])
+            guard index != 0 else { throw DiscoveryError("no network interface named \"\(interfaces[0])\"") }
+            chosen = NetworkInterface(index: Int(index), name: interfaces[0])
+        }
+        do {
+            try await DNSSD.checkDaemon()
+        } catch {
+            throw DiscoveryError(error.description)
+        }
+        return SystemBackend(interface: chosen, live: LiveAdvertisements())
+    }
+
+    var interfaceIndex: UInt32 { UInt32(interface?.index ?? 0) }
+
+    public func hostName() async -> DomainName {
+        // dns_sd has no call for the daemon's host name; the daemon normally uses the machine's.
+        var buffer = [CChar](repeating: 0, count: 256)
+        gethostname(&buffer, buffer.count)
+        let label = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let first = label.split(separator: ".").first.map(String.init) ?? "localhost"
+        return (try? DomainName(labels: [first, "local"])) ?? .root
+    }
+
+    public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
+        if registration.ttl != nil {
+            throw DiscoveryError("the system backend cannot set TTLs (the daemon chooses them); use the embedded backend for a TTL")
+        }
+        let advertiser = SystemAdvertiser(registration: registration, interfaceIndex: interfaceIndex)
+        let name: String
+        do {
+            name = try await advertiser.start()
+        } catch {
+            throw DiscoveryError("cannot advertise \"\(registration.instance)\": \(error.description)")
+        }
+        await live.add(advertiser)
+        return Advertisement(
+            name: name, requestedName: registration.instance, type: registration.type, port: registration.port,
+            events: advertiser.events,
+            update: { info in await advertiser.update(info) },
+            cancel: { [live] in
+                await advertiser.cancel()
+                await live.remove(advertiser)
+            })
+    }
+
+    public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
+        let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
+        let task = Task { [interface] in
+            await SystemBrowser(type: type, interface: interface, resolve: resolve, continuation: continuation).run()
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
+        let service = DiscoveredService(
+            name: instance.instance, type: instance.type, interface: interface ?? NetworkInterface(index: 0, name: ""))
+        let (results, continuation) = AsyncStream<ResolvedService?>.makeStream()
+        let watcher = Task {
+            await SystemServiceWatcher(service: service).run { resolved in continuation.yield(resolved) }
+        }
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            continuation.yield(nil)
+        }
+        var result: ResolvedService?
+        for await value in results {
+            result = value
+            break
+        }
+        watcher.cancel()
+        timer.cancel()
+        continuation.finish()
+        return result
+    }
+
+    public func serviceTypes() -> AsyncStream<ServiceType> {
+        let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
+        let task = Task { [interfaceIndex] in
+            guard let query = try? await DNSSD.queryRecord(
+                name: ServiceType.enumerationName().description, type: DNSSD.typePTR, interfaceIndex: interfaceIndex)
+            else { return continuation.finish() }
+            var seen: Set<ServiceType> = []
+            for await event in query.events {
+                guard case .added(let record, _) = event, let target = try? DomainName(wire: record.rdata),
+                    let type = try? ServiceType(domainName: target), seen.insert(type).inserted
+                else { continue }
+                continuation.yield(type)
+            }
+            query.cancel()
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    public func shutdown() async {
+        await live.cancelAll()
+    }
+}
+
+/// The advertisements a ``SystemBackend`` has live, withdrawn together by `shutdown()`.
+actor LiveAdvertisements {
+    private var advertisers: [ObjectIdentifier: SystemAdvertiser] = [:]
+
+    func add(_ advertiser: SystemAdvertiser) { advertisers[ObjectIdentifier(advertiser)] = advertiser }
+    func remove(_ advertiser: SystemAdvertiser) { advertisers[ObjectIdentifier(advertiser)] = nil }
+
+    func cancelAll() async {
+        let all = advertisers.values
+        advertisers = [:]
+        for advertiser in all { await advertiser.cancel() }
+    }
+}
+
+extension ServiceType {
+    /// The type as dns_sd takes it: `_app._tcp`, with subtypes after commas (`_app._tcp,_sub`).
+    func dnssdType(subtypes: [String] = []) -> String {
+        ([baseType.description] + subtypes + (subtype.map { [$0] } ?? [])).joined(separator: ",")
+    }
+}
+
+/// One registration with the daemon, kept alive across daemon restarts.
+actor SystemAdvertiser {
+    let registration: ServiceRegistration
+    let interfaceIndex: UInt32
+    nonisolated let events: AsyncStream<AdvertisementEvent>
+    private let continuation: AsyncStream<AdvertisementEvent>.Continuation
+    /// The name last won (asked for again after a daemon restart).
+    private var name: String
+    private var txt: [UInt8]
+    private var operation: DNSSDOperation<DNSSDRegisterEvent>?
+    private var supervisor: Task<Void, Never>?
+    private var cancelled = false
+
+    init(registration: ServiceRegistration, interfaceIndex: UInt32) {
+        self.registration = registration
+        self.interfaceIndex = interfaceIndex
+        self.name = registration.instance
+        self.txt = registration.txt.rdata
+        (events, continuation) = AsyncStream<AdvertisementEvent>.makeStream()
+    }
+
+    /// Registers and returns the name won; then keeps watching in the background.
+    func start() async throws(DNSSDError) -> String {
+        let (outcomes, outcome) = AsyncStream<Result<String, DNSSDError>>.makeStream()
+        supervisor = Task { await self.supervise(firstOutcome: outcome) }
+        for await result in outcomes { return try result.get() }
+        throw DNSSDError(code: -65537, operation: "DNSServiceRegister")
+    }
+
+    /// Registers, reports what the daemon says, and registers again (under the name last won)
+    /// whenever the daemon goes away, until cancelled. The first attempt's outcome goes to
+    /// `firstOutcome`; if it fails, the supervisor ends there.
+    private func supervise(firstOutcome: AsyncStream<Result<String, DNSSDError>>.Continuation) async {
+        var first: AsyncStream<Result<String, DNSSDError>>.Continuation? = firstOutcome
+        func reportFirst(_ result: Result<String, DNSSDError>) {
+            first?.yield(result)
+            first?.finish()
+            first = nil
+        }
+        while !cancelled {
+            do {
+                let operation = try await DNSSD.register(
+                    name: name, type: registration.type.dnssdType(subtypes: registration.subtypes), port: registration.port,
+                    txt: txt, interfaceIndex: interfaceIndex)
+                self.operation = operation
+                var registered = false
+                for await event in operation.events {
+                    switch event {
+                    case .registered(let won, _, _) where first != nil:
+                        name = won
+                        registered = true
+                        reportFirst(.success(won))
+                    case .registered(let won, _, _) where !registered:
+                        name = won
+                        registered = true
+                        continuation.yield(.restored(won))
+                    case .registered(let won, _, _):
+                        if won != name {
+                            name = won
+                            continuation.yield(.renamed(won))
+                        }
+                    case .failed(let error):
+                        if first != nil { return reportFirst(.failure(error)) }
+                        if registered && !cancelled { continuation.yield(.interrupted(DiscoveryError(error.description))) }
+                    }
+                }
+                self.operation = nil
+            } catch {
+                if first != nil { return reportFirst(.failure(error)) }
+            }
+            // The daemon went away: try again until it is back.
+            if cancelled || Task.isCancelled { return }
+            try? await Task.sleep(for: SystemBackend.retryInterval)
+        }
+    }
+
+    func update(_ info: DiscoveryInfo) async {
+        txt = info.rdata
+        if let operation { try? await DNSSD.updateTXT(operation, txt: txt) }
+    }
+
+    func cancel() async {
+        cancelled = true
+        supervisor?.cancel()
+        await operation?.cancelAndWait()
+        operation = nil
+        continuation.finish()
+    }
+}

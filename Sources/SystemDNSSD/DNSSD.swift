@@ -1,0 +1,238 @@
+#if canImport(dnssd)
+import dnssd
+#else
+import CDNSSD
+#endif
+
+/// A running dns_sd operation: its events, and `cancel()` (also done when it is released),
+/// which deallocates the `DNSServiceRef`. After a `failed` event the operation is over.
+public final class DNSSDOperation<Event: Sendable>: Sendable {
+    /// What the daemon reports, in order.
+    public let events: AsyncStream<Event>
+    let id: UInt64
+
+    init(id: UInt64, events: AsyncStream<Event>) {
+        self.id = id
+        self.events = events
+    }
+
+    /// Stops the operation; for a registration, the daemon withdraws it with goodbyes.
+    public func cancel() { DNSSDEventLoop.shared.remove(id) }
+
+    /// Stops the operation and returns once the ref is deallocated (for a registration: once
+    /// the daemon has been told to withdraw it).
+    public func cancelAndWait() async {
+        let id = id
+        await DNSSDEventLoop.shared.perform { DNSSDEventLoop.shared.removeNow(id) }
+    }
+
+    deinit { DNSSDEventLoop.shared.remove(id) }
+}
+
+/// What a registration reports.
+public enum DNSSDRegisterEvent: Sendable, Hashable {
+    /// The service is published under `name` (the daemon renames on a conflict, and reports
+    /// the new name the same way).
+    case registered(name: String, type: String, domain: String)
+    case failed(DNSSDError)
+}
+
+/// A service instance seen by a browse.
+public struct DNSSDInstance: Sendable, Hashable {
+    /// The instance name, unescaped, e.g. `Build Box`.
+    public var name: String
+    /// e.g. `_openagents._tcp.`
+    public var type: String
+    /// e.g. `local.`
+    public var domain: String
+    public var interfaceIndex: UInt32
+}
+
+/// What a browse reports.
+public enum DNSSDBrowseEvent: Sendable, Hashable {
+    /// `moreComing`: more events are queued right behind this one.
+    case added(DNSSDInstance, moreComing: Bool)
+    case removed(DNSSDInstance, moreComing: Bool)
+    case failed(DNSSDError)
+}
+
+/// Where a service runs, as a resolve reports it.
+public struct DNSSDResolution: Sendable, Hashable {
+    /// The escaped full name, e.g. `Build\032Box._openagents._tcp.local.`
+    public var fullName: String
+    /// The target host, e.g. `buildbox.local.`
+    public var host: String
+    public var port: UInt16
+    /// The TXT record's RDATA.
+    public var txt: [UInt8]
+    public var interfaceIndex: UInt32
+}
+
+public enum DNSSDResolveEvent: Sendable, Hashable {
+    case resolved(DNSSDResolution)
+    case failed(DNSSDError)
+}
+
+/// One resource record as a record query reports it (RDATA in uncompressed wire form).
+public struct DNSSDRecord: Sendable, Hashable {
+    public var name: String
+    public var type: UInt16
+    public var rdata: [UInt8]
+    public var ttl: UInt32
+    public var interfaceIndex: UInt32
+}
+
+public enum DNSSDQueryEvent: Sendable, Hashable {
+    case added(DNSSDRecord, moreComing: Bool)
+    case removed(DNSSDRecord, moreComing: Bool)
+    case failed(DNSSDError)
+}
+
+/// The system's DNS-SD service through the dns_sd C API: Avahi's compatibility library on
+/// Linux (talking to avahi-daemon over D-Bus), mDNSResponder on Apple platforms (not tested
+/// here). No C type leaves this module; all calls run on one dedicated thread.
+public enum DNSSD {
+    /// Record types, for ``queryRecord(name:type:interfaceIndex:)``.
+    public static let typeA: UInt16 = 1
+    public static let typePTR: UInt16 = 12
+    public static let typeTXT: UInt16 = 16
+    public static let typeAAAA: UInt16 = 28
+    public static let typeSRV: UInt16 = 33
+
+    private static let flagsMoreComing: UInt32 = 0x1
+    private static let flagsAdd: UInt32 = 0x2
+
+    /// Checks that the daemon answers, without sending anything onto the network: a record
+    /// query for an invalid name connects to the daemon, which refuses the name (`BadParam`).
+    /// Throws the connection's failure when no daemon is there.
+    public static func checkDaemon() async throws(DNSSDError) {
+        let result: Int32 = await DNSSDEventLoop.shared.perform {
+            var ref: DNSServiceRef?
+            let error = DNSServiceQueryRecord(&ref, 0, 0, "..", typeA, 1, { _, _, _, _, _, _, _, _, _, _, _ in }, nil)
+            if let ref { DNSServiceRefDeallocate(ref) }
+            return error
+        }
+        if result == 0 || result == DNSSDError.badParam { return }
+        throw DNSSDError(code: result, operation: "DNSServiceQueryRecord")
+    }
+
+    /// Publishes a service.
+    /// - Parameters:
+    ///   - name: instance name (nil: the daemon's host name).
+    ///   - type: `_app._tcp`, with subtypes appended after commas: `_app._tcp,_sub1,_sub2`.
+    ///   - txt: the TXT record's RDATA (length-prefixed entries; empty means one empty entry).
+    ///   - interfaceIndex: 0 for all interfaces.
+    public static func register(
+        name: String?, type: String, domain: String? = nil, port: UInt16, txt: [UInt8], interfaceIndex: UInt32 = 0
+    ) async throws(DNSSDError) -> DNSSDOperation<DNSSDRegisterEvent> {
+        let record = txt.isEmpty ? [0] : txt
+        guard record.count <= Int(UInt16.max) else { throw DNSSDError(code: DNSSDError.badParam, operation: "DNSServiceRegister") }
+        return try await start(operation: "DNSServiceRegister", failure: DNSSDRegisterEvent.failed) { ref, context in
+            record.withUnsafeBytes { bytes in
+                DNSServiceRegister(
+                    &ref, 0, interfaceIndex, name, type, domain, nil, port.bigEndian, UInt16(bytes.count), bytes.baseAddress,
+                    { _, _, error, name, type, domain, pointer in
+                        guard let context = CallbackContext<DNSSDRegisterEvent>.from(pointer) else { return }
+                        guard error == 0 else {
+                            return context.fail(DNSSDError(code: error, operation: "DNSServiceRegister"))
+                        }
+                        context.yield(.registered(name: string(name), type: string(type), domain: string(domain)))
+                    }, context)
+            }
+        }
+    }
+
+    /// Replaces the TXT record of a registration (`DNSServiceUpdateRecord`).
+    public static func updateTXT(_ registration: DNSSDOperation<DNSSDRegisterEvent>, txt: [UInt8]) async throws(DNSSDError) {
+        let record = txt.isEmpty ? [0] : txt
+        guard record.count <= Int(UInt16.max) else { throw DNSSDError(code: DNSSDError.badParam, operation: "DNSServiceUpdateRecord") }
+        let id = registration.id
+        let result: Int32 = await DNSSDEventLoop.shared.perform {
+            guard let ref = DNSSDEventLoop.shared.ref(for: id) else { return -65541 }  // BadReference
+            return record.withUnsafeBytes { bytes in
+                DNSServiceUpdateRecord(ref, nil, 0, UInt16(bytes.count), bytes.baseAddress, 0)
+            }
+        }
+        if result != 0 { throw DNSSDError(code: result, operation: "DNSServiceUpdateRecord") }
+    }
+
+    /// Browses for instances of a type (`_app._tcp`, or `_app._tcp,_sub` for a subtype).
+    public static func browse(
+        type: String, domain: String = "local.", interfaceIndex: UInt32 = 0
+    ) async throws(DNSSDError) -> DNSSDOperation<DNSSDBrowseEvent> {
+        try await start(operation: "DNSServiceBrowse", failure: DNSSDBrowseEvent.failed) { ref, context in
+            DNSServiceBrowse(&ref, 0, interfaceIndex, type, domain, { _, flags, interface, error, name, type, domain, pointer in
+                guard let context = CallbackContext<DNSSDBrowseEvent>.from(pointer) else { return }
+                guard error == 0 else { return context.fail(DNSSDError(code: error, operation: "DNSServiceBrowse")) }
+                let instance = DNSSDInstance(name: string(name), type: string(type), domain: string(domain), interfaceIndex: interface)
+                let more = flags & DNSSD.flagsMoreComing != 0
+                context.yield(flags & DNSSD.flagsAdd != 0 ? .added(instance, moreComing: more) : .removed(instance, moreComing: more))
+            }, context)
+        }
+    }
+
+    /// Resolves an instance to its host, port, TXT and interface. Keeps reporting changes
+    /// until cancelled.
+    public static func resolve(
+        name: String, type: String, domain: String = "local.", interfaceIndex: UInt32 = 0
+    ) async throws(DNSSDError) -> DNSSDOperation<DNSSDResolveEvent> {
+        try await start(operation: "DNSServiceResolve", failure: DNSSDResolveEvent.failed) { ref, context in
+            DNSServiceResolve(&ref, 0, interfaceIndex, name, type, domain, { _, _, interface, error, fullName, host, port, length, txt, pointer in
+                guard let context = CallbackContext<DNSSDResolveEvent>.from(pointer) else { return }
+                guard error == 0 else { return context.fail(DNSSDError(code: error, operation: "DNSServiceResolve")) }
+                let bytes = txt.map { Array(UnsafeBufferPointer(start: $0, count: Int(length))) } ?? []
+                context.yield(.resolved(DNSSDResolution(
+                    fullName: string(fullName), host: string(host), port: UInt16(bigEndian: port), txt: bytes, interfaceIndex: interface)))
+            }, context)
+        }
+    }
+
+    /// Watches the records of one name and type (class IN), e.g. a host's A records.
+    /// - Parameter name: the full name with dns-sd escapes, e.g. `Build\032Box._app._tcp.local.`
+    public static func queryRecord(
+        name: String, type: UInt16, interfaceIndex: UInt32 = 0
+    ) async throws(DNSSDError) -> DNSSDOperation<DNSSDQueryEvent> {
+        try await start(operation: "DNSServiceQueryRecord", failure: DNSSDQueryEvent.failed) { ref, context in
+            DNSServiceQueryRecord(&ref, 0, interfaceIndex, name, type, 1, { _, flags, interface, error, name, type, _, length, rdata, ttl, pointer in
+                guard let context = CallbackContext<DNSSDQueryEvent>.from(pointer) else { return }
+                guard error == 0 else { return context.fail(DNSSDError(code: error, operation: "DNSServiceQueryRecord")) }
+                let bytes = rdata.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(length))) } ?? []
+                let record = DNSSDRecord(name: string(name), type: type, rdata: bytes, ttl: ttl, interfaceIndex: interface)
+                let more = flags & DNSSD.flagsMoreComing != 0
+                context.yield(flags & DNSSD.flagsAdd != 0 ? .added(record, moreComing: more) : .removed(record, moreComing: more))
+            }, context)
+        }
+    }
+
+    /// Makes a ref on the loop thread with `call` and hands it to the loop to watch.
+    private static func start<Event: Sendable>(
+        operation: String, failure: @escaping @Sendable (DNSSDError) -> Event,
+        _ call: @escaping @Sendable (inout DNSServiceRef?, UnsafeMutableRawPointer) -> Int32
+    ) async throws(DNSSDError) -> DNSSDOperation<Event> {
+        let loop = DNSSDEventLoop.shared
+        let id = loop.makeID()
+        let (events, continuation) = AsyncStream<Event>.makeStream()
+        let context = CallbackContext(continuation: continuation, failure: failure)
+        let result: Int32 = await loop.perform {
+            var ref: DNSServiceRef?
+            let error = call(&ref, context.pointer)
+            guard error == 0, let ref else {
+                if let ref { DNSServiceRefDeallocate(ref) }
+                return error == 0 ? DNSSDError.unknown : error
+            }
+            loop.adopt(ref, id: id, context: context)
+            return 0
+        }
+        guard result == 0 else {
+            continuation.finish()
+            throw DNSSDError(code: result, operation: operation)
+        }
+        continuation.onTermination = { _ in loop.remove(id) }
+        return DNSSDOperation(id: id, events: events)
+    }
+}
+
+/// A C string from dns_sd as Swift text ("" for NULL; invalid UTF-8 is repaired).
+private func string(_ pointer: UnsafePointer<CChar>?) -> String {
+    pointer.map { String(cString: $0) } ?? ""
+}

@@ -1,0 +1,304 @@
+import Foundation
+import Testing
+
+/// The two ways nearby does DNS-SD. The shared lab tests run once for each, with the same
+/// expectations.
+enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case embedded, system
+    var testDescription: String { rawValue }
+}
+
+/// Runs nearby in lab hosts on one backend: the embedded engine directly in the host's
+/// namespace, the system backend through the host's own avahi-daemon (`Tools/lab avahi exec`).
+struct NearbyRunner: Sendable {
+    let lab: Lab
+    let backend: Backend
+
+    var binary: String { LabTestSuite.DiscoveryLabTests.nearby }
+
+    /// The `Tools/lab` arguments that run `nearby ARGUMENTS` in `host`.
+    func command(_ host: String, _ arguments: [String]) -> [String] {
+        switch backend {
+        case .embedded: ["exec", host, "--", binary] + arguments + ["--backend", "embedded"]
+        case .system: ["avahi", "exec", host, "--", binary] + arguments + ["--backend", "system"]
+        }
+    }
+
+    /// The hosts of `hosts` that need an avahi-daemon for this backend (none for embedded).
+    func daemons(_ hosts: [String]) -> [String] { backend == .system ? hosts : [] }
+
+    /// What an advertiser needs for a host name of its own: every lab namespace shares the
+    /// machine's name, so the embedded engine gets `--host LABEL`; avahi-daemon has `LAB-hN`.
+    func hostOption(_ label: String) -> [String] { backend == .embedded ? ["--host", label] : [] }
+
+    /// The host name that a service advertised in `host` resolves to.
+    func hostName(of host: String, label: String) -> String {
+        backend == .embedded ? "\(label).local." : "\(lab.name)-\(host).local."
+    }
+
+    /// The name the backend moves to after losing `name` in a conflict.
+    func renamed(_ name: String) -> String { backend == .embedded ? "\(name) (2)" : "\(name) #2" }
+
+    func start(_ host: String, _ arguments: [String]) throws -> LabProcess {
+        try lab.start(command(host, arguments))
+    }
+
+    func run(_ host: String, _ arguments: [String], timeout: Duration = .seconds(20)) async throws -> String {
+        try await lab.run(command(host, arguments), timeout: timeout)
+    }
+
+    /// Starts `nearby advertise --json ARGUMENTS` in `host`; returns once the name is won.
+    func advertise(in host: String, _ arguments: [String]) async throws -> (LabProcess, [String: Any]) {
+        let process = try start(host, ["advertise", "--json"] + arguments)
+        let line = try await process.waitForLine(containing: "\"advertising\"", timeout: .seconds(15))
+        return (process, jsonLines(line).first ?? [:])
+    }
+}
+
+extension LabTestSuite {
+/// Advertise, browse, resolve, TXT updates, goodbyes, conflicts and both IP versions, against
+/// avahi-daemon and python-zeroconf — once per backend.
+@Suite("nearby against real peers, on each backend")
+struct BackendLabTests {
+    @Test("nearby advertise is resolved by avahi-browse and by python-zeroconf, over IPv4 and IPv6", arguments: Backend.allCases)
+    func advertisedToPeers(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h1"]) + ["h2"]) {
+            let (advertiser, started) = try await nearby.advertise(
+                in: "h1", nearby.hostOption("nearby-h1") + ["Lab Box", "_openagents._tcp", "9201", "version=1.0", "beta", "empty="])
+            #expect(started["name"] as? String == "Lab Box")
+            #expect(started["requested"] == nil)
+            try await lab.withProcesses([advertiser]) {
+                let host = nearby.hostName(of: "h1", label: "nearby-h1")
+                let browse = try await lab.run(["avahi", "exec", "h2", "--", "timeout", "8", "avahi-browse", "-rpt", "_openagents._tcp"], timeout: .seconds(20))
+                let line = try #require(browse.split(separator: "\n").first { $0.hasPrefix("=;lan1;IPv4;Lab\\032Box;") }, "\(browse)")
+                let fields = line.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
+                #expect(fields[6] + "." == host)
+                // avahi picks either address of the host (from another avahi, often the IPv6 one).
+                #expect(["198.18.1.1", "fd6e:6272:1::1"].contains(fields[7]))
+                #expect(fields[8] == "9201")
+                #expect(fields[9].contains("\"version=1.0\"") && fields[9].contains("\"beta\"") && fields[9].contains("\"empty=\""))
+                let resolved = try await lab.run(["zeroconf", "h3", "--", "resolve", "Lab Box", "_openagents._tcp", "--timeout", "5"], timeout: .seconds(20))
+                let object = try #require(jsonLines(resolved).first { $0["event"] as? String == "resolved" })
+                #expect(object["port"] as? Int == 9201)
+                #expect(object["host"] as? String == host)
+                #expect((object["addresses"] as? [String])?.contains("198.18.1.1") == true)
+                #expect((object["addresses"] as? [String])?.contains("fd6e:6272:1::1") == true)
+                #expect((object["txt"] as? [String: Any])?["version"] as? String == "1.0")
+            }
+        }
+    }
+
+    @Test("services of avahi-publish and python-zeroconf are found and resolved by nearby browse --resolve", arguments: Backend.allCases)
+    func peersToBrowse(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: ["h1"] + nearby.daemons(["h2"])) {
+            let publisher = try lab.start(["avahi", "exec", "h1", "--", "avahi-publish", "-s", "Avahi Box", "_openagents._tcp", "9202", "from=avahi"])
+            let registrant = try lab.start(["zeroconf", "h3", "--", "register", "Zero Box", "_openagents._tcp", "9203", "from=zeroconf", "flag"])
+            try await lab.withProcesses([publisher, registrant]) {
+                _ = try await registrant.waitForLine(containing: "\"registered\"", timeout: .seconds(20))
+                let output = try await nearby.run("h2", ["browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "4"])
+                let found = jsonLines(output).filter { $0["event"] as? String == "found" }
+                let avahi = try #require(found.first { $0["name"] as? String == "Avahi Box" }, "\(output)")
+                #expect(avahi["port"] as? Int == 9202)
+                #expect(avahi["host"] as? String == "\(lab.name)-h1.local.")
+                #expect((avahi["addresses"] as? [String])?.contains("198.18.1.1") == true)
+                #expect((avahi["addresses"] as? [String])?.contains("fd6e:6272:1::1") == true)
+                #expect((avahi["txt"] as? [String: Any])?["from"] as? String == "avahi")
+                #expect(avahi["interface"] as? String == "lan1")
+                let zero = try #require(found.first { $0["name"] as? String == "Zero Box" }, "\(output)")
+                #expect(zero["port"] as? Int == 9203)
+                #expect((zero["addresses"] as? [String])?.contains("198.18.1.3") == true)
+                #expect((zero["txt"] as? [String: Any])?["flag"] as? Bool == true)
+                // Each service once, although avahi reports it once per IP protocol.
+                #expect(found.filter { $0["name"] as? String == "Avahi Box" }.count == 1)
+                let resolved = try await nearby.run("h2", ["resolve", "Zero Box", "_openagents._tcp", "--json"])
+                #expect(jsonLines(resolved).first?["port"] as? Int == 9203)
+            }
+        }
+    }
+
+    @Test("advertising a name avahi-publish holds: nearby is renamed the backend's way; both stay visible", arguments: Backend.allCases)
+    func conflictRenames(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: ["h1"] + nearby.daemons(["h2"])) {
+            let publisher = try lab.start(["avahi", "exec", "h1", "--", "avahi-publish", "-s", "Clash", "_openagents._tcp", "9401"])
+            try await lab.withProcesses([publisher]) {
+                try await Task.sleep(for: .seconds(2))  // avahi has won the name
+                let (advertiser, started) = try await nearby.advertise(in: "h2", nearby.hostOption("nearby-h2") + ["Clash", "_openagents._tcp", "9402"])
+                try await lab.withProcesses([advertiser]) {
+                    #expect(started["name"] as? String == nearby.renamed("Clash"))
+                    #expect(started["requested"] as? String == "Clash")
+                    let output = try await lab.run(["exec", "h3", "--", nearby.binary, "browse", "_openagents._tcp", "--json", "--resolve", "--timeout", "3"], timeout: .seconds(15))
+                    let found = jsonLines(output).filter { $0["event"] as? String == "found" }
+                    #expect(found.first { $0["name"] as? String == "Clash" }?["port"] as? Int == 9401)
+                    #expect(found.first { $0["name"] as? String == nearby.renamed("Clash") }?["port"] as? Int == 9402)
+                }
+            }
+        }
+    }
+
+    @Test("a graceful stop is reported lost within 2 s", arguments: Backend.allCases)
+    func gracefulStop(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h1", "h3"])) {
+            let browser = try nearby.start("h3", ["browse", "_openagents._tcp", "--json", "--timeout", "20"])
+            try await lab.withProcesses([browser]) {
+                let (advertiser, _) = try await nearby.advertise(in: "h1", nearby.hostOption("leaver") + ["Leaving Box", "_openagents._tcp", "9501"])
+                _ = try await browser.waitForLine(containing: "\"Leaving Box\"", timeout: .seconds(10))
+                let stopped = ContinuousClock.now
+                await advertiser.stop()  // SIGTERM: goodbyes, exit 0
+                #expect(advertiser.exitStatus == 0)
+                _ = try await browser.waitForLine(containing: "\"lost\"", timeout: .seconds(2))
+                #expect(ContinuousClock.now - stopped <= .seconds(2))
+            }
+        }
+    }
+
+    @Test("a TXT update by python-zeroconf is reported updated with the new TXT", arguments: Backend.allCases)
+    func txtUpdateSeen(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h2"])) {
+            let browser = try nearby.start("h2", ["browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "15"])
+            let registrant = try lab.start([
+                "zeroconf", "h1", "--", "register", "Changing Box", "_openagents._tcp", "9701", "state=old",
+                "--update-txt", "state=new", "--update-after", "4",
+            ])
+            try await lab.withProcesses([browser, registrant]) {
+                _ = try await registrant.waitForLine(containing: "\"updated\"", timeout: .seconds(20))
+                let line = try await browser.waitForLine(containing: "\"state\":\"new\"", timeout: .seconds(5))
+                let event = try #require(jsonLines(line).first)
+                #expect(event["event"] as? String == "updated")
+                #expect(event["name"] as? String == "Changing Box")
+                let events = jsonLines(browser.output).filter { $0["name"] as? String == "Changing Box" }
+                #expect(events.first?["event"] as? String == "found")
+                #expect((events.first?["txt"] as? [String: Any])?["state"] as? String == "old")
+            }
+        }
+    }
+
+    @Test("nearby advertise --txt-file publishes the file's new TXT on SIGHUP; python-zeroconf sees it", arguments: Backend.allCases)
+    func txtUpdatePublished(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        let file = try Lab.temporaryDirectory().appendingPathComponent("txt")
+        try Data("state=old\n".utf8).write(to: file)
+        try await lab.withAvahi(in: nearby.daemons(["h1"])) {
+            let (advertiser, _) = try await nearby.advertise(
+                in: "h1", nearby.hostOption("changer") + ["--txt-file", file.path, "Update Box", "_openagents._tcp", "9703", "fixed=1"])
+            let browser = try lab.start(["zeroconf", "h3", "--", "browse", "_openagents._tcp", "--resolve", "--timeout", "15"])
+            try await lab.withProcesses([advertiser, browser]) {
+                _ = try await browser.waitForLine(containing: "\"state\": \"old\"", timeout: .seconds(8))
+                try Data("state=new\n".utf8).write(to: file)
+                advertiser.signal(SIGHUP)
+                let line = try await browser.waitForLine(containing: "\"state\": \"new\"", timeout: .seconds(5))
+                let event = try #require(jsonLines(line).first)
+                #expect(event["event"] as? String == "updated")
+                #expect((event["txt"] as? [String: Any])?["fixed"] as? String == "1")
+                #expect(advertiser.isRunning)
+            }
+        }
+    }
+
+    @Test("nearby types lists advertised types; a subtype browse finds only services listed under it", arguments: Backend.allCases)
+    func typesAndSubtypes(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h1", "h2", "h3"])) {
+            let (plain, _) = try await nearby.advertise(in: "h1", nearby.hostOption("t1") + ["Plain", "_openagents._tcp", "9801"])
+            let (bridge, _) = try await nearby.advertise(in: "h2", nearby.hostOption("t2") + ["--subtype", "_bridge", "Bridge", "_openagents._tcp", "9802"])
+            try await lab.withProcesses([plain, bridge]) {
+                let types = try await nearby.run("h3", ["types", "--json", "--timeout", "2"])
+                #expect(jsonLines(types).contains { $0["type"] as? String == "_openagents._tcp" }, "\(types)")
+                let sub = try await nearby.run("h3", ["browse", "_bridge._sub._openagents._tcp", "--json", "--timeout", "2"])
+                let names = Set(jsonLines(sub).compactMap { $0["event"] as? String == "found" ? $0["name"] as? String : nil })
+                #expect(names == ["Bridge"], "\(sub)")
+            }
+        }
+    }
+
+    @Test("interop: the system backend on one host and the embedded engine on another, both ways",
+          arguments: [(Backend.system, Backend.embedded), (Backend.embedded, Backend.system)])
+    func interop(_ advertising: Backend, _ browsing: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let advertiser = NearbyRunner(lab: lab, backend: advertising)
+        let browser = NearbyRunner(lab: lab, backend: browsing)
+        try await lab.withAvahi(in: advertiser.daemons(["h1"]) + browser.daemons(["h2"])) {
+            let (process, _) = try await advertiser.advertise(in: "h1", advertiser.hostOption("mixed") + ["Mixed Box", "_openagents._tcp", "9901", "via=\(advertising)"])
+            try await lab.withProcesses([process]) {
+                let output = try await browser.run("h2", ["browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "3"])
+                let found = try #require(jsonLines(output).first { $0["event"] as? String == "found" && $0["name"] as? String == "Mixed Box" }, "\(output)")
+                #expect(found["host"] as? String == advertiser.hostName(of: "h1", label: "mixed"))
+                #expect(found["port"] as? Int == 9901)
+                #expect((found["addresses"] as? [String])?.contains("198.18.1.1") == true)
+                #expect((found["addresses"] as? [String])?.contains("fd6e:6272:1::1") == true)
+                #expect((found["txt"] as? [String: Any])?["via"] as? String == advertising.rawValue)
+                let resolved = try await browser.run("h2", ["resolve", "Mixed Box", "_openagents._tcp", "--json"])
+                #expect(jsonLines(resolved).first?["port"] as? Int == 9901)
+            }
+        }
+    }
+
+    @Test("avahi-daemon killed under a live advertisement and browse: both report it, and recover within 5 s of its return")
+    func daemonRestart() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: .system)
+        try await lab.withAvahi(in: ["h1", "h2"]) {
+            let (advertiser, _) = try await nearby.advertise(in: "h1", ["Phoenix", "_openagents._tcp", "9951"])
+            let browser = try nearby.start("h2", ["browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "60"])
+            try await lab.withProcesses([advertiser, browser]) {
+                _ = try await browser.waitForLine(containing: "\"Phoenix\"", timeout: .seconds(10))
+                try await lab.run(["avahi", "stop", "--kill", "h1"])
+                try await lab.run(["avahi", "stop", "--kill", "h2"])
+                let interruptedAd = try await advertiser.waitForLine(containing: "\"interrupted\"", timeout: .seconds(5))
+                #expect(interruptedAd.contains("avahi-daemon is not running"))
+                let interruptedBrowse = try await browser.waitForLine(containing: "\"interrupted\"", timeout: .seconds(5))
+                #expect(interruptedBrowse.contains("avahi-daemon is not running"))
+                try await Task.sleep(for: .seconds(1))
+
+                try await lab.run(["avahi", "start", "h1"])
+                try await lab.run(["avahi", "start", "h2"])
+                let back = ContinuousClock.now
+                let restored = try await advertiser.waitForLine(containing: "\"restored\"", timeout: .seconds(5))
+                #expect(jsonLines(restored).first?["name"] as? String == "Phoenix")
+                _ = try await browser.waitForLine(containing: "\"restored\"", timeout: .seconds(5))
+                #expect(ContinuousClock.now - back <= .seconds(5))
+                // Published again for real: a fresh browser elsewhere resolves it.
+                let output = try await lab.run(["exec", "h3", "--", nearby.binary, "resolve", "Phoenix", "_openagents._tcp", "--json"], timeout: .seconds(15))
+                #expect(jsonLines(output).first?["port"] as? Int == 9951)
+                // And the long-running browser ends up seeing it, as before the crash.
+                let deadline = ContinuousClock.now + .seconds(10)
+                func lastEvent() -> String? {
+                    jsonLines(browser.output).last { $0["name"] as? String == "Phoenix" }?["event"] as? String
+                }
+                while lastEvent() == "lost", ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
+                #expect(lastEvent() == "found" || lastEvent() == "updated", "\(browser.output)")
+                #expect(advertiser.isRunning && browser.isRunning)
+            }
+        }
+    }
+
+    @Test("--backend auto uses avahi-daemon where it runs, and the embedded engine where none does")
+    func automaticChoice() async throws {
+        let lab = try Lab.require(hosts: 3)
+        try await lab.withAvahi(in: ["h1"]) {
+            let withDaemon = try lab.start(["avahi", "exec", "h1", "--", NearbyRunner(lab: lab, backend: .system).binary, "advertise", "--json", "Auto One", "_openagents._tcp", "9961"])
+            let withoutDaemon = try lab.start(["exec", "h2", "--", NearbyRunner(lab: lab, backend: .embedded).binary, "advertise", "--json", "Auto Two", "_openagents._tcp", "9962"])
+            try await lab.withProcesses([withDaemon, withoutDaemon]) {
+                _ = try await withDaemon.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
+                _ = try await withoutDaemon.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
+                let output = try await lab.run(["exec", "h3", "--", NearbyRunner(lab: lab, backend: .embedded).binary, "browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "3"], timeout: .seconds(15))
+                let found = jsonLines(output).filter { $0["event"] as? String == "found" }
+                // The daemon's host name shows that h1 went through avahi-daemon.
+                #expect(found.first { $0["name"] as? String == "Auto One" }?["host"] as? String == "\(lab.name)-h1.local.", "\(output)")
+                #expect((found.first { $0["name"] as? String == "Auto Two" }?["addresses"] as? [String])?.contains("198.18.1.2") == true, "\(output)")
+            }
+        }
+    }
+}
+}
