@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
         .library(name: "SystemDNSSD", targets: ["SystemDNSSD"]),
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
+        .library(name: "PeerTrust", targets: ["PeerTrust"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
     dependencies: [
@@ -63,16 +64,23 @@ let package = Package(
         ),
         // The public discovery API: advertise, browse, resolve, service types; backend choice.
         .target(name: "NearbyDiscovery", dependencies: ["DNSWire", "MulticastDNS", "SystemDNSSD"], swiftSettings: strict),
+        // OpenSSL 3 (libcrypto, libssl) for identities and X.509 trust.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // Small C functions over OpenSSL (what its macros and callbacks hide); DER in, DER out.
+        .target(name: "CPeerTrust", dependencies: ["COpenSSL"]),
+        // Peer identity (key, certificate, peer ID, persistence) and X.509 trust evaluation.
+        .target(name: "PeerTrust", dependencies: ["CPeerTrust"], swiftSettings: strict),
+        .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "DNSWire", "NearbyDiscovery", "PeerTrust", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/nearby",
             swiftSettings: strict
         ),
-        .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery"], swiftSettings: strict),
+        .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "PeerTrust"], swiftSettings: strict),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
         .testTarget(name: "LabTests", dependencies: ["DNSWire"], swiftSettings: strict),
         // Publishes many instances from one process, for Tools/bench-discovery.

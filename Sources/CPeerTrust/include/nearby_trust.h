@@ -1,0 +1,120 @@
+// Small C functions over OpenSSL 3 for PeerTrust: they take and return DER bytes, so no
+// OpenSSL object lives longer than one call and none is seen by Swift. Lists of certificates
+// travel as one buffer of items, each a 4-byte big-endian length followed by that many bytes.
+//
+// Functions that can fail return -1 and write a message into `error` (NUL-terminated, at most
+// `error_size` bytes); they never abort on bad input.
+#ifndef NEARBY_TRUST_H
+#define NEARBY_TRUST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Bytes allocated by this library; release with nearby_buffer_free.
+typedef struct {
+    uint8_t *bytes;
+    size_t count;
+} nearby_buffer;
+
+void nearby_buffer_free(nearby_buffer *buffer);
+
+/// SHA-256 of `count` bytes into `digest` (32 bytes).
+void nearby_sha256(const uint8_t *bytes, size_t count, uint8_t *digest);
+
+/// A new P-256 key pair, as PKCS#8 DER.
+int nearby_key_generate_p256(nearby_buffer *pkcs8, char *error, size_t error_size);
+
+/// Reads a private key from PEM (PKCS#8, SEC1 or an encrypted PKCS#8 with `passphrase`,
+/// which may be NULL) and returns it as PKCS#8 DER.
+int nearby_key_from_pem(const char *pem, size_t count, const char *passphrase, nearby_buffer *pkcs8,
+                        char *error, size_t error_size);
+
+/// The DER SubjectPublicKeyInfo of a PKCS#8 private key.
+int nearby_key_public_info(const uint8_t *pkcs8, size_t count, nearby_buffer *spki, char *error, size_t error_size);
+
+/// 1 when the private key belongs to the certificate, 0 when not, -1 when either is unreadable.
+int nearby_key_matches_certificate(const uint8_t *pkcs8, size_t key_count, const uint8_t *der, size_t der_count);
+
+/// What a certificate says about itself.
+typedef struct {
+    int64_t not_before;     // seconds since 1970, UTC
+    int64_t not_after;
+    int is_ca;              // basicConstraints CA:TRUE
+    int self_signed;        // issuer == subject and its own key verifies its signature
+    char subject[512];      // RFC 2253 one-line form
+    char issuer[512];
+    char common_name[256];  // first CN of the subject, or ""
+} nearby_certificate_info;
+
+/// Parses one DER certificate (the whole buffer must be that certificate) and describes it;
+/// `spki` receives its DER SubjectPublicKeyInfo.
+int nearby_certificate_inspect(const uint8_t *der, size_t count, nearby_certificate_info *info, nearby_buffer *spki,
+                               char *error, size_t error_size);
+
+/// What a certificate made by nearby_certificate_create contains.
+typedef struct {
+    const char *common_name;
+    const char *organization;   // NULL: none
+    uint64_t serial;            // > 0
+    int64_t not_before;
+    int64_t not_after;
+    int basic_constraints;      // 0: no basicConstraints extension at all
+    int is_ca;
+    int path_length;            // -1: no limit
+    int extended_key_usage;     // bit 0: serverAuth, bit 1: clientAuth; 0: no EKU extension
+} nearby_certificate_template;
+
+/// Makes a certificate for the key `subject_key` (PKCS#8), signed with `issuer_key` and naming
+/// `issuer` (DER) as its issuer; `issuer` NULL makes it self-signed (then `issuer_key` is the
+/// subject's own key). Signatures are ECDSA or RSA with SHA-256.
+int nearby_certificate_create(const nearby_certificate_template *template, const uint8_t *subject_key,
+                              size_t subject_key_count, const uint8_t *issuer, size_t issuer_count,
+                              const uint8_t *issuer_key, size_t issuer_key_count, nearby_buffer *der,
+                              char *error, size_t error_size);
+
+/// Reads a PKCS#12 file: the key (PKCS#8) and the certificates, the one matching the key first.
+int nearby_pkcs12_read(const uint8_t *bytes, size_t count, const char *passphrase, nearby_buffer *pkcs8,
+                       nearby_buffer *certificates, char *error, size_t error_size);
+
+/// Writes a PKCS#12 file (AES-256 and PBKDF2, OpenSSL 3's defaults) with the key and the
+/// certificates (leaf first), protected by `passphrase`.
+int nearby_pkcs12_write(const uint8_t *pkcs8, size_t key_count, const uint8_t *certificates, size_t certificates_count,
+                        const char *passphrase, const char *friendly_name, nearby_buffer *bytes,
+                        char *error, size_t error_size);
+
+/// One problem found while verifying a chain.
+typedef struct {
+    int code;               // X509_V_ERR_*
+    int depth;              // 0: the leaf
+    int64_t not_before;     // of the certificate at `depth`, when there was one
+    int64_t not_after;
+    char subject[512];
+    char issuer[512];
+} nearby_verify_issue;
+
+/// How to verify a chain.
+typedef struct {
+    const uint8_t *leaf;
+    size_t leaf_count;
+    const uint8_t *untrusted;       // list: intermediates the peer sent (may be NULL)
+    size_t untrusted_count;
+    const uint8_t *anchors;         // list: trusted certificates (may be NULL)
+    size_t anchors_count;
+    int system_roots;               // also trust the system's default store
+    int purpose;                    // 1: TLS server, 2: TLS client, 0: none
+    int64_t time;                   // verification time, seconds since 1970
+    int max_intermediates;          // X509_VERIFY_PARAM_set_depth
+    int check_self_signature;       // X509_V_FLAG_CHECK_SS_SIGNATURE
+} nearby_verify_request;
+
+/// Verifies with X509_verify_cert under X509_V_FLAG_X509_STRICT and X509_V_FLAG_PARTIAL_CHAIN,
+/// recording every problem (up to `capacity`) rather than stopping at the first. Returns 1 when
+/// trusted (then `chain` holds the validated chain, leaf first), 0 when rejected, -1 when the
+/// input is unusable.
+int nearby_verify(const nearby_verify_request *request, nearby_verify_issue *issues, int capacity, int *issue_count,
+                  nearby_buffer *chain, char *error, size_t error_size);
+
+/// OpenSSL's words for an X509_V_ERR_* code.
+const char *nearby_verify_error_string(int code);
+
+#endif

@@ -1,0 +1,165 @@
+public import Foundation
+
+/// Where this peer's identity lives between runs: `identity.pem` (the private key, then the
+/// certificate chain; mode 0600) in a directory of mode 0700, by default
+/// `$XDG_STATE_HOME/nearby`, else `~/.local/state/nearby` (`NEARBY_STATE_DIR` overrides).
+///
+/// Files are written to a temporary name and then linked or renamed into place, so a crash
+/// never leaves half an identity, and of two processes creating one at the same time exactly
+/// one wins; the other loads the winner's. A file that cannot be read back is an error, never
+/// a reason to make a new identity, because that would change the peer ID.
+public struct IdentityStore: Sendable {
+    public let directory: URL
+
+    public init(directory: URL = IdentityStore.defaultDirectory) {
+        self.directory = directory
+    }
+
+    /// `NEARBY_STATE_DIR`, else `$XDG_STATE_HOME/nearby`, else `~/.local/state/nearby`.
+    public static var defaultDirectory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let path = environment["NEARBY_STATE_DIR"], !path.isEmpty { return URL(fileURLWithPath: path) }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return URL(fileURLWithPath: state).appendingPathComponent("nearby")
+        }
+        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/state/nearby")
+    }
+
+    public var identityFile: URL { directory.appendingPathComponent("identity.pem") }
+    var nameFile: URL { directory.appendingPathComponent("display-name") }
+
+    /// The stored identity, or nil when none has been made yet.
+    /// - Throws: ``PeerTrustError`` (`damaged`) when the file exists but cannot be used.
+    public func load() throws(PeerTrustError) -> PeerIdentity? {
+        guard let data = try Storage.readFile(identityFile) else { return nil }
+        let name = (try? Storage.readFile(nameFile)).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
+        let text = String(decoding: data, as: UTF8.self)
+        do {
+            return try PeerIdentity(certificateChainPEM: text, privateKeyPEM: text, displayName: name)
+        } catch {
+            throw PeerTrustError(
+                .damaged,
+                "the identity in \(identityFile.path) is damaged (\(error.message)); restore it from a backup, or move it away "
+                    + "and create a new one (that changes this peer's ID)")
+        }
+    }
+
+    /// The stored identity; makes and stores one first when there is none.
+    public func loadOrCreate(displayName: String? = nil) throws(PeerTrustError) -> PeerIdentity {
+        if let identity = try load() { return identity }
+        let identity = try PeerIdentity.generate(displayName: displayName)
+        do {
+            try save(identity, replacing: false)
+            return identity
+        } catch where error.code == .exists {
+            // Another process made one at the same moment: theirs stands.
+            guard let winner = try load() else { throw error }
+            return winner
+        }
+    }
+
+    /// Stores an identity (with its private key).
+    /// - Parameter replacing: false refuses to overwrite an existing identity (`exists`).
+    public func save(_ identity: PeerIdentity, replacing: Bool) throws(PeerTrustError) {
+        try Storage.makeDirectory(directory)
+        let contents = Array((identity.privateKey.pem + identity.pem()).utf8)
+        try Storage.writeFile(contents, to: identityFile, mode: 0o600, exclusive: !replacing)
+        if identity.displayName != identity.certificate.commonName {
+            try Storage.writeFile(Array(identity.displayName.utf8), to: nameFile, mode: 0o600, exclusive: false)
+        } else {
+            try? FileManager.default.removeItem(at: nameFile)
+        }
+    }
+}
+
+/// Small, careful file operations.
+enum Storage {
+    /// The file's bytes, or nil when it does not exist.
+    static func readFile(_ url: URL) throws(PeerTrustError) -> [UInt8]? {
+        let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
+        if descriptor < 0 {
+            if errno == ENOENT { return nil }
+            throw PeerTrustError(.storage, "cannot read \(url.path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw PeerTrustError(.storage, "cannot read \(url.path): \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            bytes += chunk[0..<count]
+            if bytes.count > 16 << 20 { throw PeerTrustError(.damaged, "\(url.path) is larger than 16 MiB") }
+        }
+        return bytes
+    }
+
+    /// Makes the directory (and its parents) and restricts it to its owner (0700).
+    static func makeDirectory(_ url: URL) throws(PeerTrustError) {
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        } catch {
+            throw PeerTrustError(.storage, "cannot create \(url.path): \(error.localizedDescription)")
+        }
+        guard chmod(url.path, 0o700) == 0 else {
+            throw PeerTrustError(.storage, "cannot restrict \(url.path) to its owner: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Writes a whole file under a temporary name, flushes it to disk, then moves it into place:
+    /// `rename` when replacing, `link` when `exclusive` (which fails with `exists` if the file
+    /// is already there). Readers see the old file or the new one, never a part.
+    static func writeFile(_ bytes: [UInt8], to url: URL, mode: mode_t, exclusive: Bool) throws(PeerTrustError) {
+        let directory = url.deletingLastPathComponent()
+        let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp")
+        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard descriptor >= 0 else {
+            throw PeerTrustError(.storage, "cannot write in \(directory.path): \(String(cString: strerror(errno)))")
+        }
+        defer { unlink(temporary.path) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, bytes.count - written) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let reason = String(cString: strerror(errno))
+                close(descriptor)
+                throw PeerTrustError(.storage, "cannot write \(url.path): \(reason)")
+            }
+            written += count
+        }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard synced else { throw PeerTrustError(.storage, "cannot flush \(url.path) to disk: \(String(cString: strerror(errno)))") }
+        if exclusive {
+            if link(temporary.path, url.path) != 0 {
+                if errno == EEXIST { throw PeerTrustError(.exists, "\(url.path) already exists") }
+                throw PeerTrustError(.storage, "cannot create \(url.path): \(String(cString: strerror(errno)))")
+            }
+        } else if rename(temporary.path, url.path) != 0 {
+            throw PeerTrustError(.storage, "cannot replace \(url.path): \(String(cString: strerror(errno)))")
+        }
+        let directoryDescriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+    }
+
+    /// Runs `body` holding an exclusive lock on `directory/.lock` (read-modify-write of stores).
+    static func withLock<T>(in directory: URL, _ body: () throws(PeerTrustError) -> T) throws(PeerTrustError) -> T {
+        try makeDirectory(directory)
+        let path = directory.appendingPathComponent(".lock").path
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw PeerTrustError(.storage, "cannot lock \(path): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw PeerTrustError(.storage, "cannot lock \(path): \(String(cString: strerror(errno)))") }
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
+    }
+}

@@ -1,0 +1,250 @@
+import CPeerTrust
+
+/// Swift over the C functions of CPeerTrust: byte arrays in, byte arrays out. Nothing of
+/// OpenSSL leaves this file.
+enum OpenSSL {
+    static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        bytes.withUnsafeBufferPointer { input in
+            digest.withUnsafeMutableBufferPointer { output in
+                nearby_sha256(input.baseAddress, input.count, output.baseAddress)
+            }
+        }
+        return digest
+    }
+
+    /// Runs a C call that fills a buffer or an error message.
+    static func call(
+        _ code: PeerTrustError.Code = .crypto, _ body: (UnsafeMutablePointer<nearby_buffer>, UnsafeMutablePointer<CChar>, Int) -> Int32
+    ) throws(PeerTrustError) -> [UInt8] {
+        var buffer = nearby_buffer(bytes: nil, count: 0)
+        var message = [CChar](repeating: 0, count: 512)
+        let result = message.withUnsafeMutableBufferPointer { text in
+            body(&buffer, text.baseAddress!, text.count)
+        }
+        defer { nearby_buffer_free(&buffer) }
+        guard result == 0 else { throw PeerTrustError(code, text(message)) }
+        guard let bytes = buffer.bytes else { return [] }
+        return Array(UnsafeBufferPointer(start: bytes, count: buffer.count))
+    }
+
+    static func text(_ characters: [CChar]) -> String {
+        String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func generateP256() throws(PeerTrustError) -> [UInt8] {
+        try call { nearby_key_generate_p256($0, $1, $2) }
+    }
+
+    static func key(fromPEM pem: String, passphrase: String?) throws(PeerTrustError) -> [UInt8] {
+        let bytes = Array(pem.utf8)
+        return try call(.malformed) { buffer, error, size in
+            bytes.withUnsafeBufferPointer { input in
+                input.withMemoryRebound(to: CChar.self) { characters in
+                    if let passphrase {
+                        return nearby_key_from_pem(characters.baseAddress, characters.count, passphrase, buffer, error, size)
+                    }
+                    return nearby_key_from_pem(characters.baseAddress, characters.count, nil, buffer, error, size)
+                }
+            }
+        }
+    }
+
+    static func publicKeyInfo(ofKey pkcs8: [UInt8]) throws(PeerTrustError) -> [UInt8] {
+        try call(.malformed) { buffer, error, size in
+            pkcs8.withUnsafeBufferPointer { nearby_key_public_info($0.baseAddress, $0.count, buffer, error, size) }
+        }
+    }
+
+    static func key(_ pkcs8: [UInt8], matches certificate: [UInt8]) -> Bool {
+        pkcs8.withUnsafeBufferPointer { key in
+            certificate.withUnsafeBufferPointer { der in
+                nearby_key_matches_certificate(key.baseAddress, key.count, der.baseAddress, der.count) == 1
+            }
+        }
+    }
+
+    struct CertificateFacts {
+        var notBefore: Int64
+        var notAfter: Int64
+        var isCA: Bool
+        var isSelfSigned: Bool
+        var subject: String
+        var issuer: String
+        var commonName: String
+        var publicKeyInfo: [UInt8]
+    }
+
+    static func inspect(_ der: [UInt8]) throws(PeerTrustError) -> CertificateFacts {
+        var info = nearby_certificate_info()
+        let spki = try call(.malformed) { buffer, error, size in
+            der.withUnsafeBufferPointer { nearby_certificate_inspect($0.baseAddress, $0.count, &info, buffer, error, size) }
+        }
+        return CertificateFacts(
+            notBefore: info.not_before, notAfter: info.not_after, isCA: info.is_ca != 0, isSelfSigned: info.self_signed != 0,
+            subject: withUnsafeBytes(of: info.subject) { text($0) }, issuer: withUnsafeBytes(of: info.issuer) { text($0) },
+            commonName: withUnsafeBytes(of: info.common_name) { text($0) }, publicKeyInfo: spki)
+    }
+
+    static func text(_ raw: UnsafeRawBufferPointer) -> String {
+        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+    }
+
+    /// Certificates as one buffer: each a 4-byte big-endian length, then its DER.
+    static func list(_ certificates: [[UInt8]]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for der in certificates {
+            let count = UInt32(der.count)
+            bytes += [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)]
+            bytes += der
+        }
+        return bytes
+    }
+
+    static func unlist(_ bytes: [UInt8]) -> [[UInt8]] {
+        var items: [[UInt8]] = []
+        var offset = 0
+        while offset + 4 <= bytes.count {
+            let count = Int(bytes[offset]) << 24 | Int(bytes[offset + 1]) << 16 | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
+            offset += 4
+            guard count <= bytes.count - offset else { break }
+            items.append(Array(bytes[offset..<(offset + count)]))
+            offset += count
+        }
+        return items
+    }
+
+    struct Template {
+        var commonName: String
+        var organization: String?
+        var serial: UInt64
+        var notBefore: Int64
+        var notAfter: Int64
+        var basicConstraints = true
+        var isCA = false
+        var pathLength = -1
+        /// bit 0: serverAuth, bit 1: clientAuth; 0: no extension.
+        var extendedKeyUsage: Int32 = 3
+    }
+
+    static func makeCertificate(
+        _ template: Template, subjectKey: [UInt8], issuer: [UInt8]?, issuerKey: [UInt8]
+    ) throws(PeerTrustError) -> [UInt8] {
+        try call { buffer, error, size in
+            template.commonName.withCString { commonName in
+                withOptionalCString(template.organization) { organization in
+                    var raw = nearby_certificate_template(
+                        common_name: commonName, organization: organization, serial: template.serial,
+                        not_before: template.notBefore, not_after: template.notAfter,
+                        basic_constraints: template.basicConstraints ? 1 : 0, is_ca: template.isCA ? 1 : 0,
+                        path_length: Int32(template.pathLength), extended_key_usage: template.extendedKeyUsage)
+                    return subjectKey.withUnsafeBufferPointer { subject in
+                        issuerKey.withUnsafeBufferPointer { signer in
+                            if let issuer {
+                                return issuer.withUnsafeBufferPointer { issuerBytes in
+                                    nearby_certificate_create(
+                                        &raw, subject.baseAddress, subject.count, issuerBytes.baseAddress, issuerBytes.count,
+                                        signer.baseAddress, signer.count, buffer, error, size)
+                                }
+                            }
+                            return nearby_certificate_create(
+                                &raw, subject.baseAddress, subject.count, nil, 0, signer.baseAddress, signer.count, buffer, error, size)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    static func readPKCS12(_ bytes: [UInt8], passphrase: String?) throws(PeerTrustError) -> (key: [UInt8], certificates: [[UInt8]]) {
+        var certificates: [UInt8] = []
+        let key = try call(.malformed) { keyBuffer, error, size in
+            var list = nearby_buffer(bytes: nil, count: 0)
+            defer { nearby_buffer_free(&list) }
+            let result = bytes.withUnsafeBufferPointer { input in
+                withOptionalCString(passphrase) { pass in
+                    nearby_pkcs12_read(input.baseAddress, input.count, pass, keyBuffer, &list, error, size)
+                }
+            }
+            if result == 0, let items = list.bytes { certificates = Array(UnsafeBufferPointer(start: items, count: list.count)) }
+            return result
+        }
+        return (key, unlist(certificates))
+    }
+
+    static func writePKCS12(key: [UInt8], certificates: [[UInt8]], passphrase: String, name: String) throws(PeerTrustError) -> [UInt8] {
+        let list = list(certificates)
+        return try call { buffer, error, size in
+            key.withUnsafeBufferPointer { keyBytes in
+                list.withUnsafeBufferPointer { listBytes in
+                    nearby_pkcs12_write(
+                        keyBytes.baseAddress, keyBytes.count, listBytes.baseAddress, listBytes.count, passphrase, name, buffer, error, size)
+                }
+            }
+        }
+    }
+
+    struct Issue {
+        var code: Int
+        var depth: Int
+        var notBefore: Int64
+        var notAfter: Int64
+        var subject: String
+        var issuer: String
+    }
+
+    enum Verification {
+        case trusted(chain: [[UInt8]])
+        case rejected([Issue])
+    }
+
+    enum Purpose: Int32 {
+        case none = 0, server = 1, client = 2
+    }
+
+    static func verify(
+        leaf: [UInt8], untrusted: [[UInt8]], anchors: [[UInt8]], systemRoots: Bool, purpose: Purpose, time: Int64,
+        maximumIntermediates: Int, checkSelfSignature: Bool
+    ) throws(PeerTrustError) -> Verification {
+        let untrustedList = list(untrusted)
+        let anchorList = list(anchors)
+        var issues = [nearby_verify_issue](repeating: nearby_verify_issue(), count: 32)
+        var issueCount: Int32 = 0
+        var verdict: Int32 = -1
+        let chain = try call(.malformed) { buffer, error, size in
+            leaf.withUnsafeBufferPointer { leafBytes in
+                untrustedList.withUnsafeBufferPointer { untrustedBytes in
+                    anchorList.withUnsafeBufferPointer { anchorBytes in
+                        var request = nearby_verify_request(
+                            leaf: leafBytes.baseAddress, leaf_count: leafBytes.count,
+                            untrusted: untrustedBytes.baseAddress, untrusted_count: untrustedBytes.count,
+                            anchors: anchorBytes.baseAddress, anchors_count: anchorBytes.count,
+                            system_roots: systemRoots ? 1 : 0, purpose: purpose.rawValue, time: time,
+                            max_intermediates: Int32(maximumIntermediates), check_self_signature: checkSelfSignature ? 1 : 0)
+                        verdict = issues.withUnsafeMutableBufferPointer { output in
+                            nearby_verify(&request, output.baseAddress, Int32(output.count), &issueCount, buffer, error, size)
+                        }
+                        return verdict < 0 ? -1 : 0
+                    }
+                }
+            }
+        }
+        if verdict == 1 { return .trusted(chain: unlist(chain)) }
+        return .rejected(issues.prefix(Int(issueCount)).map { issue in
+            var copy = issue
+            return Issue(
+                code: Int(issue.code), depth: Int(issue.depth), notBefore: issue.not_before, notAfter: issue.not_after,
+                subject: withUnsafeBytes(of: &copy.subject) { text(UnsafeRawBufferPointer($0)) },
+                issuer: withUnsafeBytes(of: &copy.issuer) { text(UnsafeRawBufferPointer($0)) })
+        })
+    }
+
+    static func verifyErrorText(_ code: Int) -> String {
+        nearby_verify_error_string(Int32(code)).map { String(cString: $0) } ?? "error \(code)"
+    }
+}
+
+private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let text else { return body(nil) }
+    return text.withCString { body($0) }
+}

@@ -1,0 +1,136 @@
+public import Foundation
+
+/// A peer a person said yes to.
+public struct Pin: Hashable, Sendable, Codable {
+    public var peerID: PeerID
+    /// What the person called it, if anything.
+    public var name: String?
+    public var pinnedAt: Date
+
+    public init(peerID: PeerID, name: String? = nil, pinnedAt: Date = Date()) {
+        self.peerID = peerID
+        self.name = name
+        self.pinnedAt = pinnedAt
+    }
+}
+
+/// Anchors and pins on disk, in `trust/` of the state directory: `anchors/` holds one PEM file
+/// per anchor certificate (named by its peer ID), `pins.json` the pins. Every change is made
+/// under a lock and written atomically, so concurrent `nearby trust …` runs lose nothing.
+public struct TrustStore: Sendable {
+    public let directory: URL
+
+    public init(directory: URL = IdentityStore.defaultDirectory.appendingPathComponent("trust")) {
+        self.directory = directory
+    }
+
+    var anchorDirectory: URL { directory.appendingPathComponent("anchors") }
+    var pinFile: URL { directory.appendingPathComponent("pins.json") }
+
+    /// The anchor certificates.
+    /// - Throws: ``PeerTrustError`` (`damaged`) naming a file that cannot be read.
+    public func anchors() throws(PeerTrustError) -> [Certificate] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: anchorDirectory.path).filter { $0.hasSuffix(".pem") }.sorted()
+        } catch {
+            return []
+        }
+        var anchors: [Certificate] = []
+        for name in names {
+            let url = anchorDirectory.appendingPathComponent(name)
+            do {
+                anchors += try Certificate.chain(contentsOf: url)
+            } catch {
+                throw PeerTrustError(.damaged, "the trust store's anchor \(url.path) is damaged (\(error.message)); remove it")
+            }
+        }
+        return anchors
+    }
+
+    /// Adds anchor certificates; returns those that were new.
+    @discardableResult
+    public func addAnchors(_ certificates: [Certificate]) throws(PeerTrustError) -> [Certificate] {
+        try Storage.withLock(in: directory) { () throws(PeerTrustError) -> [Certificate] in
+            try Storage.makeDirectory(anchorDirectory)
+            var added: [Certificate] = []
+            for certificate in certificates {
+                let url = anchorDirectory.appendingPathComponent(Self.fileName(for: certificate))
+                if FileManager.default.fileExists(atPath: url.path) { continue }
+                try Storage.writeFile(Array(certificate.pem.utf8), to: url, mode: 0o644, exclusive: false)
+                added.append(certificate)
+            }
+            return added
+        }
+    }
+
+    /// The pins, oldest first.
+    public func pins() throws(PeerTrustError) -> [Pin] {
+        guard let bytes = try Storage.readFile(pinFile) else { return [] }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        do {
+            return try decoder.decode([Pin].self, from: Data(bytes))
+        } catch {
+            throw PeerTrustError(.damaged, "the pin list \(pinFile.path) is damaged (\(error.localizedDescription)); fix or remove it")
+        }
+    }
+
+    /// Pins a peer (again: its name and time are updated).
+    public func pin(_ peerID: PeerID, name: String? = nil, at time: Date = Date()) throws(PeerTrustError) {
+        try Storage.withLock(in: directory) { () throws(PeerTrustError) in
+            var pins = try self.pins().filter { $0.peerID != peerID }
+            pins.append(Pin(peerID: peerID, name: name, pinnedAt: time))
+            try writePins(pins)
+        }
+    }
+
+    /// Removes a pin or an anchor with this peer ID; returns what was removed ("pin", "anchor").
+    @discardableResult
+    public func remove(_ peerID: PeerID) throws(PeerTrustError) -> [String] {
+        try Storage.withLock(in: directory) { () throws(PeerTrustError) -> [String] in
+            var removed: [String] = []
+            let pins = try self.pins()
+            if pins.contains(where: { $0.peerID == peerID }) {
+                try writePins(pins.filter { $0.peerID != peerID })
+                removed.append("pin")
+            }
+            for anchor in try anchors() where anchor.peerID == peerID {
+                let url = anchorDirectory.appendingPathComponent(Self.fileName(for: anchor))
+                if unlink(url.path) == 0 { removed.append("anchor") }
+            }
+            return removed
+        }
+    }
+
+    /// The store's policy: its anchors or its pins.
+    public func policy() throws(PeerTrustError) -> TrustPolicy {
+        .anyOf([.anchors(try anchors()), .pinned(Set(try pins().map(\.peerID)))])
+    }
+
+    private func writePins(_ pins: [Pin]) throws(PeerTrustError) {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data: Data
+        do {
+            data = try encoder.encode(pins)
+        } catch {
+            throw PeerTrustError(.storage, "cannot encode the pins: \(error.localizedDescription)")
+        }
+        try Storage.writeFile([UInt8](data), to: pinFile, mode: 0o600, exclusive: false)
+    }
+
+    static func fileName(for certificate: Certificate) -> String {
+        // The same key can be certified twice (renewed CA): name by key and certificate.
+        let digest = OpenSSL.sha256(certificate.der).prefix(4).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        return "\(certificate.peerID.description.prefix(13))-\(digest).pem"
+    }
+}
+
+extension TrustPolicy {
+    /// The peers pinned in a trust store.
+    public static func pinned(_ store: TrustStore) throws(PeerTrustError) -> TrustPolicy {
+        .pinned(Set(try store.pins().map(\.peerID)))
+    }
+}
