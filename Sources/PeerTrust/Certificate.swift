@@ -72,13 +72,9 @@ public struct Certificate: Hashable, Sendable, CustomStringConvertible {
 
     /// Reads the certificates of a file: PEM, or a single DER certificate.
     public static func chain(contentsOf url: URL) throws(PeerTrustError) -> [Certificate] {
-        let data: Data
-        do {
-            data = try Data(contentsOf: url)
-        } catch {
-            throw PeerTrustError(.storage, "cannot read \(url.path): \(error.localizedDescription)")
+        guard let bytes = try Storage.readFile(url) else {
+            throw PeerTrustError(.storage, "cannot read \(url.path): no such file")
         }
-        let bytes = [UInt8](data)
         if bytes.first == 0x30 {  // a DER SEQUENCE
             return [try Certificate(der: bytes)]
         }

@@ -105,6 +105,8 @@ public struct TrustEvaluator: Sendable {
         }
     }
 
+    static let nothingTrusted = "nothing is trusted yet: no anchors and no pinned peers (nearby trust anchor add FILE, nearby trust pin PEER-ID)"
+
     struct Failure: Error {
         var reasons: [TrustReason]
     }
@@ -134,7 +136,7 @@ public struct TrustEvaluator: Sendable {
                 case .failure(let failure): reasons += failure.reasons
                 }
             }
-            return .failure(Failure(reasons: reasons.isEmpty ? [TrustReason("no trust policy is configured")] : reasons))
+            return .failure(Failure(reasons: reasons.isEmpty ? [TrustReason(Self.nothingTrusted)] : reasons))
         case .allOf(let policies):
             var reasons: [TrustReason] = []
             var first: [Certificate]?
@@ -145,7 +147,7 @@ public struct TrustEvaluator: Sendable {
                 }
             }
             if reasons.isEmpty, let first { return .success(first) }
-            return .failure(Failure(reasons: reasons.isEmpty ? [TrustReason("no trust policy is configured")] : reasons))
+            return .failure(Failure(reasons: reasons.isEmpty ? [TrustReason(Self.nothingTrusted)] : reasons))
         }
     }
 

@@ -103,9 +103,11 @@ public struct TrustStore: Sendable {
         }
     }
 
-    /// The store's policy: its anchors or its pins.
+    /// The store's policy: its anchors or its pins (whichever it has).
     public func policy() throws(PeerTrustError) -> TrustPolicy {
-        .anyOf([.anchors(try anchors()), .pinned(Set(try pins().map(\.peerID)))])
+        let anchors = try anchors()
+        let pins = Set(try pins().map(\.peerID))
+        return .anyOf((anchors.isEmpty ? [] : [.anchors(anchors)]) + (pins.isEmpty ? [] : [.pinned(pins)]))
     }
 
     private func writePins(_ pins: [Pin]) throws(PeerTrustError) {

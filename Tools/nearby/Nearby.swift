@@ -16,9 +16,13 @@ struct Nearby: AsyncParsableCommand {
               nearby resolve "Build Box" _openagents._tcp --json
               nearby types
               nearby decode capture.pcap          show the mDNS packets of a tcpdump capture
+              nearby identity show                this peer's identity and peer ID
+              nearby trust check peer.pem         judge a certificate chain
             """,
         version: "0.2.0",
-        subcommands: [Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self]
+        subcommands: [
+            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, IdentityCommand.self, TrustCommand.self,
+        ]
     )
 
     /// Runs the command with the exit statuses the documentation promises: 0 success,
