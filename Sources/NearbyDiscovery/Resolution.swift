@@ -122,24 +122,31 @@ struct Resolver {
         let name = (try? ServiceInstanceName(domainName: instance).instance) ?? ""
         // The interface (index 0: unknown yet) is filled in by the SRV record that answers.
         let service = DiscoveredService(name: name, type: type, interface: NetworkInterface(index: 0, name: ""))
-        let (results, continuation) = AsyncStream<ResolvedService?>.makeStream()
-        let watcher = Task { [engine] in
-            await ServiceWatcher(engine: engine, service: service).run { resolved in continuation.yield(resolved) }
+        return await firstResolution(within: timeout) { [engine] report in
+            await ServiceWatcher(engine: engine, service: service).run { resolved in report(resolved) }
         }
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            continuation.yield(nil)
-        }
-        var result: ResolvedService?
-        for await value in results {
-            result = value
-            break
-        }
-        watcher.cancel()
-        timer.cancel()
-        continuation.finish()
-        return result
     }
+}
+
+/// Runs a watcher until it reports a resolved service, or until `timeout` has passed (nil).
+func firstResolution(
+    within timeout: Duration, _ watch: @escaping @Sendable (@escaping @Sendable (ResolvedService) -> Void) async -> Void
+) async -> ResolvedService? {
+    let (results, continuation) = AsyncStream<ResolvedService?>.makeStream()
+    let watcher = Task { await watch { resolved in continuation.yield(resolved) } }
+    let timer = Task {
+        try? await Task.sleep(for: timeout)
+        continuation.yield(nil)
+    }
+    var result: ResolvedService?
+    for await value in results {
+        result = value
+        break
+    }
+    watcher.cancel()
+    timer.cancel()
+    continuation.finish()
+    return result
 }
 
 /// Turns PTR records of a type into found / updated / lost events, resolving when asked.

@@ -103,23 +103,9 @@ public struct SystemBackend: DiscoveryBackend {
     public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
         let service = DiscoveredService(
             name: instance.instance, type: instance.type, interface: interface ?? NetworkInterface(index: 0, name: ""))
-        let (results, continuation) = AsyncStream<ResolvedService?>.makeStream()
-        let watcher = Task {
-            await SystemServiceWatcher(service: service).run { resolved in continuation.yield(resolved) }
+        return await firstResolution(within: timeout) { report in
+            await SystemServiceWatcher(service: service).run { resolved in report(resolved) }
         }
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            continuation.yield(nil)
-        }
-        var result: ResolvedService?
-        for await value in results {
-            result = value
-            break
-        }
-        watcher.cancel()
-        timer.cancel()
-        continuation.finish()
-        return result
     }
 
     public func serviceTypes() -> AsyncStream<ServiceType> {

@@ -122,7 +122,10 @@ enum Storage {
         defer { unlink(temporary.path) }
         var written = 0
         while written < bytes.count {
-            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, bytes.count - written) }
+            let count = bytes.withUnsafeBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return write(descriptor, base + written, raw.count - written)
+            }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else {
                 let reason = String(cString: strerror(errno))
