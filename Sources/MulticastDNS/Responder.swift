@@ -134,12 +134,22 @@ extension MDNSCore {
 
     // MARK: Records
 
+    /// The addresses a host publishes on one interface: all of them, except IPv6 link-local
+    /// ones when the interface has a routable IPv6 address. That is avahi-daemon's rule too, so
+    /// when both run on one machine under one host name their address records agree instead
+    /// of conflicting; and a routable address is what a peer should use anyway.
+    static func publishedAddresses(_ addresses: [IPAddress]) -> [IPAddress] {
+        let hasRoutableIPv6 = addresses.contains { if case .v6(let v6, _) = $0 { !v6.isLinkLocal } else { false } }
+        guard hasRoutableIPv6 else { return addresses }
+        return addresses.filter { if case .v6(let v6, _) = $0 { !v6.isLinkLocal } else { true } }
+    }
+
     /// The records `set` owns uniquely (cache-flush on announce) as they are on `interface`.
     func ownedRecords(of set: RecordSet, on interface: NetworkInterface) -> [ResourceRecord] {
         switch set.kind {
         case .host:
             if hostNameOwnedElsewhere { return [] }
-            return (interfaces[interface] ?? []).map { address in
+            return Self.publishedAddresses(interfaces[interface] ?? []).map { address in
                 switch address {
                 case .v4(let v4):
                     ResourceRecord(name: set.name, data: .a(v4), ttl: MDNSTiming.hostRecordTTL, cacheFlush: true)

@@ -351,4 +351,24 @@ struct ResponderTests {
         #expect(probeTimes.first.map { $0 - start >= .seconds(4) } == true)
         if probeTimes.count >= 2 { #expect(probeTimes[1] - probeTimes[0] >= .seconds(5)) }
     }
+
+    @Test("the host publishes IPv6 link-local addresses only when the interface has no routable IPv6 (avahi's rule)")
+    func addressRecords() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let linkLocal = try #require(IPv6Address("fe80::1"))
+        let unique = try #require(IPv6Address("fd6e:6272:1::1"))
+        a.core.setInterfaces([a.interface: [.v4(a.address), .v6(linkLocal, scope: a.interface.index), .v6(unique, scope: nil)]])
+        lan.run(for: .seconds(3))
+        let records = lan.sent(by: a).filter { $0.message.header.isResponse }.flatMap { $0.message.allRecords }
+        #expect(records.contains { $0.data == .aaaa(unique) })
+        #expect(records.contains { $0.data == .a(a.address) })
+        #expect(!records.contains { $0.data == .aaaa(linkLocal) })
+
+        let b = lan.addHost("bravo")
+        b.core.setInterfaces([b.interface: [.v4(b.address), .v6(linkLocal, scope: b.interface.index)]])
+        lan.run(for: .seconds(3))
+        let onlyLinkLocal = lan.sent(by: b).filter { $0.message.header.isResponse }.flatMap { $0.message.allRecords }
+        #expect(onlyLinkLocal.contains { $0.data == .aaaa(linkLocal) })
+    }
 }
