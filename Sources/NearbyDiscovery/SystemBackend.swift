@@ -193,6 +193,8 @@ actor SystemAdvertiser {
             first?.finish()
             first = nil
         }
+        // Ending without an outcome (cancelled first) must not leave start() waiting.
+        defer { first?.finish() }
         while !cancelled {
             do {
                 let operation = try await DNSSD.register(
