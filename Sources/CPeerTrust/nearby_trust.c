@@ -192,17 +192,6 @@ int nearby_key_from_pem(const char *pem, size_t count, const char *passphrase, n
     return result == 0 ? 0 : fail(error, error_size, "cannot encode the key");
 }
 
-int nearby_key_public_info(const uint8_t *der, size_t count, nearby_buffer *spki, char *error, size_t error_size) {
-    EVP_PKEY *key = key_from_der(der, count);
-    if (!key) return fail(error, error_size, "unreadable private key");
-    unsigned char *bytes = NULL;
-    int length = i2d_PUBKEY(key, &bytes);
-    EVP_PKEY_free(key);
-    if (length <= 0) return fail(error, error_size, "cannot encode the public key");
-    give(spki, bytes, length);
-    return 0;
-}
-
 int nearby_key_matches_certificate(const uint8_t *pkcs8, size_t key_count, const uint8_t *der, size_t der_count) {
     EVP_PKEY *key = key_from_der(pkcs8, key_count);
     X509 *certificate = certificate_from_der(der, der_count);

@@ -235,7 +235,7 @@ public struct EmbeddedBackend: DiscoveryBackend {
     public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
         let name = registration.instance
         let (id, events) = await engine.register(registration)
-        let (renames, renameContinuation) = AsyncStream<AdvertisementEvent>.makeStream()
+        let (later, laterContinuation) = AsyncStream<AdvertisementEvent>.makeStream()
         var iterator = events.makeAsyncIterator()
         while let event = await iterator.next() {
             if case .registered(let won) = event {
@@ -246,13 +246,13 @@ public struct EmbeddedBackend: DiscoveryBackend {
                     var later = rest
                     while let event = await later.next() {
                         if case .registered(let renamed) = event, let text = try? ServiceInstanceName(domainName: renamed).instance {
-                            renameContinuation.yield(.renamed(text))
+                            laterContinuation.yield(.renamed(text))
                         }
                     }
-                    renameContinuation.finish()
+                    laterContinuation.finish()
                 }
                 return Advertisement(
-                    name: wonName, requestedName: name, type: registration.type, port: registration.port, events: renames,
+                    name: wonName, requestedName: name, type: registration.type, port: registration.port, events: later,
                     update: { [engine] info in await engine.updateTXT(id, info) },
                     cancel: { [engine] in await engine.unregister(id) })
             }

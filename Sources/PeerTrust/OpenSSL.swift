@@ -50,12 +50,6 @@ enum OpenSSL {
         }
     }
 
-    static func publicKeyInfo(ofKey pkcs8: [UInt8]) throws(PeerTrustError) -> [UInt8] {
-        try call(.malformed) { buffer, error, size in
-            pkcs8.withUnsafeBufferPointer { nearby_key_public_info($0.baseAddress, $0.count, buffer, error, size) }
-        }
-    }
-
     static func key(_ pkcs8: [UInt8], matches certificate: [UInt8]) -> Bool {
         pkcs8.withUnsafeBufferPointer { key in
             certificate.withUnsafeBufferPointer { der in

@@ -17,8 +17,6 @@ public struct PeerTrustError: Error, Hashable, Sendable, CustomStringConvertible
         public static let damaged = Code("damaged")
         /// An identity already exists where a new one was to be made.
         public static let exists = Code("exists")
-        /// Nothing stored yet.
-        public static let notFound = Code("notFound")
         /// The file system refused (permissions, disk full, …).
         public static let storage = Code("storage")
         /// OpenSSL failed where it should not have.

@@ -97,7 +97,6 @@ public enum DNSSD {
     public static let typePTR: UInt16 = 12
     public static let typeTXT: UInt16 = 16
     public static let typeAAAA: UInt16 = 28
-    public static let typeSRV: UInt16 = 33
 
     private static let flagsMoreComing: UInt32 = 0x1
     private static let flagsAdd: UInt32 = 0x2

@@ -84,7 +84,7 @@ struct BrowseChangeLabTests {
 }
 
 extension LabTestSuite {
-@Suite("nearby: types, subtypes, IPv6 only, two LANs")
+@Suite("nearby: IPv6 only, changing interfaces, two LANs")
 struct NetworkShapeLabTests {
     var nearby: String { LabTestSuite.DiscoveryLabTests.nearby }
 

@@ -29,9 +29,6 @@ int nearby_key_generate_p256(nearby_buffer *pkcs8, char *error, size_t error_siz
 int nearby_key_from_pem(const char *pem, size_t count, const char *passphrase, nearby_buffer *pkcs8,
                         char *error, size_t error_size);
 
-/// The DER SubjectPublicKeyInfo of a PKCS#8 private key.
-int nearby_key_public_info(const uint8_t *pkcs8, size_t count, nearby_buffer *spki, char *error, size_t error_size);
-
 /// 1 when the private key belongs to the certificate, 0 when not, -1 when either is unreadable.
 int nearby_key_matches_certificate(const uint8_t *pkcs8, size_t key_count, const uint8_t *der, size_t der_count);
 
