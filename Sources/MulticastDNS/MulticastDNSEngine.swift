@@ -20,6 +20,11 @@ public enum QueryEvent: Sendable, Equatable {
     case removed(ResourceRecord, NetworkInterface)
 }
 
+/// A set of queries whose events are delivered together (see ``MulticastDNSEngine/openQueryGroup()``).
+public struct QueryGroup: Hashable, Sendable {
+    public let rawValue: Int
+}
+
 /// The embedded mDNS responder and querier on real sockets: drives an ``MDNSCore`` with the
 /// monotonic clock and an ``NIOMulticastTransport``, watches the interfaces, and hands events to
 /// whoever asked for them. Needs no daemon; shares port 5353 with one if it runs.
@@ -36,6 +41,10 @@ public actor MulticastDNSEngine {
     var recentlySent: [(bytes: [UInt8], time: Duration)] = []
     var registrations: [RegistrationID: AsyncStream<RegistrationEvent>.Continuation] = [:]
     var queries: [QueryID: AsyncStream<QueryEvent>.Continuation] = [:]
+    /// Query groups: the events of all their queries arrive together, one batch per flush.
+    var groups: [QueryGroup: AsyncStream<[QueryEvent]>.Continuation] = [:]
+    var groupOfQuery: [QueryID: QueryGroup] = [:]
+    var nextGroup = 1
     var isShutDown = false
 
     private init(core: MDNSCore, transport: NIOMulticastTransport, interfaceNames: [String]?) {
@@ -137,14 +146,27 @@ public actor MulticastDNSEngine {
                 if case .multicast = outgoing.destination { recentlySent.append((packet, now)) }
             }
         }
+        var batches: [QueryGroup: [QueryEvent]] = [:]
+        var order: [QueryGroup] = []
+        func deliver(_ id: QueryID, _ event: QueryEvent) {
+            if let group = groupOfQuery[id] {
+                if batches[group] == nil { order.append(group) }
+                batches[group, default: []].append(event)
+            } else {
+                queries[id]?.yield(event)
+            }
+        }
         for event in core.takeEvents() {
             switch event {
             case .registered(let id, let name): registrations[id]?.yield(.registered(name))
             case .renamed(let id, let from, let to): registrations[id]?.yield(.renamed(from: from, to: to))
             case .hostNameRegistered: break
-            case .recordAdded(let id, let record, let interface): queries[id]?.yield(.added(record, interface))
-            case .recordRemoved(let id, let record, let interface): queries[id]?.yield(.removed(record, interface))
+            case .recordAdded(let id, let record, let interface): deliver(id, .added(record, interface))
+            case .recordRemoved(let id, let record, let interface): deliver(id, .removed(record, interface))
             }
+        }
+        for group in order {
+            if let batch = batches[group] { groups[group]?.yield(batch) }
         }
         rearmTimer()
     }
@@ -206,6 +228,37 @@ public actor MulticastDNSEngine {
     public func stopQuery(_ id: QueryID) {
         core.stopQuery(id)
         queries.removeValue(forKey: id)?.finish()
+        groupOfQuery[id] = nil
+    }
+
+    /// Opens a group of queries whose events arrive together: each batch holds what one
+    /// received packet (or one tick of the clock) taught all of the group's queries, in order.
+    /// Records already cached when a query starts come as a batch of their own.
+    public func openQueryGroup() -> (QueryGroup, AsyncStream<[QueryEvent]>) {
+        let group = QueryGroup(rawValue: nextGroup)
+        nextGroup += 1
+        let (stream, continuation) = AsyncStream<[QueryEvent]>.makeStream()
+        groups[group] = isShutDown ? nil : continuation
+        if isShutDown { continuation.finish() }
+        return (group, stream)
+    }
+
+    /// Starts a continuous query whose events go to `group`.
+    public func startQuery(name: DomainName, type: RecordType, in group: QueryGroup) -> QueryID {
+        core.advance(to: elapsed)
+        let id = core.startQuery(name: name, type: type)
+        groupOfQuery[id] = group
+        flush()
+        return id
+    }
+
+    /// Stops every query of `group` and ends its stream.
+    public func closeQueryGroup(_ group: QueryGroup) {
+        for (id, owner) in groupOfQuery where owner == group {
+            core.stopQuery(id)
+            groupOfQuery[id] = nil
+        }
+        groups.removeValue(forKey: group)?.finish()
     }
 
     /// The host name claimed, e.g. `buildbox.local.`.
@@ -227,6 +280,8 @@ public actor MulticastDNSEngine {
         monitor?.cancel()
         for continuation in registrations.values { continuation.finish() }
         for continuation in queries.values { continuation.finish() }
+        for continuation in groups.values { continuation.finish() }
+        groups.removeAll()
         registrations.removeAll()
         queries.removeAll()
         // Let the goodbyes leave before the sockets close.

@@ -261,17 +261,16 @@ public struct EmbeddedBackend: DiscoveryBackend {
     }
 
     public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
-        let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        let task = Task { [engine] in
-            let browser = Browser(engine: engine, type: type, resolve: resolve, continuation: continuation)
-            await browser.run()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
+        // The engine hands over a packet's records as one batch: report at the end of each.
+        DiscoveryDriver.browse(
+            type, resolve: resolve, settleTime: .zero,
+            source: EmbeddedObservationSource(engine: engine, browsing: type.domainName, type: type))
     }
 
     public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
-        await Resolver(engine: engine, instance: instance.domainName, type: instance.type).resolve(timeout: timeout)
+        await DiscoveryDriver.resolve(
+            instance, timeout: timeout, settleTime: .zero,
+            source: EmbeddedObservationSource(engine: engine, browsing: nil, type: instance.type))
     }
 
     public func serviceTypes() -> AsyncStream<ServiceType> {

@@ -1,206 +1,105 @@
 import DNSWire
 import MulticastDNS
 
-/// Keeps one service instance resolved: SRV and TXT of the instance, A and AAAA of its host,
-/// each through a continuous query, and reports every complete picture that differs from the
-/// last. Ends when its task is cancelled.
-struct ServiceWatcher {
+/// Observations from the embedded engine: one query group per browse or resolve, whose
+/// events arrive as batches (one received packet, or one look at the cache, per batch).
+/// Watching a service queries its SRV and TXT, watching a host its A and AAAA; the engine
+/// reports what it already holds as soon as a query starts.
+actor EmbeddedObservationSource: ObservationSource {
     let engine: MulticastDNSEngine
-    let service: DiscoveredService
+    /// The PTR name to follow (nil for a resolve by name).
+    let browsing: DomainName?
+    let type: ServiceType
+    private var group: QueryGroup?
+    private var forwarder: Task<Void, Never>?
+    /// Engine queries per watched name and type, shared by watches on several interfaces.
+    private var running: [QueryKey: (id: QueryID, users: Int)] = [:]
 
-    private enum Input {
-        case event(RecordType, QueryEvent)
-        /// Records of one response arrive as separate events; report once they have settled.
-        case settle
+    private struct QueryKey: Hashable {
+        var name: DomainName
+        var type: RecordType
     }
 
-    /// How long to let records of the same response arrive before reporting.
-    static let settleTime: Duration = .milliseconds(30)
-
-    func run(onChange: @Sendable (ResolvedService) async -> Void) async {
-        let instance = service.instanceName
-        let (inputs, continuation) = AsyncStream<Input>.makeStream()
-        var forwarders: [Task<Void, Never>] = []
-        var queryIDs: [QueryID] = []
-        func watch(_ name: DomainName, _ type: RecordType) async {
-            let (id, events) = await engine.query(name: name, type: type)
-            queryIDs.append(id)
-            forwarders.append(Task {
-                for await event in events { continuation.yield(.event(type, event)) }
-            })
-        }
-        await watch(instance, .srv)
-        await watch(instance, .txt)
-
-        var srv: SRVData?
-        var txt: TXTData?
-        var addresses: [IPAddress] = []
-        var watchedHost: DomainName?
-        var last: ResolvedService?
-        var settling: Task<Void, Never>?
-        var seenOn: NetworkInterface?
-        for await input in inputs {
-            if Task.isCancelled { break }
-            guard case .event(let type, let event) = input else {
-                settling = nil
-                guard let srv, let txt, !addresses.isEmpty else { continue }
-                let ordered = addresses.filter { !$0.isIPv6 } + addresses.filter(\.isIPv6)
-                var found = service
-                // A resolve by name learns the interface from the answer.
-                if found.interface.index == 0, let seenOn { found.interface = seenOn }
-                let resolved = ResolvedService(
-                    service: found, host: srv.target, port: srv.port, addresses: ordered, info: DiscoveryInfo(txt))
-                if resolved != last {
-                    last = resolved
-                    await onChange(resolved)
-                }
-                continue
-            }
-            switch (type, event) {
-            case (.srv, .added(let record, let interface)):
-                if case .srv(let data) = record.data {
-                    srv = data
-                    seenOn = interface
-                }
-            case (.srv, .removed(let record, _)):
-                if case .srv(let data) = record.data, data == srv { srv = nil }
-            case (.txt, .added(let record, _)):
-                if case .txt(let data) = record.data { txt = data }
-            case (.txt, .removed(let record, _)):
-                if case .txt(let data) = record.data, data == txt { txt = nil }
-            case (.a, .added(let record, _)), (.aaaa, .added(let record, _)):
-                if let address = address(of: record, on: event.interface), !addresses.contains(address) {
-                    addresses.append(address)
-                }
-            case (.a, .removed(let record, _)), (.aaaa, .removed(let record, _)):
-                if let address = address(of: record, on: event.interface) { addresses.removeAll { $0 == address } }
-            default:
-                break
-            }
-            if let target = srv?.target, target != watchedHost {
-                watchedHost = target
-                addresses = []
-                await watch(target, .a)
-                await watch(target, .aaaa)
-            }
-            if settling == nil {
-                settling = Task {
-                    try? await Task.sleep(for: Self.settleTime)
-                    continuation.yield(.settle)
-                }
-            }
-        }
-        settling?.cancel()
-        for task in forwarders { task.cancel() }
-        for id in queryIDs { await engine.stopQuery(id) }
+    init(engine: MulticastDNSEngine, browsing: DomainName?, type: ServiceType) {
+        self.engine = engine
+        self.browsing = browsing
+        self.type = type
     }
 
-    private func address(of record: ResourceRecord, on interface: NetworkInterface) -> IPAddress? {
+    func start(sink: ObservationSink) async {
+        let (group, batches) = await engine.openQueryGroup()
+        self.group = group
+        let browsing = browsing
+        forwarder = Task {
+            for await batch in batches {
+                let observations = batch.compactMap { Self.observation($0, browsing: browsing) }
+                if !observations.isEmpty { sink.deliver(observations) }
+            }
+        }
+        if let browsing { await begin(QueryKey(name: browsing, type: .ptr)) }
+    }
+
+    func watch(_ watch: DiscoveryWatch) async {
+        for key in Self.queries(watch) { await begin(key) }
+    }
+
+    func unwatch(_ watch: DiscoveryWatch) async {
+        for key in Self.queries(watch) {
+            guard let entry = running[key] else { continue }
+            if entry.users > 1 {
+                running[key] = (entry.id, entry.users - 1)
+            } else {
+                running[key] = nil
+                await engine.stopQuery(entry.id)
+            }
+        }
+    }
+
+    func stop() async {
+        if let group { await engine.closeQueryGroup(group) }
+        forwarder?.cancel()
+        running = [:]
+    }
+
+    private func begin(_ key: QueryKey) async {
+        if let entry = running[key] {
+            running[key] = (entry.id, entry.users + 1)
+            return
+        }
+        guard let group else { return }
+        let id = await engine.startQuery(name: key.name, type: key.type, in: group)
+        running[key] = (id, 1)
+    }
+
+    private static func queries(_ watch: DiscoveryWatch) -> [QueryKey] {
+        switch watch {
+        case .service(let name, _): [QueryKey(name: name, type: .srv), QueryKey(name: name, type: .txt)]
+        case .host(let name, _): [QueryKey(name: name, type: .a), QueryKey(name: name, type: .aaaa)]
+        }
+    }
+
+    /// A cache event in DNS-SD terms.
+    static func observation(_ event: QueryEvent, browsing: DomainName?) -> DiscoveryObservation? {
+        let (record, interface, added): (ResourceRecord, NetworkInterface, Bool) = switch event {
+        case .added(let record, let interface): (record, interface, true)
+        case .removed(let record, let interface): (record, interface, false)
+        }
         switch record.data {
-        case .a(let v4): .v4(v4)
-        case .aaaa(let v6): .v6(v6, scope: v6.isLinkLocal ? interface.index : nil)
-        default: nil
+        case .ptr(let target) where record.name == browsing:
+            // A PTR that names no service instance is no service (and not ours to report).
+            guard (try? ServiceInstanceName(domainName: target)) != nil else { return nil }
+            return added ? .instanceAdded(target, interface) : .instanceRemoved(target, interface)
+        case .srv(let data):
+            return added ? .srvAdded(record.name, interface, data) : .srvRemoved(record.name, interface, data)
+        case .txt(let data):
+            return added ? .txtAdded(record.name, interface, data) : .txtRemoved(record.name, interface, data)
+        case .a(let v4):
+            return added ? .addressAdded(record.name, interface, .v4(v4)) : .addressRemoved(record.name, interface, .v4(v4))
+        case .aaaa(let v6):
+            let address = IPAddress.v6(v6, scope: v6.isLinkLocal ? interface.index : nil)
+            return added ? .addressAdded(record.name, interface, address) : .addressRemoved(record.name, interface, address)
+        default:
+            return nil
         }
-    }
-}
-
-extension QueryEvent {
-    var interface: NetworkInterface {
-        switch self {
-        case .added(_, let interface), .removed(_, let interface): interface
-        }
-    }
-}
-
-/// One-shot resolution with a deadline.
-struct Resolver {
-    let engine: MulticastDNSEngine
-    let instance: DomainName
-    let type: ServiceType
-
-    func resolve(timeout: Duration) async -> ResolvedService? {
-        let name = (try? ServiceInstanceName(domainName: instance).instance) ?? ""
-        // The interface (index 0: unknown yet) is filled in by the SRV record that answers.
-        let service = DiscoveredService(name: name, type: type, interface: NetworkInterface(index: 0, name: ""))
-        return await firstResolution(within: timeout) { [engine] report in
-            await ServiceWatcher(engine: engine, service: service).run { resolved in report(resolved) }
-        }
-    }
-}
-
-/// Runs a watcher until it reports a resolved service, or until `timeout` has passed (nil).
-func firstResolution(
-    within timeout: Duration, _ watch: @escaping @Sendable (@escaping @Sendable (ResolvedService) -> Void) async -> Void
-) async -> ResolvedService? {
-    let (results, continuation) = AsyncStream<ResolvedService?>.makeStream()
-    let watcher = Task { await watch { resolved in continuation.yield(resolved) } }
-    let timer = Task {
-        try? await Task.sleep(for: timeout)
-        continuation.yield(nil)
-    }
-    var result: ResolvedService?
-    for await value in results {
-        result = value
-        break
-    }
-    watcher.cancel()
-    timer.cancel()
-    continuation.finish()
-    return result
-}
-
-/// Turns PTR records of a type into found / updated / lost events, resolving when asked.
-struct Browser {
-    let engine: MulticastDNSEngine
-    let type: ServiceType
-    let resolve: Bool
-    let continuation: AsyncStream<BrowseEvent>.Continuation
-
-    private enum Input: Sendable {
-        case ptr(QueryEvent)
-        case resolved(DiscoveredService, ResolvedService)
-    }
-
-    func run() async {
-        let (inputs, inputContinuation) = AsyncStream<Input>.makeStream()
-        let (queryID, events) = await engine.query(name: type.domainName, type: .ptr)
-        let forwarder = Task {
-            for await event in events { inputContinuation.yield(.ptr(event)) }
-        }
-        var watchers: [DiscoveredService: Task<Void, Never>] = [:]
-        var reported: Set<DiscoveredService> = []
-        for await input in inputs {
-            if Task.isCancelled { break }
-            switch input {
-            case .ptr(.added(let record, let interface)):
-                guard case .ptr(let target) = record.data, let instance = try? ServiceInstanceName(domainName: target) else { continue }
-                let service = DiscoveredService(name: instance.instance, type: type, interface: interface)
-                guard watchers[service] == nil, !reported.contains(service) || !resolve else { continue }
-                if resolve {
-                    watchers[service] = Task { [engine] in
-                        await ServiceWatcher(engine: engine, service: service).run { resolved in
-                            inputContinuation.yield(.resolved(service, resolved))
-                        }
-                    }
-                } else if reported.insert(service).inserted {
-                    continuation.yield(.found(service, nil))
-                }
-            case .ptr(.removed(let record, let interface)):
-                guard case .ptr(let target) = record.data, let instance = try? ServiceInstanceName(domainName: target) else { continue }
-                let service = DiscoveredService(name: instance.instance, type: type, interface: interface)
-                watchers.removeValue(forKey: service)?.cancel()
-                if reported.remove(service) != nil { continuation.yield(.lost(service)) }
-            case .resolved(let service, let resolved):
-                guard watchers[service] != nil else { continue }
-                if reported.insert(service).inserted {
-                    continuation.yield(.found(service, resolved))
-                } else {
-                    continuation.yield(.updated(service, resolved))
-                }
-            }
-        }
-        forwarder.cancel()
-        for task in watchers.values { task.cancel() }
-        await engine.stopQuery(queryID)
     }
 }

@@ -90,22 +90,20 @@ public struct SystemBackend: DiscoveryBackend {
             })
     }
 
+    /// dns_sd reports a response's parts through separate callbacks: let them gather this long
+    /// before a changed resolution is reported.
+    static let settleTime: Duration = .milliseconds(30)
+
     public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
-        let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        let task = Task { [interface] in
-            await SystemBrowser(type: type, interface: interface, resolve: resolve, continuation: continuation).run()
-            continuation.finish()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
+        DiscoveryDriver.browse(
+            type, resolve: resolve, settleTime: Self.settleTime,
+            source: SystemObservationSource(type: type, interface: interface, browses: true))
     }
 
     public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
-        let service = DiscoveredService(
-            name: instance.instance, type: instance.type, interface: interface ?? NetworkInterface(index: 0, name: ""))
-        return await firstResolution(within: timeout) { report in
-            await SystemServiceWatcher(service: service).run { resolved in report(resolved) }
-        }
+        await DiscoveryDriver.resolve(
+            instance, timeout: timeout, settleTime: Self.settleTime,
+            source: SystemObservationSource(type: instance.type, interface: interface, browses: false))
     }
 
     public func serviceTypes() -> AsyncStream<ServiceType> {

@@ -1,0 +1,342 @@
+import DNSWire
+import MulticastDNS
+
+/// What a backend saw, in DNS-SD terms: both backends speak this to ``BrowseStateMachine``.
+///
+/// The embedded engine reports cache records (PTR, SRV, TXT, A, AAAA); the system backend
+/// reports dns_sd browse, resolve and record-query callbacks. Avahi reports some things once
+/// per IP protocol, so additions and removals are counted: a thing is present while it has
+/// been added more often than removed.
+enum DiscoveryObservation: Sendable, Equatable {
+    /// An instance of the browsed type exists on an interface (PTR record, dns_sd browse).
+    case instanceAdded(DomainName, NetworkInterface)
+    case instanceRemoved(DomainName, NetworkInterface)
+    /// An instance's SRV record: its host and port.
+    case srvAdded(DomainName, NetworkInterface, SRVData)
+    case srvRemoved(DomainName, NetworkInterface, SRVData)
+    /// An instance's TXT record.
+    case txtAdded(DomainName, NetworkInterface, TXTData)
+    case txtRemoved(DomainName, NetworkInterface, TXTData)
+    /// An address of a host (A or AAAA record).
+    case addressAdded(DomainName, NetworkInterface, IPAddress)
+    case addressRemoved(DomainName, NetworkInterface, IPAddress)
+    /// The backend lost sight of the network (the daemon went away): everything it said
+    /// before is void until ``restored``.
+    case interrupted(DiscoveryError)
+    /// The backend sees the network again and starts reporting afresh.
+    case restored
+}
+
+/// A thing the state machine wants followed: an instance's SRV and TXT, or a host's addresses.
+/// A nil interface means "any" (a resolve by name, before an answer says where it lives).
+enum DiscoveryWatch: Hashable, Sendable {
+    case service(DomainName, NetworkInterface?)
+    case host(DomainName, NetworkInterface?)
+}
+
+/// Browsing and resolving as a pure state machine: observations and time in; watches to start
+/// or stop and events to report out. No threads, no sleeping, no I/O: the shell around it
+/// (``DiscoveryDriver``) performs the actions and feeds it.
+///
+/// Every report is computed from what the machine holds at that moment, never from the order
+/// in which records arrived: a service is resolved when its SRV, its TXT and at least one
+/// address of the SRV's host are present on the interface it was found on, however and
+/// whenever each got there (additional records before the question was asked, PTR first or
+/// last, records cached by an earlier query, a record that expires and comes back).
+struct BrowseStateMachine {
+    enum Mode: Equatable {
+        /// Follow every instance of the type; resolve each when `resolve` is set.
+        case browse(resolve: Bool)
+        /// Resolve one instance by name, on whichever interface answers.
+        case resolve(DomainName)
+    }
+
+    enum Action: Equatable, Sendable {
+        case watch(DiscoveryWatch)
+        case unwatch(DiscoveryWatch)
+        case report(BrowseEvent)
+    }
+
+    /// One instance on one interface (nil: any, for a resolve by name).
+    struct InstanceKey: Hashable {
+        var name: DomainName
+        var interface: NetworkInterface?
+    }
+
+    let type: ServiceType
+    let mode: Mode
+    /// How long a changed resolution waits for more of the same answer before it is reported.
+    /// Zero reports at the end of each batch of observations (the embedded engine delivers a
+    /// packet's records as one batch); the system backend's callbacks come one by one.
+    let settleTime: Duration
+    /// After ``DiscoveryObservation/restored``, how long a service seen before has to
+    /// reappear before it is reported lost.
+    let reappearGrace: Duration
+
+    private(set) var now: Duration = .zero
+    private var sequence = 0
+    private var instances: [InstanceKey: Tally<Int>] = [:]
+    private var srv: [InstanceKey: Tally<SRVData>] = [:]
+    private var txt: [InstanceKey: Tally<TXTData>] = [:]
+    private var addresses: [InstanceKey: Tally<IPAddress>] = [:]
+    private var watching: Set<DiscoveryWatch> = []
+    /// What was last reported per instance: nil inside means "found, not resolved".
+    private var reported: [InstanceKey: ResolvedService?] = [:]
+    private var settleDeadline: Duration?
+    private var interrupted = false
+    /// Services reported before an interruption that have not been seen since.
+    private var stale: Set<InstanceKey> = []
+    private var graceDeadline: Duration?
+
+    init(type: ServiceType, mode: Mode, settleTime: Duration = .zero, reappearGrace: Duration = .seconds(3)) {
+        self.type = type
+        self.mode = mode
+        self.settleTime = settleTime
+        self.reappearGrace = reappearGrace
+    }
+
+    /// When ``advance(to:)`` is next needed, if ever.
+    var nextDeadline: Duration? {
+        [settleDeadline, graceDeadline].compactMap { $0 }.min()
+    }
+
+    /// The actions to begin with (the watches a resolve by name needs).
+    mutating func start(at time: Duration) -> [Action] {
+        now = max(now, time)
+        return reconcile(settled: false)
+    }
+
+    /// Takes in a batch of observations made at `time`.
+    mutating func handle(_ observations: [DiscoveryObservation], at time: Duration) -> [Action] {
+        now = max(now, time)
+        var actions: [Action] = []
+        for observation in observations { actions += apply(observation) }
+        return actions + reconcile(settled: settleTime == .zero)
+    }
+
+    /// Lets time pass: settled resolutions are reported, services that did not reappear after
+    /// a restoration are reported lost.
+    mutating func advance(to time: Duration) -> [Action] {
+        now = max(now, time)
+        var actions: [Action] = []
+        if let deadline = graceDeadline, deadline <= now {
+            graceDeadline = nil
+            for key in stale.sorted(by: Self.order) where instances[key] == nil && reported[key] != nil {
+                reported[key] = nil
+                actions.append(.report(.lost(service(key))))
+            }
+            stale = []
+        }
+        var settled = false
+        if let deadline = settleDeadline, deadline <= now {
+            settleDeadline = nil
+            settled = true
+        }
+        return actions + reconcile(settled: settled)
+    }
+
+    // MARK: Observations
+
+    private mutating func apply(_ observation: DiscoveryObservation) -> [Action] {
+        sequence += 1
+        switch observation {
+        case .instanceAdded(let name, let interface):
+            guard case .browse = mode, !interrupted else { return [] }
+            let key = InstanceKey(name: name, interface: interface)
+            instances[key, default: Tally()].add(0, sequence: sequence)
+            stale.remove(key)
+        case .instanceRemoved(let name, let interface):
+            let key = InstanceKey(name: name, interface: interface)
+            if instances[key]?.remove(0) == true { instances[key] = nil }
+        case .srvAdded(let name, let interface, let data):
+            srv[InstanceKey(name: name, interface: interface), default: Tally()].add(data, sequence: sequence)
+        case .srvRemoved(let name, let interface, let data):
+            srv[InstanceKey(name: name, interface: interface)]?.remove(data)
+        case .txtAdded(let name, let interface, let data):
+            txt[InstanceKey(name: name, interface: interface), default: Tally()].add(data, sequence: sequence)
+        case .txtRemoved(let name, let interface, let data):
+            txt[InstanceKey(name: name, interface: interface)]?.remove(data)
+        case .addressAdded(let host, let interface, let address):
+            addresses[InstanceKey(name: host, interface: interface), default: Tally()].add(address, sequence: sequence)
+        case .addressRemoved(let host, let interface, let address):
+            addresses[InstanceKey(name: host, interface: interface)]?.remove(address)
+        case .interrupted(let error):
+            // What the backend said is void; what was reported stays reported until the
+            // grace after restoration has passed without it coming back.
+            let wasInterrupted = interrupted
+            interrupted = true
+            graceDeadline = nil
+            stale.formUnion(reported.keys)
+            instances = [:]
+            srv = [:]
+            txt = [:]
+            addresses = [:]
+            return wasInterrupted ? [] : [.report(.interrupted(error))]
+        case .restored:
+            guard interrupted else { return [] }
+            interrupted = false
+            graceDeadline = now + reappearGrace
+            return [.report(.restored)]
+        }
+        return []
+    }
+
+    // MARK: Computing what to watch and what to report
+
+    /// Brings the watches in line with what is known, then reports what changed: lost at once,
+    /// found or updated when `settled` (else a settle deadline is set).
+    private mutating func reconcile(settled: Bool) -> [Action] {
+        var actions: [Action] = []
+        let wanted = interrupted ? [] : wantedWatches()
+        for watch in watching.subtracting(wanted).sorted(by: Self.order) {
+            actions.append(.unwatch(watch))
+            // Stopping a watch forgets what it taught; starting it again teaches it afresh.
+            switch watch {
+            case .service(let name, let interface):
+                for key in srv.keys where key.name == name && (interface == nil || key.interface == interface) { srv[key] = nil }
+                for key in txt.keys where key.name == name && (interface == nil || key.interface == interface) { txt[key] = nil }
+            case .host(let name, let interface):
+                for key in addresses.keys where key.name == name && (interface == nil || key.interface == interface) {
+                    addresses[key] = nil
+                }
+            }
+        }
+        for watch in wanted.subtracting(watching).sorted(by: Self.order) { actions.append(.watch(watch)) }
+        watching = wanted
+
+        for key in reported.keys.sorted(by: Self.order) where instances[key] == nil && !stale.contains(key) {
+            if case .browse = mode {
+                reported[key] = nil
+                actions.append(.report(.lost(service(key))))
+            }
+        }
+        var pending = false
+        for key in presentKeys() {
+            let resolving = mode != .browse(resolve: false)
+            let current = resolving ? resolution(key) : nil
+            if resolving && current == nil { continue }
+            if let last = reported[key], last == current { continue }
+            guard settled else {
+                pending = true
+                continue
+            }
+            let event: BrowseEvent = reported[key] == nil
+                ? .found(current?.service ?? service(key), current)
+                : .updated(current?.service ?? service(key), current)
+            reported[key] = .some(current)
+            actions.append(.report(event))
+        }
+        if pending && settleDeadline == nil { settleDeadline = now + settleTime }
+        if !pending { settleDeadline = nil }
+        return actions
+    }
+
+    /// The instances to report on: those present (browse), or the one asked for (resolve).
+    private func presentKeys() -> [InstanceKey] {
+        switch mode {
+        case .browse: instances.keys.sorted(by: Self.order)
+        case .resolve(let name): [InstanceKey(name: name, interface: nil)]
+        }
+    }
+
+    private func wantedWatches() -> Set<DiscoveryWatch> {
+        var wanted: Set<DiscoveryWatch> = []
+        switch mode {
+        case .browse(resolve: false):
+            return []
+        case .browse(resolve: true):
+            for key in instances.keys { wanted.insert(.service(key.name, key.interface)) }
+        case .resolve(let name):
+            wanted.insert(.service(name, nil))
+        }
+        for key in presentKeys() {
+            guard let (interface, data) = location(key) else { continue }
+            wanted.insert(.host(data.target, interface))
+        }
+        return wanted
+    }
+
+    /// The SRV that places `key`, with the interface it came on: the latest one present there,
+    /// or for "any interface" the one that arrived first among the interfaces that have one.
+    private func location(_ key: InstanceKey) -> (NetworkInterface, SRVData)? {
+        if let interface = key.interface {
+            return srv[key]?.latest.map { (interface, $0) }
+        }
+        let candidates = srv.compactMap { entry -> (Int, NetworkInterface, SRVData)? in
+            guard entry.key.name == key.name, let interface = entry.key.interface,
+                let data = entry.value.latest, let first = entry.value.firstSequence else { return nil }
+            return (first, interface, data)
+        }
+        return candidates.min { $0.0 < $1.0 }.map { ($0.1, $0.2) }
+    }
+
+    /// The resolution `key` has now, computed from what is held: nil until its SRV, its TXT and
+    /// an address of its host are all present.
+    func resolution(_ key: InstanceKey) -> ResolvedService? {
+        guard let (interface, data) = location(key),
+            let info = txt[InstanceKey(name: key.name, interface: interface)]?.latest,
+            let known = addresses[InstanceKey(name: data.target, interface: interface)]?.present, !known.isEmpty
+        else { return nil }
+        var found = service(key)
+        found.interface = interface
+        return ResolvedService(
+            service: found, host: data.target, port: data.port,
+            addresses: known.filter { !$0.isIPv6 } + known.filter(\.isIPv6), info: DiscoveryInfo(info))
+    }
+
+    private func service(_ key: InstanceKey) -> DiscoveredService {
+        let name = (try? ServiceInstanceName(domainName: key.name).instance) ?? key.name.description
+        return DiscoveredService(name: name, type: type, interface: key.interface ?? NetworkInterface(index: 0, name: ""))
+    }
+
+    private static func order(_ a: InstanceKey, _ b: InstanceKey) -> Bool {
+        (a.name.description, a.interface?.index ?? 0) < (b.name.description, b.interface?.index ?? 0)
+    }
+
+    private static func order(_ a: DiscoveryWatch, _ b: DiscoveryWatch) -> Bool {
+        func rank(_ watch: DiscoveryWatch) -> (Int, String, Int) {
+            switch watch {
+            case .service(let name, let interface): (0, name.description, interface?.index ?? 0)
+            case .host(let name, let interface): (1, name.description, interface?.index ?? 0)
+            }
+        }
+        return rank(a) < rank(b)
+    }
+}
+
+/// Values with how often each was added and not yet removed, remembering arrival order.
+struct Tally<Value: Hashable> {
+    private var counts: [Value: Int] = [:]
+    /// Values present, by the sequence number of their first addition.
+    private var firstSeen: [Value: Int] = [:]
+    /// Values present, by the sequence number of their latest addition.
+    private var lastSeen: [Value: Int] = [:]
+
+    mutating func add(_ value: Value, sequence: Int) {
+        counts[value, default: 0] += 1
+        if firstSeen[value] == nil { firstSeen[value] = sequence }
+        lastSeen[value] = sequence
+    }
+
+    /// Removes one addition of `value`; true when nothing is left at all.
+    @discardableResult
+    mutating func remove(_ value: Value) -> Bool {
+        if let count = counts[value] {
+            if count > 1 {
+                counts[value] = count - 1
+            } else {
+                counts[value] = nil
+                firstSeen[value] = nil
+                lastSeen[value] = nil
+            }
+        }
+        return counts.isEmpty
+    }
+
+    /// The value added most recently among those present.
+    var latest: Value? { lastSeen.max { $0.value < $1.value }?.key }
+    /// When the earliest value present first arrived.
+    var firstSequence: Int? { firstSeen.values.min() }
+    /// The values present, in the order they first arrived.
+    var present: [Value] { firstSeen.sorted { $0.value < $1.value }.map(\.key) }
+}

@@ -1,0 +1,118 @@
+import DNSWire
+import MulticastDNS
+
+/// Where a ``DiscoveryDriver`` gets its observations: a backend's way of following a type, a
+/// service and a host (an actor: its forwarding tasks and the driver both reach it).
+protocol ObservationSource: AnyObject, Sendable {
+    /// Begins (for a browse: starts following the type's instances). Observations go to `sink`.
+    func start(sink: ObservationSink) async
+    func watch(_ watch: DiscoveryWatch) async
+    func unwatch(_ watch: DiscoveryWatch) async
+    /// Stops everything it started.
+    func stop() async
+}
+
+/// Where sources deliver observations: one batch per call, in order.
+struct ObservationSink: Sendable {
+    let deliver: @Sendable ([DiscoveryObservation]) -> Void
+}
+
+/// The thin async shell around ``BrowseStateMachine``: feeds it the source's observations and
+/// the clock, performs its watches, and hands its reports on. All decisions are the state
+/// machine's.
+struct DiscoveryDriver {
+    private enum Input: Sendable {
+        case observed([DiscoveryObservation])
+        case tick
+    }
+
+    var machine: BrowseStateMachine
+    let source: any ObservationSource
+
+    /// Runs until cancelled or until `onReport` returns false; then stops the source.
+    /// - Parameter deadline: also stop when this much time has passed (a resolve's timeout).
+    func run(deadline: Duration? = nil, onReport: (BrowseEvent) -> Bool) async {
+        var machine = machine
+        let clock = ContinuousClock()
+        let start = clock.now
+        func elapsed() -> Duration { clock.now - start }
+        let (inputs, input) = AsyncStream<Input>.makeStream()
+        var timer: Task<Void, Never>?
+        defer { timer?.cancel() }
+
+        func perform(_ actions: [BrowseStateMachine.Action]) async -> Bool {
+            for action in actions {
+                switch action {
+                case .watch(let watch): await source.watch(watch)
+                case .unwatch(let watch): await source.unwatch(watch)
+                case .report(let event): if !onReport(event) { return false }
+                }
+            }
+            return true
+        }
+        func rearm() {
+            timer?.cancel()
+            timer = nil
+            guard let due = [machine.nextDeadline, deadline].compactMap({ $0 }).min() else { return }
+            let instant = start + due
+            timer = Task {
+                try? await Task.sleep(until: instant, clock: .continuous)
+                if !Task.isCancelled { input.yield(.tick) }
+            }
+        }
+
+        await source.start(sink: ObservationSink { batch in input.yield(.observed(batch)) })
+        var going = await perform(machine.start(at: elapsed()))
+        rearm()
+        var iterator = inputs.makeAsyncIterator()
+        while going, !Task.isCancelled {
+            guard let next = await iterator.next() else { break }
+            let now = elapsed()
+            switch next {
+            case .observed(let batch): going = await perform(machine.handle(batch, at: now))
+            case .tick: going = await perform(machine.advance(to: now))
+            }
+            if let deadline, now >= deadline { break }
+            rearm()
+        }
+        input.finish()
+        await source.stop()
+    }
+}
+
+extension DiscoveryDriver {
+    /// Browse events for `type` until the consumer stops listening.
+    static func browse(
+        _ type: ServiceType, resolve: Bool, settleTime: Duration,
+        source: any ObservationSource
+    ) -> AsyncStream<BrowseEvent> {
+        let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
+        let task = Task {
+            let driver = DiscoveryDriver(
+                machine: BrowseStateMachine(type: type, mode: .browse(resolve: resolve), settleTime: settleTime),
+                source: source)
+            await driver.run { event in
+                if case .terminated = continuation.yield(event) { return false }
+                return true
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// The first resolution of one instance, or nil when none came within `timeout`.
+    static func resolve(
+        _ instance: ServiceInstanceName, timeout: Duration, settleTime: Duration, source: any ObservationSource
+    ) async -> ResolvedService? {
+        let driver = DiscoveryDriver(
+            machine: BrowseStateMachine(type: instance.type, mode: .resolve(instance.domainName), settleTime: settleTime),
+            source: source)
+        var result: ResolvedService?
+        await driver.run(deadline: timeout) { event in
+            if case .found(_, let resolved?) = event { result = resolved }
+            return result == nil
+        }
+        return result
+    }
+}
