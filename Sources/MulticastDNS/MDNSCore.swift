@@ -86,10 +86,18 @@ public final class MDNSCore {
     var queries: [Int: ContinuousQuery] = [:]
     var cache = RecordCache()
 
+    /// What the engine chose not to send, for logs and tests.
+    public internal(set) var statistics = EngineStatistics()
+    var duplicateQuestionsSuppressed: Int {
+        get { statistics.duplicateQuestionsSuppressed }
+        set { statistics.duplicateQuestionsSuppressed = newValue }
+    }
+
     public init(hostName: String, seed: UInt64) {
         random = EngineRandom(seed: seed)
         let label = String(hostName.prefix(63))
         let set = RecordSet(id: nextID, kind: .host(label: label), name: RecordSet.hostName(label, attempt: 1))
+        set.state = .dormant
         hostSetID = set.id
         recordSets[set.id] = set
         nextID += 1
@@ -147,7 +155,7 @@ public final class MDNSCore {
         for interface in gone { cache.removeAll(on: interface, now: now, core: self) }
         let changed = addresses.contains { interface, list in old[interface] != list }
         if changed {
-            for set in recordSets.values where set.state != .withdrawn { restartProbing(set, delay: true) }
+            for set in recordSets.values where set.isActive { restartProbing(set, delay: true) }
             for query in queries.values { restartQuery(query) }
         }
     }
@@ -156,6 +164,19 @@ public final class MDNSCore {
         defer { nextID += 1 }
         return nextID
     }
+}
+
+/// Counts of what the engine held back on purpose (RFC 6762 §6, §7).
+public struct EngineStatistics: Sendable, Equatable {
+    /// Our queries that counted as sent because another host asked the same (§7.3).
+    public var duplicateQuestionsSuppressed = 0
+    /// Our pending answers dropped because another responder sent them first (§7.4).
+    public var duplicateAnswersSuppressed = 0
+    /// Answers left out because the querier listed them as known (§7.1).
+    public var knownAnswersSuppressed = 0
+    /// Multicast answers held back by the once-a-second rule and sent when it allowed (§6.2).
+    public var multicastAnswersDeferred = 0
+    public init() {}
 }
 
 /// Actions the scheduler runs. Generations let a restarted state machine drop its stale steps.

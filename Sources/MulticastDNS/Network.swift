@@ -72,16 +72,19 @@ public struct ReceivedMessage: Sendable {
     /// Whether the source address is on the link of `interface` (a unicast reply may go only
     /// there; RFC 6762 §11 and the CVE-2017-6519 class of amplification).
     public var sourceIsOnLink: Bool
+    /// Whether it was sent to the mDNS group (every host on the link saw it), not to us alone.
+    public var destinationIsMulticast: Bool
 
     public init(
         message: Message, source: SocketAddress, interface: NetworkInterface, family: IPFamily,
-        sourceIsOnLink: Bool = true
+        sourceIsOnLink: Bool = true, destinationIsMulticast: Bool = true
     ) {
         self.message = message
         self.source = source
         self.interface = interface
         self.family = family
         self.sourceIsOnLink = sourceIsOnLink
+        self.destinationIsMulticast = destinationIsMulticast
     }
 
     /// A "legacy" unicast query comes from a port other than 5353 (RFC 6762 §6.7).

@@ -6,14 +6,21 @@ final class ContinuousQuery {
     let question: Question
     var generation = 0
     var interval = MDNSTiming.queryInitialInterval
+    /// When the next query is due.
+    var nextDue: Duration = .zero
 
     init(id: Int, question: Question) {
         self.id = id
         self.question = question
     }
 
-    func wants(_ key: CacheKey) -> Bool {
-        question.name == key.name && (question.type == .any || question.type == key.type)
+    func wants(_ key: CacheKey) -> Bool { question.matches(key) }
+}
+
+extension Question {
+    /// Whether cached records under `key` answer this question (name, and type or ANY).
+    func matches(_ key: CacheKey) -> Bool {
+        name == key.name && (type == .any || type == key.type)
     }
 }
 
@@ -64,6 +71,7 @@ extension MDNSCore {
                 eventQueue.append(.recordAdded(QueryID(rawValue: query.id), entry.record, entry.interface))
             }
         }
+        query.nextDue = now
         scheduler.schedule(.query(query.id, generation: query.generation), at: now)
         return QueryID(rawValue: query.id)
     }
@@ -78,7 +86,8 @@ extension MDNSCore {
     func restartQuery(_ query: ContinuousQuery) {
         query.generation += 1
         query.interval = MDNSTiming.queryInitialInterval
-        scheduler.schedule(.query(query.id, generation: query.generation), at: now + random.duration(in: MDNSTiming.queryStartDelay))
+        query.nextDue = now + random.duration(in: MDNSTiming.queryStartDelay)
+        scheduler.schedule(.query(query.id, generation: query.generation), at: query.nextDue)
     }
 
     func queryStep(_ id: Int, generation: Int) {
@@ -88,27 +97,66 @@ extension MDNSCore {
         var question = query.question
         question.unicastResponse = query.interval == MDNSTiming.queryInitialInterval
         sendQuery(question)
-        scheduler.schedule(.query(id, generation: generation), at: now + query.interval)
+        scheduleNext(query)
+    }
+
+    /// The next query of `query` after its interval, which then doubles (§5.2).
+    private func scheduleNext(_ query: ContinuousQuery) {
+        query.nextDue = now + query.interval
+        scheduler.schedule(.query(query.id, generation: query.generation), at: query.nextDue)
         query.interval = min(query.interval * 2, MDNSTiming.queryMaximumInterval)
+    }
+
+    /// Whether a cached entry still goes into a query's known answers: more than half its TTL
+    /// left (§7.1), and not on its way out.
+    func isKnownAnswer(_ entry: CacheEntry) -> Bool {
+        !entry.doomed && (entry.expires - now) * 2 > .ttl(entry.record.ttl)
+    }
+
+    /// The known answers this querier would list for `question` on `interface`.
+    func knownAnswers(for question: Question, on interface: NetworkInterface) -> [ResourceRecord] {
+        var known: [ResourceRecord] = []
+        for (key, list) in cache.entries where question.matches(key) {
+            for entry in list where entry.interface == interface && isKnownAnswer(entry) {
+                var answer = entry.record
+                answer.ttl = UInt32(max(0, (entry.expires - now).components.seconds))
+                known.append(answer)
+            }
+        }
+        return known
+    }
+
+    /// §7.3 duplicate question suppression: another host multicast a QM question we are about
+    /// to ask (in the second half of our wait), listing no known answer we would not list
+    /// ourselves; its answers reach us too, so our own query counts as sent.
+    func suppressDuplicateQuestions(_ received: ReceivedMessage) {
+        let message = received.message
+        guard received.destinationIsMulticast, !message.header.isTruncated else { return }
+        for question in message.questions where !question.unicastResponse {
+            for query in queries.values.sorted(by: { $0.id < $1.id })
+            where query.question.name == question.name && query.question.type == question.type
+                && query.interval > MDNSTiming.queryInitialInterval
+                && (query.nextDue - now) * 4 <= query.interval {
+                let ours = knownAnswers(for: query.question, on: received.interface)
+                let theirs = message.answers.filter { question.matches(CacheKey(name: $0.name, type: $0.type)) }
+                let covered = theirs.allSatisfy { their in ours.contains { $0.name == their.name && $0.data == their.data } }
+                guard covered else { continue }
+                query.generation += 1
+                scheduleNext(query)
+                duplicateQuestionsSuppressed += 1
+            }
+        }
     }
 
     /// Multicasts `question` on every interface with the known answers cached there (those with
     /// more than half their TTL left, §7.1).
     func sendQuery(_ question: Question) {
         for interface in sortedInterfaces {
-            var known: [ResourceRecord] = []
-            for (key, list) in cache.entries where question.name == key.name && (question.type == .any || question.type == key.type) {
-                for index in list.indices where list[index].interface == interface {
-                    let entry = list[index]
-                    let remaining = entry.expires - now
-                    if !entry.doomed && remaining * 2 > .ttl(entry.record.ttl) {
-                        var answer = entry.record
-                        answer.ttl = UInt32(max(0, remaining.components.seconds))
-                        known.append(answer)
-                    } else {
-                        // Asking for it without listing it: a query it should answer (§10.5).
-                        cache.entries[key]?[index].unansweredQueries.append(now)
-                    }
+            let known = knownAnswers(for: question, on: interface)
+            for (key, list) in cache.entries where question.matches(key) {
+                for index in list.indices where list[index].interface == interface && !isKnownAnswer(list[index]) {
+                    // Asking for it without listing it: a query it should answer (§10.5).
+                    cache.entries[key]?[index].unansweredQueries.append(now)
                 }
             }
             sendMulticast(Message(questions: [question], answers: known), on: interface)
@@ -119,7 +167,7 @@ extension MDNSCore {
     /// Another host's query: cached records it should have drawn an answer for (§10.5).
     func noteQuery(_ received: ReceivedMessage) {
         for question in received.message.questions {
-            for (key, list) in cache.entries where question.name == key.name && (question.type == .any || question.type == key.type) {
+            for (key, list) in cache.entries where question.matches(key) {
                 for index in list.indices where list[index].interface == received.interface {
                     let listed = received.message.answers.contains { $0.name == key.name && $0.data == list[index].record.data }
                     if !listed { cache.entries[key]?[index].unansweredQueries.append(now) }

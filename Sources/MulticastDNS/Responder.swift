@@ -9,6 +9,9 @@ final class RecordSet {
     }
 
     enum State: Equatable {
+        /// The host name before anything is advertised: not probed, announced or defended
+        /// (a process that only browses claims no name).
+        case dormant
         case probing(step: Int)
         case announcing(step: Int)
         case established
@@ -49,6 +52,9 @@ final class RecordSet {
         return (try? ServiceInstanceName(instance, type: registration.type).domainName) ?? .root
     }
 
+    /// Claimed or being claimed: neither dormant nor withdrawn.
+    var isActive: Bool { state != .withdrawn && state != .dormant }
+
     var isService: Bool {
         if case .service = kind { return true }
         return false
@@ -83,6 +89,10 @@ extension MDNSCore {
         let id = allocateID()
         let set = RecordSet(id: id, kind: .service(registration), name: RecordSet.instanceName(registration, attempt: 1))
         recordSets[id] = set
+        // The first advertisement wakes the host name: its A/AAAA records are what SRV points to.
+        if let host = hostSetID.flatMap({ recordSets[$0] }), host.state == .dormant {
+            restartProbing(host, delay: true)
+        }
         restartProbing(set, delay: true)
         return RegistrationID(rawValue: id)
     }
@@ -201,7 +211,7 @@ extension MDNSCore {
                 if let set = publicSet(named: target) {
                     let owned = ownedRecords(of: set, on: interface)
                     add(owned)
-                    if set.isService, let host = hostSetID.flatMap({ recordSets[$0] }), !isProbing(host) {
+                    if set.isService, let host = hostSetID.flatMap({ recordSets[$0] }), host.isActive, !isProbing(host) {
                         add(ownedRecords(of: host, on: interface))
                     }
                 }
@@ -219,7 +229,7 @@ extension MDNSCore {
 
     /// A record set that has finished probing and answers for `name`.
     func publicSet(named name: DomainName) -> RecordSet? {
-        recordSets.values.first { $0.name == name && $0.state != .withdrawn && !isProbing($0) }
+        recordSets.values.first { $0.name == name && $0.isActive && !isProbing($0) }
     }
 
     // MARK: Probing and announcing
@@ -319,11 +329,13 @@ extension MDNSCore {
             guard !received.isLegacyUnicast else { return }  // §6: responses come from port 5353
             noticeLocalResponder(received)
             detectConflicts(in: message, on: received.interface)
+            if received.destinationIsMulticast { suppressDuplicateAnswers(message, on: received.interface) }
             cacheResponse(received)
         } else {
             if message.isProbe { handleProbe(received) }
             answer(received)
             noteQuery(received)
+            suppressDuplicateQuestions(received)
         }
     }
 
@@ -340,7 +352,7 @@ extension MDNSCore {
                 hostNameOwnedElsewhere = true
             } else if record.ttl == 0 && hostNameOwnedElsewhere {
                 hostNameOwnedElsewhere = false
-                restartProbing(host, delay: true)
+                if host.isActive { restartProbing(host, delay: true) }
             }
         }
     }
@@ -348,7 +360,7 @@ extension MDNSCore {
     /// §8.1 and §9: a response naming one of our unique names with other data is a conflict.
     func detectConflicts(in message: Message, on interface: NetworkInterface) {
         for record in message.answers + message.additionals {
-            for set in Array(recordSets.values) where set.state != .withdrawn && set.name == record.name {
+            for set in Array(recordSets.values) where set.isActive && set.name == record.name {
                 let ours = ownedRecords(of: set, on: interface)
                 if ours.contains(where: { $0.data == record.data }) { continue }
                 if case .host = set.kind {
@@ -392,7 +404,7 @@ extension MDNSCore {
     func handleProbe(_ received: ReceivedMessage) {
         let probe = received.message
         for question in probe.questions {
-            guard let set = recordSets.values.first(where: { $0.name == question.name && $0.state != .withdrawn }) else {
+            guard let set = recordSets.values.first(where: { $0.name == question.name && $0.isActive }) else {
                 continue
             }
             let theirs = probe.authorities.filter { $0.name == set.name }
@@ -443,17 +455,22 @@ extension MDNSCore {
         var unicastAnswers: [ResourceRecord] = []
         var anyShared = false
         for question in query.questions {
-            for set in recordSets.values where set.state != .withdrawn && !isProbing(set) {
+            for set in recordSets.values where set.isActive && !isProbing(set) {
                 let candidates = ownedRecords(of: set, on: interface) + sharedRecords(of: set)
                 for record in candidates where matches(question, record) {
                     // Known-answer suppression: they have it with at least half its TTL (§7.1).
                     if query.answers.contains(where: { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl / 2 }) {
+                        statistics.knownAnswersSuppressed += 1
                         continue
                     }
                     if !record.cacheFlush { anyShared = true }
+                    // §5.4: a QU question is answered by unicast when the record was multicast
+                    // within a quarter of its TTL (the link has it; only the asker lacks it),
+                    // and by multicast when it was not (so every cache on the link is renewed).
+                    // A source off the link gets no unicast at all (§11).
                     let recentlyMulticast = lastMulticast[RecordKey(name: record.name, data: record.data, interface: interface)]
                         .map { now - $0 < .ttl(record.ttl) / 4 } ?? false
-                    if question.unicastResponse && !recentlyMulticast && !received.isLegacyUnicast {
+                    if question.unicastResponse && recentlyMulticast && received.sourceIsOnLink && !received.isLegacyUnicast {
                         if !unicastAnswers.contains(record) { unicastAnswers.append(record) }
                     } else if !answers.contains(record) {
                         answers.append(record)
@@ -474,7 +491,7 @@ extension MDNSCore {
         }
         var delay: Duration = anyShared ? random.duration(in: MDNSTiming.sharedResponseDelay) : .zero
         if query.header.isTruncated { delay = random.duration(in: MDNSTiming.truncatedQueryDelay) }
-        if !unicastAnswers.isEmpty && received.sourceIsOnLink {
+        if !unicastAnswers.isEmpty {
             let key = PendingResponseKey(interface: interface, destination: .unicast(received.source), legacyID: nil)
             queue(unicastAnswers, key: key, family: received.family, at: now + delay)
         }
@@ -483,6 +500,25 @@ extension MDNSCore {
                 let key = PendingResponseKey(interface: interface, destination: .multicast(family), legacyID: nil)
                 queue(answers, key: key, family: family, at: now + delay)
             }
+        }
+    }
+
+    /// §7.4 duplicate answer suppression: another responder multicast a record we were about
+    /// to multicast, with a TTL no lower than ours: ours counts as sent.
+    func suppressDuplicateAnswers(_ response: Message, on interface: NetworkInterface) {
+        let seen = response.answers + response.additionals
+        for (key, pending) in pendingResponses where key.interface == interface {
+            guard case .multicast = key.destination else { continue }
+            var trimmed = pending
+            trimmed.answers.removeAll { record in
+                guard seen.contains(where: { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl }) else {
+                    return false
+                }
+                lastMulticast[RecordKey(name: record.name, data: record.data, interface: interface)] = now
+                statistics.duplicateAnswersSuppressed += 1
+                return true
+            }
+            pendingResponses[key] = trimmed
         }
     }
 
@@ -528,10 +564,23 @@ extension MDNSCore {
             return
         }
         if case .multicast = key.destination {
-            // §6.2: at most once a second per record on the multicast group.
-            let fresh = pending.answers.filter { record in
-                guard let last = lastMulticast[RecordKey(name: record.name, data: record.data, interface: key.interface)] else { return true }
-                return now - last >= MDNSTiming.multicastRecordInterval
+            // §6.2: at most once a second per record on the multicast group. What may not go
+            // yet is owed, not dropped: it goes as soon as its second is up.
+            var fresh: [ResourceRecord] = []
+            var owed: [ResourceRecord] = []
+            var owedUntil: Duration?
+            for record in pending.answers {
+                if let last = lastMulticast[RecordKey(name: record.name, data: record.data, interface: key.interface)],
+                    now - last < MDNSTiming.multicastRecordInterval {
+                    owed.append(record)
+                    owedUntil = min(owedUntil ?? .seconds(Int64.max), last + MDNSTiming.multicastRecordInterval)
+                } else {
+                    fresh.append(record)
+                }
+            }
+            if let owedUntil {
+                statistics.multicastAnswersDeferred += owed.count
+                queue(owed, key: key, family: pending.family, at: owedUntil)
             }
             guard !fresh.isEmpty else { return }
             let trimmed = Message(header: .response, answers: fresh, additionals: additionalRecords(for: fresh, on: key.interface))
@@ -548,7 +597,7 @@ extension MDNSCore {
 
     private func stillOwned(_ record: ResourceRecord, on interface: NetworkInterface) -> Bool {
         recordSets.values.contains { set in
-            set.state != .withdrawn && !isProbing(set)
+            set.isActive && !isProbing(set)
                 && (ownedRecords(of: set, on: interface) + sharedRecords(of: set)).contains(record)
         }
     }

@@ -113,4 +113,89 @@ struct QuerierTests {
         #expect(sentOnWifi.contains { $0.message.isProbe })
         #expect(sentOnWifi.contains { $0.message.header.isResponse && $0.message.answers.contains { $0.type == .srv } })
     }
+
+    @Test("duplicate question suppression: two browsers of one type share the queries instead of doubling them (§7.3)")
+    func duplicateQuestionSuppression() throws {
+        let (lan, _, b) = SimulatedLAN.publishing("Box")
+        let c = lan.addHost("gamma")
+        let start = lan.now
+        _ = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .milliseconds(300))
+        _ = c.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(40))
+        let queries = lan.wire.filter {
+            ["beta", "gamma"].contains($0.from) && $0.time >= start && !$0.message.header.isResponse
+                && $0.message.questions.contains { $0.name == agentType.domainName }
+        }
+        // Alone, each would ask at 0, 1, 3, 7, 15 and 31 s: 12 queries between them.
+        #expect(queries.count < 12)
+        #expect(b.core.statistics.duplicateQuestionsSuppressed + c.core.statistics.duplicateQuestionsSuppressed > 0)
+        // Neither lost sight of the service.
+        #expect(!b.core.cachedRecords(name: agentType.domainName, type: .ptr).isEmpty)
+        #expect(!c.core.cachedRecords(name: agentType.domainName, type: .ptr).isEmpty)
+    }
+
+    @Test("a question we would ask with more known answers than theirs is not suppressed (§7.3)")
+    func duplicateQuestionNotSuppressedWhenTheyKnowMore() throws {
+        let (lan, _, b) = SimulatedLAN.publishing("Box")
+        _ = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .milliseconds(2900))
+        // Another host asks the same question listing a PTR we do not have: its answers would
+        // leave that one out, so beta must still ask for itself.
+        let stranger = ResourceRecord(name: agentType.domainName, data: .ptr(instanceName("Elsewhere")), ttl: 4500)
+        lan.inject(Message(questions: [Question(name: agentType.domainName, type: .ptr)], answers: [stranger]), to: b,
+                   from: SocketAddress(.v4(IPv4Address(198, 18, 1, 40)), port: 5353))
+        let start = lan.now
+        lan.run(for: .milliseconds(200))
+        #expect(b.core.statistics.duplicateQuestionsSuppressed == 0)
+        #expect(lan.sent(by: b, since: start).contains { $0.message.questions.contains { $0.name == agentType.domainName } })
+    }
+
+    @Test("duplicate answer suppression: of two responders holding the same shared record, only one answers (§7.4)")
+    func duplicateAnswerSuppression() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let d = lan.addHost("delta")
+        _ = a.core.register(registration("Box One"))
+        _ = d.core.register(registration("Box Two"))
+        lan.run(for: .seconds(40))
+        // Both hold "_services._dns-sd._udp.local. PTR _openagents._tcp.local.", a shared
+        // record, and answer a multicast question for it after 20–120 ms: the later one hears
+        // the first answer and keeps quiet.
+        let start = lan.now
+        let enumeration = ServiceType.enumerationName()
+        let question = Message(questions: [Question(name: enumeration, type: .ptr)])
+        let asker = SocketAddress(.v4(IPv4Address(198, 18, 1, 60)), port: 5353)
+        lan.inject(question, to: a, from: asker)
+        lan.inject(question, to: d, from: asker)
+        lan.run(for: .milliseconds(500))
+        let answers = lan.wire.filter {
+            ["alpha", "delta"].contains($0.from) && $0.time >= start && $0.message.answers.contains { $0.name == enumeration }
+        }
+        #expect(answers.count == 1)
+        #expect(a.core.statistics.duplicateAnswersSuppressed + d.core.statistics.duplicateAnswersSuppressed == 1)
+    }
+
+    @Test("known answers that do not fit one query go on in further packets, the first ones marked TC (§7.2)")
+    func multiPacketKnownAnswers() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let b = lan.addHost("beta")
+        for index in 0..<60 { _ = a.core.register(registration("Box number \(index) with a long name to fill packets")) }
+        lan.run(for: .seconds(10))
+        _ = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(2))
+        let start = lan.now
+        // Beta asks again (after 2 s more) with 60 known answers: more than one packet holds.
+        lan.run(for: .seconds(3))
+        let queries = lan.wire.filter { $0.from == "beta" && $0.time >= start && !$0.message.header.isResponse }
+        let packets = try queries.flatMap { try $0.message.encodedPackets() }.map { try Message(decoding: $0) }
+        #expect(packets.count >= 2)
+        #expect(packets.dropLast().allSatisfy { $0.header.isTruncated })
+        #expect(packets.last?.header.isTruncated == false)
+        #expect(packets.reduce(0) { $0 + $1.answers.count } == 60)
+        // And alpha, having all 60 listed, answers none of them again.
+        let answersAfter = lan.wire.filter { $0.from == "alpha" && $0.time >= start && $0.message.answers.contains { $0.type == .ptr && $0.name == agentType.domainName } }
+        #expect(answersAfter.isEmpty)
+    }
 }

@@ -50,7 +50,11 @@ struct ResponderTests {
         #expect(first.answers.contains { $0.type == .srv && $0.cacheFlush && $0.ttl == 120 })
         #expect(first.answers.contains { $0.type == .txt && $0.cacheFlush && $0.ttl == 4500 })
         #expect(first.answers.contains { $0.name == "_services._dns-sd._udp.local." && $0.data == .ptr(agentType.domainName) })
-        #expect(first.allRecords.contains { $0.type == .a && $0.name == "alpha.local." })
+        // The host name, woken by this first advertisement, is probed alongside and announced
+        // with its own records.
+        #expect(lan.sent(by: a, since: start).contains {
+            $0.message.header.isResponse && $0.message.allRecords.contains { $0.type == .a && $0.name == "alpha.local." }
+        })
     }
 
     @Test("a browser on another host finds the service with SRV, TXT and address")
@@ -153,6 +157,7 @@ struct ResponderTests {
     func hostNameRival() throws {
         let lan = SimulatedLAN()
         let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
         lan.run(for: .seconds(2))
         // A different machine claiming alpha.local with another address is a rival.
         let rival = Message(header: .response, answers: [
@@ -236,20 +241,102 @@ struct ResponderTests {
         #expect(answers.map(\.data) == [.ptr(instanceName("Box Two"))])
     }
 
-    @Test("a QU question is answered by unicast to the asker")
-    func unicastResponse() throws {
+    @Test("a QU question about a record multicast within a quarter of its TTL is answered at once, by unicast (§5.4)")
+    func unicastResponseWhenRecentlyMulticast() throws {
         let lan = SimulatedLAN()
         let a = lan.addHost("alpha")
         _ = a.core.register(registration("Box"))
-        // A record multicast within a quarter of its TTL is multicast again, QU or not (§5.4);
-        // SRV lives 120 s, so wait more than 30 s after the announcements.
+        // Announced 2 s ago: the link has the SRV, only the asker lacks it.
+        lan.run(for: .seconds(3))
+        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let start = lan.now
+        lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv, unicastResponse: true)]), to: a, from: querier)
+        lan.run(for: .zero)
+        let replies = lan.sent(by: a, since: start)
+        #expect(replies.count == 1)
+        let reply = try #require(replies.first)
+        #expect(reply.destination == .unicast(querier))
+        #expect(reply.message.answers.contains { $0.type == .srv })
+        #expect(lan.wire.last.map { $0.time == start } == true)  // no delay at all
+    }
+
+    @Test("a QU question about a record not multicast lately is answered by multicast, renewing every cache (§5.4)")
+    func multicastResponseWhenNotRecentlyMulticast() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
+        // SRV lives 120 s: more than 30 s after the announcements it is not "recent".
         lan.run(for: .seconds(40))
         let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
         let start = lan.now
         lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv, unicastResponse: true)]), to: a, from: querier)
-        lan.run(for: .seconds(1))
+        lan.run(for: .zero)
         let reply = try #require(lan.sent(by: a, since: start).first)
-        #expect(reply.destination == .unicast(querier))
+        #expect(reply.destination == .multicast(.v4))
+        #expect(reply.message.answers.contains { $0.type == .srv })
+    }
+
+    @Test("a QU question from a source off the link is answered by multicast, never by unicast (§11)")
+    func offLinkQUGetsMulticast() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        let stranger = SocketAddress(.v4(IPv4Address(203, 0, 113, 9)), port: 5353)
+        let start = lan.now
+        lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv, unicastResponse: true)]), to: a, from: stranger, onLink: false)
+        lan.run(for: .seconds(2))
+        let replies = lan.sent(by: a, since: start)
+        #expect(!replies.contains { $0.destination == .unicast(stranger) })
+        #expect(replies.contains { $0.destination == .multicast(.v4) && $0.message.answers.contains { $0.type == .srv } })
+    }
+
+    @Test("a multicast answer held back by the once-a-second rule is sent when the second is up, not dropped (§6.2)")
+    func rateLimitedAnswerIsOwed() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(40))
+        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let srvQuestion = Question(name: instanceName("Box"), type: .srv)
+        let first = lan.now
+        lan.inject(Message(questions: [srvQuestion]), to: a, from: querier)
+        lan.run(for: .zero)
+        #expect(lan.sent(by: a, since: first).filter { $0.message.answers.contains { $0.type == .srv } }.count == 1)
+        // Asked again 300 ms later: the SRV went out 300 ms ago, so it is owed until 1 s.
+        lan.run(for: .milliseconds(300))
+        let again = lan.now
+        lan.inject(Message(questions: [srvQuestion]), to: a, from: querier)
+        lan.run(for: .milliseconds(600))
+        #expect(lan.sent(by: a, since: again).filter { $0.message.answers.contains { $0.type == .srv } }.isEmpty)
+        lan.run(for: .milliseconds(200))
+        let owed = lan.wire.filter { $0.from == "alpha" && $0.time > again && $0.message.answers.contains { $0.type == .srv } }
+        #expect(owed.count == 1)
+        #expect(owed.first.map { $0.time - first } == .seconds(1))
+        #expect(owed.first?.destination == .multicast(.v4))
+        #expect(a.core.statistics.multicastAnswersDeferred >= 1)
+    }
+
+    @Test("a host that only browses claims no host name: no probe, no announcement, no defence")
+    func browsingClaimsNoHostName() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        _ = a.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(5))
+        #expect(lan.sent(by: a).allSatisfy { !$0.message.header.isResponse && !$0.message.isProbe })
+        // Someone else calling itself alpha.local is no conflict of ours.
+        let other = Message(header: .response, answers: [
+            ResourceRecord(name: "alpha.local.", data: .a(IPv4Address(198, 18, 1, 77)), ttl: 120, cacheFlush: true),
+        ])
+        let start = lan.now
+        lan.inject(other, to: a, from: SocketAddress(.v4(IPv4Address(198, 18, 1, 77)), port: 5353))
+        lan.run(for: .seconds(3))
+        #expect(lan.sent(by: a, since: start).allSatisfy { !$0.message.header.isResponse && !$0.message.isProbe })
+        #expect(a.core.hostName == "alpha.local.")
+        // The first advertisement wakes the name.
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        #expect(lan.sent(by: a, since: start).contains { $0.message.isProbe && $0.message.questions.contains { $0.name == a.core.hostName } })
     }
 
     @Test("legacy unicast queries get a unicast reply with the id, the question and TTL ≤ 10 s; off-link ones none")
@@ -345,7 +432,9 @@ struct ResponderTests {
         }
         let start = lan.now
         lan.run(for: .seconds(12))
-        let probeTimes = lan.wire.filter { $0.from == "alpha" && $0.time >= start && $0.message.isProbe }.map(\.time)
+        let probeTimes = lan.wire.filter {
+            $0.from == "alpha" && $0.time >= start && $0.message.isProbe && $0.message.questions.first?.name != "alpha.local."
+        }.map(\.time)
         // While 15 conflicts lie within the last 10 s, every probe waits 5 s.
         #expect(probeTimes.count >= 2)
         #expect(probeTimes.first.map { $0 - start >= .seconds(4) } == true)
@@ -359,6 +448,7 @@ struct ResponderTests {
         let linkLocal = try #require(IPv6Address("fe80::1"))
         let unique = try #require(IPv6Address("fd6e:6272:1::1"))
         a.core.setInterfaces([a.interface: [.v4(a.address), .v6(linkLocal, scope: a.interface.index), .v6(unique, scope: nil)]])
+        _ = a.core.register(registration("Box"))
         lan.run(for: .seconds(3))
         let records = lan.sent(by: a).filter { $0.message.header.isResponse }.flatMap { $0.message.allRecords }
         #expect(records.contains { $0.data == .aaaa(unique) })
@@ -367,6 +457,7 @@ struct ResponderTests {
 
         let b = lan.addHost("bravo")
         b.core.setInterfaces([b.interface: [.v4(b.address), .v6(linkLocal, scope: b.interface.index)]])
+        _ = b.core.register(registration("Other"))
         lan.run(for: .seconds(3))
         let onlyLinkLocal = lan.sent(by: b).filter { $0.message.header.isResponse }.flatMap { $0.message.allRecords }
         #expect(onlyLinkLocal.contains { $0.data == .aaaa(linkLocal) })

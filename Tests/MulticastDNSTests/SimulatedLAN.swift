@@ -85,7 +85,9 @@ final class SimulatedLAN {
                         for receiver in recipients(of: item.destination, from: sender) {
                             receiver.received.append((now, message, sender.name))
                             receiver.core.receive(
-                                ReceivedMessage(message: message, source: sender.socketAddress, interface: receiver.interface, family: .v4),
+                                ReceivedMessage(
+                                    message: message, source: sender.socketAddress, interface: receiver.interface, family: .v4,
+                                    destinationIsMulticast: item.destination == .multicast(.v4) || item.destination == .multicast(.v6)),
                                 at: now)
                         }
                     }
