@@ -139,9 +139,16 @@ struct BrowseStateMachine {
 
     private mutating func apply(_ observation: DiscoveryObservation) -> [Action] {
         sequence += 1
+        // While interrupted nothing the backend says counts, until it says it is back.
+        if interrupted {
+            switch observation {
+            case .interrupted, .restored: break
+            default: return []
+            }
+        }
         switch observation {
         case .instanceAdded(let name, let interface):
-            guard case .browse = mode, !interrupted else { return [] }
+            guard case .browse = mode else { return [] }
             let key = InstanceKey(name: name, interface: interface)
             instances[key, default: Tally()].add(0, sequence: sequence)
             stale.remove(key)
@@ -166,7 +173,7 @@ struct BrowseStateMachine {
             let wasInterrupted = interrupted
             interrupted = true
             graceDeadline = nil
-            stale.formUnion(reported.keys)
+            if case .browse = mode { stale.formUnion(reported.keys) }
             instances = [:]
             srv = [:]
             txt = [:]

@@ -129,6 +129,54 @@ struct BackendLabTests {
         }
     }
 
+    /// Issue 9's first defect: with two responders of different kinds on the link, a cold
+    /// browse sometimes never resolved one of them. 50 cold runs, none may miss.
+    @Test("50 cold browses with avahi-daemon and python-zeroconf publishing on two hosts: each finds and resolves both", arguments: Backend.allCases)
+    func coldBrowsesMissNothing(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: ["h1"] + nearby.daemons(["h2"])) {
+            let publisher = try lab.start(["avahi", "exec", "h1", "--", "avahi-publish", "-s", "Avahi Box", "_openagents._tcp", "9202", "from=avahi"])
+            let registrant = try lab.start(["zeroconf", "h3", "--", "register", "Zero Box", "_openagents._tcp", "9203", "from=zeroconf"])
+            try await lab.withProcesses([publisher, registrant]) {
+                _ = try await registrant.waitForLine(containing: "\"registered\"", timeout: .seconds(20))
+                try await Task.sleep(for: .seconds(1))  // avahi-publish has won its name too
+                var misses: [String] = []
+                for run in 1...50 {
+                    // 1.5 s is more than ten times what a resolve takes here (about 0.1 s).
+                    let output = try await nearby.run("h2", ["browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "1.5"])
+                    let resolved = jsonLines(output).filter { $0["event"] as? String == "found" && ($0["addresses"] as? [String])?.isEmpty == false }
+                    let names = Set(resolved.compactMap { $0["name"] as? String })
+                    if names != ["Avahi Box", "Zero Box"] { misses.append("run \(run) found \(names.sorted()): \(output)") }
+                }
+                #expect(misses.isEmpty, "\(misses.count) of 50 cold browses missed a service; first: \(misses.first ?? "")")
+            }
+        }
+    }
+
+    /// Issue 9's second defect: a resolve right after a service was announced waited for the
+    /// querier's 1 s retry. Each resolve must be answered by its first query; 0.6 s leaves
+    /// room for process start-up (about 0.1 s here) and none for a retry.
+    @Test("resolves right after an announcement, five in a row, are each answered by the first query", arguments: Backend.allCases)
+    func backToBackResolves(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 2)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h1", "h2"])) {
+            let (advertiser, _) = try await nearby.advertise(in: "h1", nearby.hostOption("nearby-h1") + ["Fresh Box", "_openagents._tcp", "9301"])
+            try await lab.withProcesses([advertiser]) {
+                try await Task.sleep(for: .milliseconds(1100))  // both announcements have gone out
+                var times: [Duration] = []
+                for _ in 1...5 {
+                    let started = ContinuousClock.now
+                    let output = try await nearby.run("h2", ["resolve", "Fresh Box", "_openagents._tcp", "--json", "--timeout", "5"])
+                    times.append(ContinuousClock.now - started)
+                    #expect(jsonLines(output).first?["port"] as? Int == 9301, "\(output)")
+                }
+                #expect(times.allSatisfy { $0 < .milliseconds(600) }, "resolve times: \(times)")
+            }
+        }
+    }
+
     @Test("advertising a name avahi-publish holds: nearby is renamed the backend's way; both stay visible", arguments: Backend.allCases)
     func conflictRenames(_ backend: Backend) async throws {
         let lab = try Lab.require(hosts: 3)
