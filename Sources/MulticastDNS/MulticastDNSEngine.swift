@@ -34,6 +34,10 @@ public actor MulticastDNSEngine {
     let startInstant = ContinuousClock.now
     let interfaceNames: [String]?
     var interfaceInfo: [Int: InterfaceInfo] = [:]
+    /// This machine's addresses on the interfaces in use (scopes removed).
+    var ownAddresses: Set<IPAddress> = []
+    /// The deadline the timer is armed for.
+    var armedDeadline: Duration?
     var timer: Task<Void, Never>?
     var receiver: Task<Void, Never>?
     var monitor: Task<Void, Never>?
@@ -84,10 +88,11 @@ public actor MulticastDNSEngine {
 
     private func begin() async {
         await refreshInterfaces()
-        let datagrams = transport.datagrams
+        let inbox = transport.inbox
         receiver = Task { [weak self] in
-            for await datagram in datagrams {
-                await self?.handle(datagram)
+            for await _ in inbox.wakeUps {
+                guard let self else { return }
+                await self.drain(inbox)
             }
         }
         monitor = Task { [weak self] in
@@ -110,28 +115,70 @@ public actor MulticastDNSEngine {
         for (index, old) in interfaceInfo where byIndex[index] == nil { await transport.leave(old) }
         for (index, info) in byIndex where interfaceInfo[index] != info { await transport.join(info) }
         interfaceInfo = byIndex
+        ownAddresses = Set(byIndex.values.flatMap { $0.addresses.map(\.withoutScope) })
         core.advance(to: elapsed)
         core.setInterfaces(Dictionary(current.map { ($0.interface, $0.addresses) }, uniquingKeysWith: { first, _ in first }))
         flush()
     }
 
-    func handle(_ datagram: ReceivedDatagram) {
-        guard !isShutDown, let info = interfaceInfo[datagram.interfaceIndex] else { return }
+    /// Datagrams taken per turn of the actor: large enough that a flood costs one hop per
+    /// batch, small enough that API calls are not kept waiting behind it.
+    static let batchSize = 256
+
+    /// Handles one batch of waiting datagrams, then sends and reports once for all of them.
+    func drain(_ inbox: DatagramInbox) {
+        let batch = inbox.take(upTo: Self.batchSize)
+        guard !batch.isEmpty else { return }
         let now = elapsed
         recentlySent.removeAll { now - $0.time > .seconds(2) }
-        let fromUs = interfaceInfo.values.contains { $0.addresses.map(\.withoutScope).contains(datagram.source.address.withoutScope) }
-        if fromUs, let index = recentlySent.firstIndex(where: { $0.bytes == datagram.bytes }) {
+        core.advance(to: now)
+        for datagram in batch { handle(datagram, at: now) }
+        flush()
+        if !inbox.isEmpty { inbox.signal() }
+    }
+
+    func handle(_ datagram: ReceivedDatagram, at now: Duration) {
+        guard !isShutDown, let info = interfaceInfo[datagram.interfaceIndex] else { return }
+        statistics.datagramsHandled += 1
+        if ownAddresses.contains(datagram.source.address.withoutScope),
+            let index = recentlySent.firstIndex(where: { $0.bytes == datagram.bytes }) {
             recentlySent.remove(at: index)
             return
         }
-        guard let message = try? Message(decoding: datagram.bytes) else { return }
+        let message: Message
+        do {
+            message = try Message(decoding: datagram.bytes)
+        } catch {
+            statistics.undecodable += 1
+            return
+        }
         let onLink = info.networks.contains { $0.contains(datagram.source.address) }
             || (datagram.source.address.isLinkLocalIPv6)
         core.receive(
             ReceivedMessage(message: message, source: datagram.source, interface: info.interface, family: datagram.family,
-                            sourceIsOnLink: onLink),
+                            sourceIsOnLink: onLink, destinationIsMulticast: datagram.toGroup),
             at: now)
-        flush()
+    }
+
+    /// What the engine took in and threw away, for logs and benchmarks.
+    public struct Statistics: Sendable, Equatable {
+        /// Datagrams from an interface the engine runs on.
+        public var datagramsHandled = 0
+        /// Datagrams that did not decode as DNS messages (and cost nothing further).
+        public var undecodable = 0
+        /// Datagrams dropped because the engine had fallen behind (the inbox was full).
+        public var droppedWhileBusy = 0
+        /// What the RFC 6762 engine held back on purpose.
+        public var engine = EngineStatistics()
+    }
+    var statistics = Statistics()
+
+    /// Counts of what was taken in, dropped and held back so far.
+    public var counters: Statistics {
+        var counts = statistics
+        counts.droppedWhileBusy = transport.inbox.counts.dropped
+        counts.engine = core.statistics
+        return counts
     }
 
     /// Sends what the core wants sent, hands out its events and re-arms the timer.
@@ -172,8 +219,17 @@ public actor MulticastDNSEngine {
     }
 
     func rearmTimer() {
+        guard !isShutDown, let deadline = core.nextDeadline else {
+            timer?.cancel()
+            timer = nil
+            armedDeadline = nil
+            return
+        }
+        // Re-arm only for an earlier deadline: a timer that fires early finds nothing due and
+        // arms again, which is cheaper than a new task for every packet of a busy link.
+        if let armed = armedDeadline, armed <= deadline, timer != nil { return }
         timer?.cancel()
-        guard !isShutDown, let deadline = core.nextDeadline else { return }
+        armedDeadline = deadline
         let instant = startInstant + deadline
         timer = Task { [weak self] in
             try? await Task.sleep(until: instant, clock: .continuous)
@@ -183,6 +239,8 @@ public actor MulticastDNSEngine {
     }
 
     func tick() {
+        timer = nil
+        armedDeadline = nil
         core.advance(to: elapsed)
         flush()
     }

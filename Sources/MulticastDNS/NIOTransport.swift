@@ -15,6 +15,83 @@ public struct ReceivedDatagram: Sendable {
     public var source: SocketAddress
     public var interfaceIndex: Int
     public var family: IPFamily
+    /// Sent to the mDNS group rather than to this host alone.
+    public var toGroup: Bool
+}
+
+/// The bounded buffer between the sockets' event loop and the engine. The event loop never
+/// waits: when the buffer is full (the engine is behind, say under a flood) a datagram is
+/// dropped and counted. The engine takes datagrams in batches, one wake-up per batch.
+public final class DatagramInbox: Sendable {
+    /// At most this many datagrams wait; at most this many bytes in all.
+    public static let capacity = 4096
+    public static let byteCapacity = 4 << 20
+
+    private struct State {
+        var queue: [ReceivedDatagram] = []
+        var head = 0
+        var bytes = 0
+        var dropped = 0
+        var received = 0
+        var closed = false
+    }
+    private let state = NIOLockedValueBox(State())
+    /// Signals that datagrams are waiting (at most one signal is buffered).
+    public let wakeUps: AsyncStream<Void>
+    private let wake: AsyncStream<Void>.Continuation
+
+    init() {
+        (wakeUps, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Adds a datagram, or drops it when the inbox is full. Called on the event loop.
+    func push(_ datagram: ReceivedDatagram) {
+        let signal: Bool = state.withLockedValue { state in
+            guard !state.closed else { return false }
+            state.received += 1
+            guard state.queue.count - state.head < Self.capacity, state.bytes + datagram.bytes.count <= Self.byteCapacity else {
+                state.dropped += 1
+                return false
+            }
+            let wasEmpty = state.queue.count == state.head
+            state.queue.append(datagram)
+            state.bytes += datagram.bytes.count
+            return wasEmpty
+        }
+        if signal { wake.yield() }
+    }
+
+    /// Takes up to `limit` datagrams, oldest first.
+    public func take(upTo limit: Int) -> [ReceivedDatagram] {
+        state.withLockedValue { state in
+            let end = min(state.queue.count, state.head + limit)
+            let batch = Array(state.queue[state.head..<end])
+            state.head = end
+            for datagram in batch { state.bytes -= datagram.bytes.count }
+            if state.head == state.queue.count {
+                state.queue.removeAll(keepingCapacity: state.queue.capacity <= 256)
+                state.head = 0
+            } else if state.head > 1024 {
+                state.queue.removeFirst(state.head)
+                state.head = 0
+            }
+            return batch
+        }
+    }
+
+    /// Whether datagrams are waiting.
+    public var isEmpty: Bool { state.withLockedValue { $0.queue.count == $0.head } }
+
+    /// Datagrams that arrived, and those dropped because the inbox was full.
+    public var counts: (received: Int, dropped: Int) { state.withLockedValue { ($0.received, $0.dropped) } }
+
+    /// Asks the engine to look again (more is waiting than one batch took).
+    public func signal() { wake.yield() }
+
+    func close() {
+        state.withLockedValue { $0.closed = true }
+        wake.finish()
+    }
 }
 
 /// What one interface looks like to the engine: its addresses and their prefixes.
@@ -59,29 +136,28 @@ public final class NIOMulticastTransport: Sendable {
     /// The open sockets. SwiftNIO closes a datagram channel on most socket errors (a link that
     /// goes down makes a send fail with ENETDOWN, say), so they are reopened when that happens.
     private let channelBox: NIOLockedValueBox<[IPFamily: any Channel]>
-    /// Incoming datagrams, in arrival order.
-    public let datagrams: AsyncStream<ReceivedDatagram>
-    private let continuation: AsyncStream<ReceivedDatagram>.Continuation
+    /// Incoming datagrams, bounded, in arrival order.
+    public let inbox: DatagramInbox
 
     var channels: [IPFamily: any Channel] { channelBox.withLockedValue { $0 } }
 
-    private init(group: any EventLoopGroup, channels: [IPFamily: any Channel], datagrams: AsyncStream<ReceivedDatagram>,
-                 continuation: AsyncStream<ReceivedDatagram>.Continuation) {
+    private init(group: any EventLoopGroup, channels: [IPFamily: any Channel], inbox: DatagramInbox) {
         self.group = group
         self.channelBox = NIOLockedValueBox(channels)
-        self.datagrams = datagrams
-        self.continuation = continuation
+        self.inbox = inbox
     }
 
-    private static func bind(_ family: IPFamily, group: any EventLoopGroup,
-                             continuation: AsyncStream<ReceivedDatagram>.Continuation) async throws -> any Channel {
+    private static func bind(_ family: IPFamily, group: any EventLoopGroup, inbox: DatagramInbox) async throws -> any Channel {
         let bootstrap = DatagramBootstrap(group: group)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(ChannelOptions.Types.SocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_REUSEPORT)), value: 1)
             .channelOption(.receivePacketInfo, value: true)
+            // mDNS packets may be up to 9000 bytes (RFC 6762 §17); read several per wake-up.
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 9000))
+            .channelOption(.maxMessagesPerRead, value: 16)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(InboundHandler(continuation: continuation, family: family))
+                    try channel.pipeline.syncOperations.addHandler(InboundHandler(inbox: inbox, family: family))
                 }
             }
         switch family {
@@ -97,18 +173,18 @@ public final class NIOMulticastTransport: Sendable {
     /// Opens the sockets. Fails with a clear error when port 5353 cannot be bound.
     public static func open(families: Set<IPFamily> = [.v4, .v6]) async throws -> NIOMulticastTransport {
         let group = MultiThreadedEventLoopGroup.singleton
-        let (stream, continuation) = AsyncStream<ReceivedDatagram>.makeStream()
+        let inbox = DatagramInbox()
         var channels: [IPFamily: any Channel] = [:]
         for family in families.sorted(by: { $0 == .v4 && $1 == .v6 }) {
             do {
-                channels[family] = try await bind(family, group: group, continuation: continuation)
+                channels[family] = try await bind(family, group: group, inbox: inbox)
             } catch {
                 if family == .v6 && !channels.isEmpty { continue }  // no IPv6 on this host
                 for channel in channels.values { try? await channel.close() }
                 throw TransportError("cannot open UDP port 5353 for \(family == .v4 ? "IPv4" : "IPv6") mDNS: \(error)")
             }
         }
-        return NIOMulticastTransport(group: group, channels: channels, datagrams: stream, continuation: continuation)
+        return NIOMulticastTransport(group: group, channels: channels, inbox: inbox)
     }
 
     /// Reopens any socket SwiftNIO closed after an error; true if one was reopened (its group
@@ -116,7 +192,7 @@ public final class NIOMulticastTransport: Sendable {
     public func reopenClosedChannels() async -> Bool {
         var reopened = false
         for (family, channel) in channels where !channel.isActive {
-            guard let fresh = try? await Self.bind(family, group: group, continuation: continuation) else { continue }
+            guard let fresh = try? await Self.bind(family, group: group, inbox: inbox) else { continue }
             channelBox.withLockedValue { $0[family] = fresh }
             reopened = true
         }
@@ -188,7 +264,7 @@ public final class NIOMulticastTransport: Sendable {
     /// Closes the sockets.
     public func close() async {
         for channel in channels.values { try? await channel.close() }
-        continuation.finish()
+        inbox.close()
     }
 
     /// The machine's multicast-capable interfaces with their addresses (loopback left out
@@ -240,24 +316,28 @@ public struct TransportError: Error, CustomStringConvertible, Sendable {
 
 private final class InboundHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
-    let continuation: AsyncStream<ReceivedDatagram>.Continuation
+    let inbox: DatagramInbox
     let family: IPFamily
 
-    init(continuation: AsyncStream<ReceivedDatagram>.Continuation, family: IPFamily) {
-        self.continuation = continuation
+    init(inbox: DatagramInbox, family: IPFamily) {
+        self.inbox = inbox
         self.family = family
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
-        guard let interfaceIndex = envelope.metadata?.packetInfo?.interfaceIndex,
-            let source = envelope.remoteAddress.ipAddress(scope: interfaceIndex),
+        guard let info = envelope.metadata?.packetInfo,
+            let source = envelope.remoteAddress.ipAddress(scope: info.interfaceIndex),
             let port = envelope.remoteAddress.port
         else { return }
-        let bytes = Array(envelope.data.readableBytesView)
-        continuation.yield(
-            ReceivedDatagram(bytes: bytes, source: SocketAddress(source, port: UInt16(clamping: port)),
-                             interfaceIndex: interfaceIndex, family: family))
+        let toGroup: Bool = switch info.destinationAddress {
+        case .v4(let address): UInt32(bigEndian: address.address.sin_addr.s_addr) >> 28 == 0xE  // 224.0.0.0/4
+        case .v6(let address): withUnsafeBytes(of: address.address.sin6_addr) { $0.first == 0xFF }  // ff00::/8
+        default: true
+        }
+        inbox.push(
+            ReceivedDatagram(bytes: Array(envelope.data.readableBytesView), source: SocketAddress(source, port: UInt16(clamping: port)),
+                             interfaceIndex: info.interfaceIndex, family: family, toGroup: toGroup))
     }
 }
 
