@@ -32,7 +32,7 @@ def lab(*args, **kwargs):
 
 
 def start(*args):
-    return subprocess.Popen([LAB, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen([LAB, *args], stdout=subprocess.PIPE, stderr=open("/tmp/nearby-flood-" + args[0] + ".err", "a"), text=True)
 
 
 def namespace_pids(host):
@@ -83,7 +83,7 @@ def run_one(kind):
         if lab("avahi", "start", "h1").returncode != 0:
             raise SystemExit("bench-flood: avahi-daemon did not start in h1")
         publisher = start("avahi", "exec", "h1", "--", "avahi-publish", "-s", "Flood Box", "_openagents._tcp", "9500")
-        pid = find_pid("h1", lambda comm, cmd: comm == "avahi-daemon" and "chroot" not in cmd)
+        pid = find_pid("h1", lambda comm, cmd: comm == "avahi-daemon")
     else:
         publisher = start("zeroconf", "h1", "--", "register", "Flood Box", "_openagents._tcp", "9500")
         pid = find_pid("h1", lambda comm, cmd: "zeroconf_peer" in cmd and "register" in cmd)
