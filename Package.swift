@@ -24,6 +24,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
     ],
     targets: [
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
@@ -39,6 +40,7 @@ let package = Package(
             name: "MulticastDNS",
             dependencies: [
                 "DNSWire",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -63,7 +65,11 @@ let package = Package(
             swiftSettings: strict
         ),
         // The public discovery API: advertise, browse, resolve, service types; backend choice.
-        .target(name: "NearbyDiscovery", dependencies: ["DNSWire", "MulticastDNS", "SystemDNSSD"], swiftSettings: strict),
+        .target(
+            name: "NearbyDiscovery",
+            dependencies: ["DNSWire", "MulticastDNS", "SystemDNSSD", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         // OpenSSL 3 (libcrypto, libssl) for identities and X.509 trust.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Small C functions over OpenSSL (what its macros and callbacks hide); DER in, DER out.
@@ -76,6 +82,7 @@ let package = Package(
             name: "nearby",
             dependencies: [
                 "DNSWire", "NearbyDiscovery", "PeerTrust", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/nearby",
             swiftSettings: strict

@@ -83,6 +83,8 @@ public final class MDNSCore {
     var pendingResponses: [PendingResponseKey: PendingResponse] = [:]
 
     // Querier state.
+    /// When we last asked for unicast replies (a QU query or the first probe).
+    var lastUnicastRequest: Duration?
     var queries: [Int: ContinuousQuery] = [:]
     var cache = RecordCache()
 
@@ -174,8 +176,11 @@ public struct EngineStatistics: Sendable, Equatable {
     public var duplicateAnswersSuppressed = 0
     /// Answers left out because the querier listed them as known (§7.1).
     public var knownAnswersSuppressed = 0
-    /// Multicast answers held back by the once-a-second rule and sent when it allowed (§6.2).
+    /// Multicast answers held back by the once-a-second rule and sent when it allowed (§6).
     public var multicastAnswersDeferred = 0
+    /// Unicast responses not taken in: no QU question of ours asked for them in the last two
+    /// seconds, or they came from off the link (§6, §11).
+    public var unicastResponsesRefused = 0
     public init() {}
 }
 

@@ -1,4 +1,5 @@
 public import DNSWire
+public import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -50,27 +51,36 @@ public actor MulticastDNSEngine {
     var groupOfQuery: [QueryID: QueryGroup] = [:]
     var nextGroup = 1
     var isShutDown = false
+    let logger: Logger
+    /// The counters as last logged, so that each log line tells what is new.
+    var loggedCounters = Statistics()
 
-    private init(core: MDNSCore, transport: NIOMulticastTransport, interfaceNames: [String]?) {
+    private init(core: MDNSCore, transport: NIOMulticastTransport, interfaceNames: [String]?, logger: Logger) {
         self.core = core
         self.transport = transport
         self.interfaceNames = interfaceNames
+        self.logger = logger
     }
 
     /// Starts the engine on every multicast-capable interface but loopback, or on those named.
     /// - Parameters:
     ///   - hostName: the host label to claim in `.local` (default: this machine's name).
     ///   - interfaces: interface names to run on; nil for all.
-    public static func start(hostName: String? = nil, interfaces: [String]? = nil) async throws -> MulticastDNSEngine {
+    ///   - logger: where to say what happens (interfaces, drops, failures); silent by default.
+    public static func start(
+        hostName: String? = nil, interfaces: [String]? = nil, logger: Logger = Logger(label: "nearby.mdns", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws -> MulticastDNSEngine {
         if let interfaces {
             let known = Set(NIOMulticastTransport.interfaces(named: nil).map(\.interface.name) + ["lo"])
             if let unknown = interfaces.first(where: { !known.contains($0) }) {
-                throw TransportError("no multicast-capable interface named \"\(unknown)\" (have: \(known.sorted().joined(separator: ", ")))")
+                throw TransportError(
+                    "no multicast-capable interface named \"\(unknown)\" (have: \(known.sorted().joined(separator: ", ")))",
+                    unknownInterface: true)
             }
         }
-        let transport = try await NIOMulticastTransport.open()
+        let transport = try await NIOMulticastTransport.open(logger: logger)
         let core = MDNSCore(hostName: hostName ?? Self.defaultHostLabel(), seed: UInt64.random(in: .min ... .max))
-        let engine = MulticastDNSEngine(core: core, transport: transport, interfaceNames: interfaces)
+        let engine = MulticastDNSEngine(core: core, transport: transport, interfaceNames: interfaces, logger: logger)
         await engine.begin()
         return engine
     }
@@ -100,6 +110,7 @@ public actor MulticastDNSEngine {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(2))
                 await self?.refreshInterfaces()
+                await self?.logCounters()
             }
         }
     }
@@ -116,6 +127,7 @@ public actor MulticastDNSEngine {
         for (index, info) in byIndex where interfaceInfo[index] != info { await transport.join(info) }
         interfaceInfo = byIndex
         ownAddresses = Set(byIndex.values.flatMap { $0.addresses.map(\.withoutScope) })
+        logger.info("mDNS on \(current.isEmpty ? "no interface" : current.map { "\($0.interface.name) (\($0.addresses.map(\.description).joined(separator: ", ")))" }.joined(separator: "; "))")
         core.advance(to: elapsed)
         core.setInterfaces(Dictionary(current.map { ($0.interface, $0.addresses) }, uniquingKeysWith: { first, _ in first }))
         flush()
@@ -149,6 +161,10 @@ public actor MulticastDNSEngine {
         do {
             message = try Message(decoding: datagram.bytes)
         } catch {
+            // Counted here, logged (with the first one's reason) every two seconds at most.
+            if statistics.undecodable == loggedCounters.undecodable && lastUndecodable == nil {
+                lastUndecodable = "\(error) (from \(datagram.source))"
+            }
             statistics.undecodable += 1
             return
         }
@@ -168,16 +184,46 @@ public actor MulticastDNSEngine {
         public var undecodable = 0
         /// Datagrams dropped because the engine had fallen behind (the inbox was full).
         public var droppedWhileBusy = 0
+        /// Datagrams the sockets failed to send.
+        public var sendFailures = 0
+        /// Unicast responses refused: not asked for by a recent QU query, or from off the link (§6, §11).
+        public var unicastResponsesRefused = 0
         /// What the RFC 6762 engine held back on purpose.
         public var engine = EngineStatistics()
     }
     var statistics = Statistics()
 
+    /// Why the first undecodable datagram since the last log line did not decode.
+    var lastUndecodable: String?
+
+    /// Logs what was dropped or went wrong since the last call: one line per kind, so a flood
+    /// costs a line every two seconds, not one per packet.
+    func logCounters() {
+        let now = counters
+        let before = loggedCounters
+        if now.undecodable > before.undecodable {
+            logger.debug("ignored \(now.undecodable - before.undecodable) undecodable datagram(s); first: \(lastUndecodable ?? "?")")
+        }
+        if now.droppedWhileBusy > before.droppedWhileBusy {
+            logger.warning("dropped \(now.droppedWhileBusy - before.droppedWhileBusy) datagram(s): the engine fell behind (inbox full)")
+        }
+        if now.sendFailures > before.sendFailures {
+            logger.warning("\(now.sendFailures - before.sendFailures) datagram(s) could not be sent")
+        }
+        if now.unicastResponsesRefused > before.unicastResponsesRefused {
+            logger.debug("refused \(now.unicastResponsesRefused - before.unicastResponsesRefused) unicast response(s) we had not asked for, or from off the link")
+        }
+        loggedCounters = now
+        lastUndecodable = nil
+    }
+
     /// Counts of what was taken in, dropped and held back so far.
     public var counters: Statistics {
         var counts = statistics
         counts.droppedWhileBusy = transport.inbox.counts.dropped
+        counts.sendFailures = transport.sendFailures
         counts.engine = core.statistics
+        counts.unicastResponsesRefused = core.statistics.unicastResponsesRefused
         return counts
     }
 

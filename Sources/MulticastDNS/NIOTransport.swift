@@ -1,4 +1,5 @@
 import DNSWire
+public import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -138,13 +139,19 @@ public final class NIOMulticastTransport: Sendable {
     private let channelBox: NIOLockedValueBox<[IPFamily: any Channel]>
     /// Incoming datagrams, bounded, in arrival order.
     public let inbox: DatagramInbox
+    let logger: Logger
+    private let failedSends = NIOLockedValueBox(0)
 
     var channels: [IPFamily: any Channel] { channelBox.withLockedValue { $0 } }
 
-    private init(group: any EventLoopGroup, channels: [IPFamily: any Channel], inbox: DatagramInbox) {
+    /// Datagrams the sockets failed to send so far.
+    public var sendFailures: Int { failedSends.withLockedValue { $0 } }
+
+    private init(group: any EventLoopGroup, channels: [IPFamily: any Channel], inbox: DatagramInbox, logger: Logger) {
         self.group = group
         self.channelBox = NIOLockedValueBox(channels)
         self.inbox = inbox
+        self.logger = logger
     }
 
     private static func bind(_ family: IPFamily, group: any EventLoopGroup, inbox: DatagramInbox) async throws -> any Channel {
@@ -171,7 +178,9 @@ public final class NIOMulticastTransport: Sendable {
     }
 
     /// Opens the sockets. Fails with a clear error when port 5353 cannot be bound.
-    public static func open(families: Set<IPFamily> = [.v4, .v6]) async throws -> NIOMulticastTransport {
+    public static func open(
+        families: Set<IPFamily> = [.v4, .v6], logger: Logger = Logger(label: "nearby.mdns", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws -> NIOMulticastTransport {
         let group = MultiThreadedEventLoopGroup.singleton
         let inbox = DatagramInbox()
         var channels: [IPFamily: any Channel] = [:]
@@ -179,12 +188,15 @@ public final class NIOMulticastTransport: Sendable {
             do {
                 channels[family] = try await bind(family, group: group, inbox: inbox)
             } catch {
-                if family == .v6 && !channels.isEmpty { continue }  // no IPv6 on this host
+                if family == .v6 && !channels.isEmpty {
+                    logger.notice("no IPv6 mDNS: \(error)")  // no IPv6 on this host
+                    continue
+                }
                 for channel in channels.values { try? await channel.close() }
                 throw TransportError("cannot open UDP port 5353 for \(family == .v4 ? "IPv4" : "IPv6") mDNS: \(error)")
             }
         }
-        return NIOMulticastTransport(group: group, channels: channels, inbox: inbox)
+        return NIOMulticastTransport(group: group, channels: channels, inbox: inbox, logger: logger)
     }
 
     /// Reopens any socket SwiftNIO closed after an error; true if one was reopened (its group
@@ -209,7 +221,11 @@ public final class NIOMulticastTransport: Sendable {
             else { continue }
             let groupAddress = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(SocketAddress.mdnsPort))
             guard let groupAddress else { continue }
-            _ = try? await multicast.joinGroup(groupAddress, device: device).get()
+            do {
+                try await multicast.joinGroup(groupAddress, device: device).get()
+            } catch {
+                logger.warning("cannot join the mDNS group \(groupAddress) on \(info.interface.name): \(error)")
+            }
         }
     }
 
@@ -237,9 +253,13 @@ public final class NIOMulticastTransport: Sendable {
             family = address.address.isIPv6 ? .v6 : .v4
             target = address.nioAddress
         }
-        guard let channel = channels[family], let target else { return }
+        guard let channel = channels[family], let target else {
+            failedSends.withLockedValue { $0 += 1 }
+            return
+        }
         let buffer = channel.allocator.buffer(bytes: bytes)
         let envelope = AddressedEnvelope(remoteAddress: target, data: buffer)
+        let failedSends = failedSends
         channel.eventLoop.execute {
             // Choose the outgoing interface for this datagram; the event loop runs the option
             // change and the write in this order, so concurrent sends cannot interleave.
@@ -257,7 +277,7 @@ public final class NIOMulticastTransport: Sendable {
                     _ = options.setIPv6MulticastHops(255)
                 }
             }
-            channel.writeAndFlush(envelope, promise: nil)
+            channel.writeAndFlush(envelope).whenFailure { _ in failedSends.withLockedValue { $0 += 1 } }
         }
     }
 
@@ -311,7 +331,13 @@ func runningInterfaceNames() -> Set<String> {
 /// Why the transport could not start.
 public struct TransportError: Error, CustomStringConvertible, Sendable {
     public var description: String
-    init(_ description: String) { self.description = description }
+    /// True when the caller named an interface this machine does not have (bad input, not a
+    /// network failure).
+    public var isUnknownInterface: Bool
+    init(_ description: String, unknownInterface: Bool = false) {
+        self.description = description
+        self.isUnknownInterface = unknownInterface
+    }
 }
 
 private final class InboundHandler: ChannelInboundHandler, Sendable {

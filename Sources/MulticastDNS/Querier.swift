@@ -120,6 +120,7 @@ extension MDNSCore {
             for entry in list where entry.interface == interface && isKnownAnswer(entry) {
                 var answer = entry.record
                 answer.ttl = UInt32(max(0, (entry.expires - now).components.seconds))
+                answer.cacheFlush = false  // §10.2: never set in a known answer
                 known.append(answer)
             }
         }
@@ -161,6 +162,7 @@ extension MDNSCore {
             }
             sendMulticast(Message(questions: [question], answers: known), on: interface)
         }
+        if question.unicastResponse { lastUnicastRequest = now }
         scheduleCacheCheck()
     }
 

@@ -105,8 +105,12 @@ extension MDNSCore {
         set.generation += 1
         recordSets[id.rawValue] = nil
         guard wasPublic else { return }
+        // A shared record another registration still publishes (the type's enumeration PTR,
+        // say) gets no goodbye: it is still true.
+        let stillShared = Set(recordSets.values.filter { $0.isActive && !isProbing($0) }.flatMap { sharedRecords(of: $0) })
         for interface in interfaces.keys.sorted(by: { $0.index < $1.index }) {
-            let goodbyes = (ownedRecords(of: set, on: interface) + sharedRecords(of: set)).map { record in
+            let leaving = ownedRecords(of: set, on: interface) + sharedRecords(of: set).filter { !stillShared.contains($0) }
+            let goodbyes = leaving.map { record in
                 var goodbye = record
                 goodbye.ttl = 0
                 return goodbye
@@ -119,6 +123,20 @@ extension MDNSCore {
     public func unregisterAll() {
         for id in recordSets.keys.sorted() where recordSets[id]?.isService == true {
             unregister(RegistrationID(rawValue: id))
+        }
+        // The host name goes too (§10.1), unless another responder here owns its records.
+        guard let host = hostSetID.flatMap({ recordSets[$0] }), host.isActive else { return }
+        let wasPublic = !isProbing(host)
+        host.state = .dormant
+        host.generation += 1
+        guard wasPublic else { return }
+        for interface in sortedInterfaces {
+            let goodbyes = ownedRecords(of: host, on: interface).map { record in
+                var goodbye = record
+                goodbye.ttl = 0
+                return goodbye
+            }
+            if !goodbyes.isEmpty { sendMulticast(Message(header: .response, answers: goodbyes), on: interface) }
         }
     }
 
@@ -265,6 +283,7 @@ extension MDNSCore {
             guard !proposed.isEmpty else { continue }
             // The first probe asks for a unicast reply (QU), which reaches us sooner (§8.1).
             let question = Question(name: set.name, type: .any, unicastResponse: step == 0)
+            if step == 0 { lastUnicastRequest = now }
             sendMulticast(Message(questions: [question], authorities: proposed), on: interface)
         }
         set.state = .probing(step: step + 1)
@@ -327,6 +346,14 @@ extension MDNSCore {
         guard interfaces[received.interface] != nil else { return }
         if message.header.isResponse {
             guard !received.isLegacyUnicast else { return }  // §6: responses come from port 5353
+            // §6 and §11: a response sent to us alone is taken only from the link, and only when
+            // we asked for unicast replies in the last two seconds.
+            if !received.destinationIsMulticast {
+                guard received.sourceIsOnLink, let asked = lastUnicastRequest, now - asked <= .seconds(2) else {
+                    statistics.unicastResponsesRefused += 1
+                    return
+                }
+            }
             noticeLocalResponder(received)
             detectConflicts(in: message, on: received.interface)
             if received.destinationIsMulticast { suppressDuplicateAnswers(message, on: received.interface) }
@@ -564,7 +591,7 @@ extension MDNSCore {
             return
         }
         if case .multicast = key.destination {
-            // §6.2: at most once a second per record on the multicast group. What may not go
+            // §6: at most once a second per record on the multicast group. What may not go
             // yet is owed, not dropped: it goes as soon as its second is up.
             var fresh: [ResourceRecord] = []
             var owed: [ResourceRecord] = []

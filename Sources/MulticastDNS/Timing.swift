@@ -18,7 +18,7 @@ public enum MDNSTiming {
     public static let sharedResponseDelay: ClosedRange<Duration> = .milliseconds(20) ... .milliseconds(120)
     /// §7.2: after a query with TC, wait 400–500 ms for the rest of its known answers.
     public static let truncatedQueryDelay: ClosedRange<Duration> = .milliseconds(400) ... .milliseconds(500)
-    /// §6.2: a record is multicast at most once a second (except to defend a probe).
+    /// §6: a record is multicast at most once a second (except to defend a probe).
     public static let multicastRecordInterval: Duration = .seconds(1)
     /// §5.2: continuous queries: intervals start at 1 s and double, up to 60 minutes.
     public static let queryInitialInterval: Duration = .seconds(1)

@@ -277,6 +277,22 @@ struct BrowseStateMachine {
         return candidates.min { $0.0 < $1.0 }.map { ($0.1, $0.2) }
     }
 
+    /// For each service being resolved but not resolved yet, what it still lacks, in words
+    /// (for `nearby browse --verbose`: why a service does not resolve).
+    func unresolved() -> [(service: DiscoveredService, waitingFor: String)] {
+        guard mode != .browse(resolve: false), !interrupted else { return [] }
+        return presentKeys().compactMap { key in
+            guard resolution(key) == nil else { return nil }
+            guard let (interface, data) = location(key) else { return (service(key), "its SRV record (host and port)") }
+            var lacking: [String] = []
+            if txt[InstanceKey(name: key.name, interface: interface)]?.latest == nil { lacking.append("its TXT record") }
+            if addresses[InstanceKey(name: data.target, interface: interface)]?.present.isEmpty ?? true {
+                lacking.append("an address (A/AAAA) of \(data.target) on \(interface.name)")
+            }
+            return (service(key), lacking.joined(separator: " and "))
+        }
+    }
+
     /// The resolution `key` has now, computed from what is held: nil until its SRV, its TXT and
     /// an address of its host are all present.
     func resolution(_ key: InstanceKey) -> ResolvedService? {

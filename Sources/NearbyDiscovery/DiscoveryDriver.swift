@@ -1,4 +1,5 @@
 import DNSWire
+import Logging
 import MulticastDNS
 
 /// Where a ``DiscoveryDriver`` gets its observations: a backend's way of following a type, a
@@ -28,6 +29,7 @@ struct DiscoveryDriver {
 
     var machine: BrowseStateMachine
     let source: any ObservationSource
+    var logger: Logger
 
     /// Runs until cancelled or until `onReport` returns false; then stops the source.
     /// - Parameter deadline: also stop when this much time has passed (a resolve's timeout).
@@ -40,14 +42,33 @@ struct DiscoveryDriver {
         var timer: Task<Void, Never>?
         defer { timer?.cancel() }
 
+        var explained: [String: String] = [:]
         func perform(_ actions: [BrowseStateMachine.Action]) async -> Bool {
             for action in actions {
                 switch action {
-                case .watch(let watch): await source.watch(watch)
-                case .unwatch(let watch): await source.unwatch(watch)
-                case .report(let event): if !onReport(event) { return false }
+                case .watch(let watch):
+                    logger.trace("watching \(watch)")
+                    await source.watch(watch)
+                case .unwatch(let watch):
+                    logger.trace("no longer watching \(watch)")
+                    await source.unwatch(watch)
+                case .report(let event):
+                    switch event {
+                    case .interrupted(let error): logger.warning("discovery interrupted: \(error)")
+                    case .restored: logger.notice("discovery restored")
+                    default: logger.debug("\(event)")
+                    }
+                    if !onReport(event) { return false }
                 }
             }
+            // Why what is found is not resolved yet, each time that changes.
+            var now: [String: String] = [:]
+            for (service, waiting) in machine.unresolved() {
+                let name = "\(service) on \(service.interface.name.isEmpty ? "any interface" : service.interface.name)"
+                now[name] = waiting
+                if explained[name] != waiting { logger.debug("\(name) is not resolved yet: waiting for \(waiting)") }
+            }
+            explained = now
             return true
         }
         func rearm() {
@@ -69,7 +90,9 @@ struct DiscoveryDriver {
             guard let next = await iterator.next() else { break }
             let now = elapsed()
             switch next {
-            case .observed(let batch): going = await perform(machine.handle(batch, at: now))
+            case .observed(let batch):
+                logger.trace("observed \(batch)")
+                going = await perform(machine.handle(batch, at: now))
             case .tick: going = await perform(machine.advance(to: now))
             }
             if let deadline, now >= deadline { break }
@@ -84,13 +107,13 @@ extension DiscoveryDriver {
     /// Browse events for `type` until the consumer stops listening.
     static func browse(
         _ type: ServiceType, resolve: Bool, settleTime: Duration,
-        source: any ObservationSource
+        source: any ObservationSource, logger: Logger
     ) -> AsyncStream<BrowseEvent> {
         let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
         let task = Task {
             let driver = DiscoveryDriver(
                 machine: BrowseStateMachine(type: type, mode: .browse(resolve: resolve), settleTime: settleTime),
-                source: source)
+                source: source, logger: logger)
             await driver.run { event in
                 if case .terminated = continuation.yield(event) { return false }
                 return true
@@ -103,11 +126,12 @@ extension DiscoveryDriver {
 
     /// The first resolution of one instance, or nil when none came within `timeout`.
     static func resolve(
-        _ instance: ServiceInstanceName, timeout: Duration, settleTime: Duration, source: any ObservationSource
+        _ instance: ServiceInstanceName, timeout: Duration, settleTime: Duration, source: any ObservationSource,
+        logger: Logger
     ) async -> ResolvedService? {
         let driver = DiscoveryDriver(
             machine: BrowseStateMachine(type: instance.type, mode: .resolve(instance.domainName), settleTime: settleTime),
-            source: source)
+            source: source, logger: logger)
         var result: ResolvedService?
         await driver.run(deadline: timeout) { event in
             if case .found(_, let resolved?) = event { result = resolved }

@@ -1,5 +1,7 @@
 @_exported public import DNSWire
+public import Logging
 @_exported public import MulticastDNS
+import SystemDNSSD
 
 /// A service instance seen on the network.
 public struct DiscoveredService: Hashable, Sendable, CustomStringConvertible {
@@ -61,10 +63,47 @@ public enum AdvertisementEvent: Sendable, Equatable {
     case restored(String)
 }
 
-/// Why discovery failed, in words a person can act on.
+/// Why discovery failed: a ``code`` to switch on and a message a person can act on.
 public struct DiscoveryError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+    /// What kind of failure this is. A struct with static members rather than an enum, so
+    /// that new codes can be added without breaking a caller's `switch` (give it a `default`).
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The system's DNS-SD daemon (avahi-daemon, mDNSResponder) is not running or not reachable.
+        public static let daemonNotRunning = Code("daemonNotRunning")
+        /// The daemon refused or failed an operation (name conflict it could not settle, bad parameter, …).
+        public static let daemonFailure = Code("daemonFailure")
+        /// Nothing answered in time.
+        public static let timeout = Code("timeout")
+        /// The caller's input is unusable (an interface that does not exist, too many interfaces, …).
+        public static let invalidInput = Code("invalidInput")
+        /// The chosen backend cannot do what was asked (a TTL or a host name on the system backend).
+        public static let unsupported = Code("unsupported")
+        /// The network could not be used: UDP port 5353 could not be opened, a socket failed.
+        public static let transportFailure = Code("transportFailure")
+        /// Discovery was shut down before the operation finished.
+        public static let stopped = Code("stopped")
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// What happened and what to do, in words.
+    public var message: String
+    public var description: String { message }
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// A failure of the system's daemon, classified by its dns_sd code.
+    init(_ error: DNSSDError, context: String? = nil) {
+        self.init(error.daemonUnavailable ? .daemonNotRunning : .daemonFailure,
+                  context.map { "\($0): \(error.description)" } ?? error.description)
+    }
 }
 
 /// A published service. Cancelling (or shutting the discovery down) sends goodbyes.
@@ -155,24 +194,32 @@ public final class NearbyDiscovery: Sendable {
     ///   - interfaces: interface names to use (default: every multicast-capable one but
     ///     loopback). The system backend takes at most one.
     /// - Throws: ``DiscoveryError`` when the backend cannot start, e.g. `.system` with no daemon.
+    ///   - logger: where the library says what it does and what it throws away (drops,
+    ///     failures, why a service does not resolve); silent by default.
     public static func start(
-        backend: BackendChoice = .automatic, hostName: String? = nil, interfaces: [String]? = nil
+        backend: BackendChoice = .automatic, hostName: String? = nil, interfaces: [String]? = nil,
+        logger: Logger = silentLogger
     ) async throws -> NearbyDiscovery {
         switch backend {
         case .embedded:
-            return NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces))
+            return NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger))
         case .system:
             if hostName != nil {
-                throw DiscoveryError("the system backend publishes under the daemon's host name; a host name needs the embedded backend")
+                throw DiscoveryError(.unsupported, "the system backend publishes under the daemon's host name; a host name needs the embedded backend")
             }
-            return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces))
+            return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces, logger: logger))
         case .automatic:
             if hostName == nil, await SystemBackend.daemonAnswers() {
-                return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces))
+                logger.debug("a DNS-SD daemon answers: using the system backend")
+                return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces, logger: logger))
             }
-            return NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces))
+            logger.debug("using the embedded engine")
+            return NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger))
         }
     }
+
+    /// A logger that says nothing: the default everywhere, libraries are quiet unless asked.
+    public static let silentLogger = Logger(label: "nearby", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// The host name this machine answers to, e.g. `buildbox.local.`.
     public var hostName: DomainName {
@@ -203,7 +250,7 @@ public final class NearbyDiscovery: Sendable {
     public func resolve(_ name: String, type: ServiceType, timeout: Duration = .seconds(5)) async throws -> ResolvedService {
         let instance = try ServiceInstanceName(name, type: type)
         if let result = await backend.resolve(instance, timeout: timeout) { return result }
-        throw DiscoveryError("no answer for \"\(name)\" (\(type)) within \(timeout)")
+        throw DiscoveryError(.timeout, "no answer for \"\(name)\" (\(type)) within \(timeout)")
     }
 
     /// Service types on the network (`_services._dns-sd._udp`), as they appear.
@@ -220,13 +267,17 @@ public final class NearbyDiscovery: Sendable {
 /// DNS-SD with Nearby's own mDNS engine: no daemon needed.
 public struct EmbeddedBackend: DiscoveryBackend {
     let engine: MulticastDNSEngine
+    let logger: Logger
 
     /// Starts the engine on the named interfaces (nil: all multicast-capable but loopback).
-    public static func start(hostName: String? = nil, interfaces: [String]? = nil) async throws -> EmbeddedBackend {
+    public static func start(
+        hostName: String? = nil, interfaces: [String]? = nil, logger: Logger = NearbyDiscovery.silentLogger
+    ) async throws -> EmbeddedBackend {
         do {
-            return EmbeddedBackend(engine: try await MulticastDNSEngine.start(hostName: hostName, interfaces: interfaces))
+            let engine = try await MulticastDNSEngine.start(hostName: hostName, interfaces: interfaces, logger: logger)
+            return EmbeddedBackend(engine: engine, logger: logger)
         } catch let error as TransportError {
-            throw DiscoveryError(error.description)
+            throw DiscoveryError(error.isUnknownInterface ? .invalidInput : .transportFailure, error.description)
         }
     }
 
@@ -257,20 +308,24 @@ public struct EmbeddedBackend: DiscoveryBackend {
                     cancel: { [engine] in await engine.unregister(id) })
             }
         }
-        throw DiscoveryError("the engine stopped before \"\(name)\" was registered")
+        throw DiscoveryError(.stopped, "the engine stopped before \"\(name)\" was registered")
     }
 
+    /// The engine hands over each packet's records as one batch, but responders such as
+    /// python-zeroconf send a host's IPv4 and IPv6 addresses in separate packets a fraction of
+    /// a millisecond apart: a resolution waits this long for the rest before it is reported.
+    static let settleTime: Duration = .milliseconds(10)
+
     public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
-        // The engine hands over a packet's records as one batch: report at the end of each.
         DiscoveryDriver.browse(
-            type, resolve: resolve, settleTime: .zero,
-            source: EmbeddedObservationSource(engine: engine, browsing: type.domainName, type: type))
+            type, resolve: resolve, settleTime: Self.settleTime,
+            source: EmbeddedObservationSource(engine: engine, browsing: type.domainName, type: type), logger: logger)
     }
 
     public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
         await DiscoveryDriver.resolve(
-            instance, timeout: timeout, settleTime: .zero,
-            source: EmbeddedObservationSource(engine: engine, browsing: nil, type: instance.type))
+            instance, timeout: timeout, settleTime: Self.settleTime,
+            source: EmbeddedObservationSource(engine: engine, browsing: nil, type: instance.type), logger: logger)
     }
 
     public func serviceTypes() -> AsyncStream<ServiceType> {

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import DNSWire
+public import Logging
 import MulticastDNS
 import SystemDNSSD
 
@@ -18,6 +19,7 @@ public struct SystemBackend: DiscoveryBackend {
     /// The interface to work on; nil for all.
     let interface: NetworkInterface?
     let live: LiveAdvertisements
+    let logger: Logger
 
     /// How often a lost operation is tried again while the daemon is away.
     public static let retryInterval: Duration = .seconds(1)
@@ -39,22 +41,22 @@ public struct SystemBackend: DiscoveryBackend {
     /// - Parameter interfaces: nil for all interfaces, or one interface name.
     /// - Throws: ``DiscoveryError`` naming what to start when no daemon answers, or what is wrong
     ///   with `interfaces`.
-    public static func start(interfaces: [String]? = nil) async throws -> SystemBackend {
+    public static func start(interfaces: [String]? = nil, logger: Logger = NearbyDiscovery.silentLogger) async throws -> SystemBackend {
         var chosen: NetworkInterface?
         if let interfaces, !interfaces.isEmpty {
             guard interfaces.count == 1 else {
-                throw DiscoveryError("the system backend works on all interfaces or on one; got \(interfaces.count) (\(interfaces.joined(separator: ", ")))")
+                throw DiscoveryError(.invalidInput, "the system backend works on all interfaces or on one; got \(interfaces.count) (\(interfaces.joined(separator: ", ")))")
             }
             let index = if_nametoindex(interfaces[0])
-            guard index != 0 else { throw DiscoveryError("no network interface named \"\(interfaces[0])\"") }
+            guard index != 0 else { throw DiscoveryError(.invalidInput, "no network interface named \"\(interfaces[0])\"") }
             chosen = NetworkInterface(index: Int(index), name: interfaces[0])
         }
         do {
             try await DNSSD.checkDaemon()
         } catch {
-            throw DiscoveryError(error.description)
+            throw DiscoveryError(error)
         }
-        return SystemBackend(interface: chosen, live: LiveAdvertisements())
+        return SystemBackend(interface: chosen, live: LiveAdvertisements(), logger: logger)
     }
 
     var interfaceIndex: UInt32 { UInt32(interface?.index ?? 0) }
@@ -70,14 +72,14 @@ public struct SystemBackend: DiscoveryBackend {
 
     public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
         if registration.ttl != nil {
-            throw DiscoveryError("the system backend cannot set TTLs (the daemon chooses them); use the embedded backend for a TTL")
+            throw DiscoveryError(.unsupported, "the system backend cannot set TTLs (the daemon chooses them); use the embedded backend for a TTL")
         }
         let advertiser = SystemAdvertiser(registration: registration, interfaceIndex: interfaceIndex)
         let name: String
         do {
             name = try await advertiser.start()
         } catch {
-            throw DiscoveryError("cannot advertise \"\(registration.instance)\": \(error.description)")
+            throw DiscoveryError(error, context: "cannot advertise \"\(registration.instance)\"")
         }
         await live.add(advertiser)
         return Advertisement(
@@ -97,13 +99,13 @@ public struct SystemBackend: DiscoveryBackend {
     public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
         DiscoveryDriver.browse(
             type, resolve: resolve, settleTime: Self.settleTime,
-            source: SystemObservationSource(type: type, interface: interface, browses: true))
+            source: SystemObservationSource(type: type, interface: interface, browses: true, logger: logger), logger: logger)
     }
 
     public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
         await DiscoveryDriver.resolve(
             instance, timeout: timeout, settleTime: Self.settleTime,
-            source: SystemObservationSource(type: instance.type, interface: interface, browses: false))
+            source: SystemObservationSource(type: instance.type, interface: interface, browses: false, logger: logger), logger: logger)
     }
 
     public func serviceTypes() -> AsyncStream<ServiceType> {
@@ -217,7 +219,7 @@ actor SystemAdvertiser {
                         }
                     case .failed(let error):
                         if first != nil { return reportFirst(.failure(error)) }
-                        if registered && !cancelled { continuation.yield(.interrupted(DiscoveryError(error.description))) }
+                        if registered && !cancelled { continuation.yield(.interrupted(DiscoveryError(error))) }
                     }
                 }
                 self.operation = nil

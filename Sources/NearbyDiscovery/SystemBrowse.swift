@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import DNSWire
+import Logging
 import MulticastDNS
 import SystemDNSSD
 
@@ -33,10 +34,23 @@ actor SystemObservationSource: ObservationSource {
     private var operations: [DiscoveryWatch: [@Sendable () -> Void]] = [:]
     private var tasks: [DiscoveryWatch: [Task<Void, Never>]] = [:]
 
-    init(type: ServiceType, interface: NetworkInterface?, browses: Bool) {
+    let logger: Logger
+
+    init(type: ServiceType, interface: NetworkInterface?, browses: Bool, logger: Logger = NearbyDiscovery.silentLogger) {
         self.type = type
         self.interface = interface
         self.browses = browses
+        self.logger = logger
+    }
+
+    /// Runs a dns_sd call; a failure is logged (the daemon said no) and gives nil.
+    private func attempt<Event>(_ what: String, _ call: () async throws -> DNSSDOperation<Event>) async -> DNSSDOperation<Event>? {
+        do {
+            return try await call()
+        } catch {
+            logger.warning("\(what): \(error)")
+            return nil
+        }
     }
 
     private var interfaceIndex: UInt32 { UInt32(interface?.index ?? 0) }
@@ -45,7 +59,7 @@ actor SystemObservationSource: ObservationSource {
         self.sink = sink
         guard browses else { return }
         if let error = await openBrowse() {
-            sink.deliver([.interrupted(DiscoveryError(error.description))])
+            sink.deliver([.interrupted(DiscoveryError(error))])
             startRetrying()
         }
     }
@@ -66,7 +80,7 @@ actor SystemObservationSource: ObservationSource {
                         let on = fixed ?? networkInterface(index: instance.interfaceIndex)
                         if case .added = event { sink.deliver([.instanceAdded(name, on)]) } else { sink.deliver([.instanceRemoved(name, on)]) }
                     case .failed(let error):
-                        sink.deliver([.interrupted(DiscoveryError(error.description))])
+                        sink.deliver([.interrupted(DiscoveryError(error))])
                     }
                 }
                 await self?.browseEnded(operation)
@@ -80,7 +94,7 @@ actor SystemObservationSource: ObservationSource {
     private func browseEnded(_ operation: DNSSDOperation<DNSSDBrowseEvent>) {
         guard browse === operation else { return }
         browse = nil
-        sink?.deliver([.interrupted(DiscoveryError("the DNS-SD daemon ended the browse"))])
+        sink?.deliver([.interrupted(DiscoveryError(.daemonNotRunning, "the DNS-SD daemon ended the browse"))])
         startRetrying()
     }
 
@@ -109,9 +123,9 @@ actor SystemObservationSource: ObservationSource {
             guard let instance = try? ServiceInstanceName(domainName: name) else { return }
             let base = instance.type.baseType
             let index = UInt32(on?.index ?? interface?.index ?? 0)
-            if let resolver = try? await DNSSD.resolve(
-                name: instance.instance, type: base.description, domain: base.domain.description, interfaceIndex: index)
-            {
+            if let resolver = await attempt("cannot resolve \(name)", {
+                try await DNSSD.resolve(name: instance.instance, type: base.description, domain: base.domain.description, interfaceIndex: index)
+            }) {
                 follow(watch, resolver) { (previous: Resolved?, event: DNSSDResolveEvent) -> (Resolved?, [DiscoveryObservation]) in
                     // Each answer replaces the last one: say what left and what came.
                     guard case .resolved(let resolution) = event,
@@ -138,7 +152,9 @@ actor SystemObservationSource: ObservationSource {
                     return (now, observations)
                 }
             }
-            if let txtQuery = try? await DNSSD.queryRecord(name: name.description, type: DNSSD.typeTXT, interfaceIndex: index) {
+            if let txtQuery = await attempt("cannot follow the TXT record of \(name)", {
+                try await DNSSD.queryRecord(name: name.description, type: DNSSD.typeTXT, interfaceIndex: index)
+            }) {
                 follow(watch, txtQuery) { (_: Int?, event) in
                     switch event {
                     case .added(let record, _):
@@ -152,8 +168,9 @@ actor SystemObservationSource: ObservationSource {
         case .host(let host, let on):
             let index = UInt32(on?.index ?? interface?.index ?? 0)
             for recordType in [DNSSD.typeA, DNSSD.typeAAAA] {
-                guard let query = try? await DNSSD.queryRecord(name: host.description, type: recordType, interfaceIndex: index)
-                else { continue }
+                guard let query = await attempt("cannot ask for the addresses of \(host)", {
+                    try await DNSSD.queryRecord(name: host.description, type: recordType, interfaceIndex: index)
+                }) else { continue }
                 follow(watch, query) { (_: Int?, event) in
                     switch event {
                     case .added(let record, _):

@@ -198,4 +198,40 @@ struct QuerierTests {
         let answersAfter = lan.wire.filter { $0.from == "alpha" && $0.time >= start && $0.message.answers.contains { $0.type == .ptr && $0.name == agentType.domainName } }
         #expect(answersAfter.isEmpty)
     }
+
+    @Test("a unicast response we did not ask for, or from off the link, is not cached (§6, §11)")
+    func unaskedUnicastResponsesRefused() throws {
+        let lan = SimulatedLAN()
+        let b = lan.addHost("beta")
+        lan.run(for: .seconds(5))
+        let forged = ResourceRecord(name: instanceName("Forged"), data: .srv(SRVData(port: 1, target: "evil.local.")), ttl: 120)
+        let response = Message(header: .response, answers: [forged])
+        let onLink = SocketAddress(.v4(IPv4Address(198, 18, 1, 66)), port: 5353)
+        // No QU question of ours in the last two seconds: refused.
+        b.core.receive(ReceivedMessage(message: response, source: onLink, interface: b.interface, family: .v4,
+                                       destinationIsMulticast: false), at: lan.now)
+        #expect(b.core.cachedRecords(name: instanceName("Forged"), type: .srv).isEmpty)
+        // Right after a QU query: taken from the link, refused from elsewhere.
+        _ = b.core.startQuery(name: instanceName("Forged"), type: .srv)
+        lan.run(for: .milliseconds(10))
+        let offLink = SocketAddress(.v4(IPv4Address(203, 0, 113, 5)), port: 5353)
+        b.core.receive(ReceivedMessage(message: response, source: offLink, interface: b.interface, family: .v4,
+                                       sourceIsOnLink: false, destinationIsMulticast: false), at: lan.now)
+        #expect(b.core.cachedRecords(name: instanceName("Forged"), type: .srv).isEmpty)
+        b.core.receive(ReceivedMessage(message: response, source: onLink, interface: b.interface, family: .v4,
+                                       destinationIsMulticast: false), at: lan.now)
+        #expect(b.core.cachedRecords(name: instanceName("Forged"), type: .srv).count == 1)
+        #expect(b.core.statistics.unicastResponsesRefused == 2)
+    }
+
+    @Test("known answers never carry the cache-flush bit (§10.2)")
+    func knownAnswersWithoutCacheFlush() throws {
+        let (lan, _, b) = SimulatedLAN.publishing("Box")
+        _ = b.core.startQuery(name: instanceName("Box"), type: .srv)
+        lan.run(for: .seconds(4))
+        let queries = lan.wire.filter { $0.from == "beta" && !$0.message.header.isResponse }
+        let known = queries.flatMap { $0.message.answers }
+        #expect(known.contains { $0.type == .srv })
+        #expect(known.allSatisfy { !$0.cacheFlush })
+    }
 }

@@ -291,7 +291,7 @@ struct ResponderTests {
         #expect(replies.contains { $0.destination == .multicast(.v4) && $0.message.answers.contains { $0.type == .srv } })
     }
 
-    @Test("a multicast answer held back by the once-a-second rule is sent when the second is up, not dropped (§6.2)")
+    @Test("a multicast answer held back by the once-a-second rule is sent when the second is up, not dropped (§6)")
     func rateLimitedAnswerIsOwed() throws {
         let lan = SimulatedLAN()
         let a = lan.addHost("alpha")
@@ -461,5 +461,27 @@ struct ResponderTests {
         lan.run(for: .seconds(3))
         let onlyLinkLocal = lan.sent(by: b).filter { $0.message.header.isResponse }.flatMap { $0.message.allRecords }
         #expect(onlyLinkLocal.contains { $0.data == .aaaa(linkLocal) })
+    }
+
+    @Test("withdrawing one service keeps the shared records another still publishes; shutting down says goodbye for the host too")
+    func goodbyesSpareSharedRecords() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        let one = a.core.register(registration("Box One"))
+        _ = a.core.register(registration("Box Two"))
+        lan.run(for: .seconds(4))
+        var start = lan.now
+        a.core.unregister(one)
+        lan.run(for: .milliseconds(10))
+        let goodbyes = lan.sent(by: a, since: start).flatMap { $0.message.answers }.filter { $0.ttl == 0 }
+        #expect(goodbyes.contains { $0.name == instanceName("Box One") })
+        // Box Two still makes "_services._dns-sd._udp PTR _openagents._tcp" true.
+        #expect(!goodbyes.contains { $0.name == ServiceType.enumerationName() })
+        start = lan.now
+        a.core.unregisterAll()
+        lan.run(for: .milliseconds(10))
+        let last = lan.sent(by: a, since: start).flatMap { $0.message.answers }.filter { $0.ttl == 0 }
+        #expect(last.contains { $0.name == ServiceType.enumerationName() })
+        #expect(last.contains { $0.name == "alpha.local." && $0.type == .a })
     }
 }

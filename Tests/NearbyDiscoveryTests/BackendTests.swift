@@ -46,6 +46,7 @@ struct BackendTests {
             _ = try await discovery.resolve("Box", type: type, timeout: .seconds(1))
             Issue.record("resolve succeeded")
         } catch let error as DiscoveryError {
+            #expect(error.code == .timeout)
             #expect(error.description == "no answer for \"Box\" (_openagents._tcp) within 1.0 seconds")
         }
     }
@@ -64,6 +65,7 @@ struct BackendTests {
             _ = try await SystemBackend.start(interfaces: ["lan1", "lan2"])
             Issue.record("two interfaces were accepted")
         } catch let error as DiscoveryError {
+            #expect(error.code == .invalidInput)
             #expect(error.description.contains("all interfaces or on one"))
         } catch {
             Issue.record("unexpected \(error)")

@@ -25,7 +25,7 @@ struct BrowseStateMachineTests {
     let v4lan2 = IPAddress.v4(IPv4Address(198, 18, 2, 3))
     /// fe80::1 on lan1 (index 2), as the embedded source hands it over.
     let v6 = IPAddress.v6(IPv6Address(bytes: [0xFE, 0x80] + [UInt8](repeating: 0, count: 13) + [1])!, scope: 2)
-    let daemonGone = DiscoveryError("the daemon went away")
+    let daemonGone = DiscoveryError(.daemonNotRunning, "the daemon went away")
 
     // MARK: Helpers
 

@@ -1,6 +1,7 @@
 public import ArgumentParser
 import Dispatch
 import Foundation
+import Logging
 import NearbyDiscovery
 
 /// Options every discovery command shares.
@@ -16,6 +17,21 @@ struct NetworkOptions: ParsableArguments {
     @Flag(help: "Print one JSON object per line instead of text.")
     var json = false
 
+    @Flag(name: .shortAndLong, help: "Say on stderr what discovery does: interfaces, drops, and why a service does not resolve yet (--log-level debug).")
+    var verbose = false
+
+    @Option(help: ArgumentHelp("How much to log on stderr (default: warning; --verbose: debug).",
+                               valueName: "trace|debug|info|notice|warning|error|critical"))
+    var logLevel: Logger.Level?
+
+    /// The logger the options ask for, writing to stderr.
+    var logger: Logger {
+        CommandLogging.bootstrap()
+        var logger = Logger(label: "nearby")
+        logger.logLevel = logLevel ?? (verbose ? .debug : .warning)
+        return logger
+    }
+
     func validate() throws {
         if backend == .system && interfaces.count > 1 {
             throw ValidationError("--backend system works on all interfaces or on one; got \(interfaces.count) --interface options")
@@ -27,7 +43,8 @@ struct NetworkOptions: ParsableArguments {
     func start(hostName: String? = nil, embeddedOnly: String? = nil) async throws -> NearbyDiscovery {
         let choice: BackendChoice = backend == .automatic && embeddedOnly != nil ? .embedded : backend
         do {
-            return try await NearbyDiscovery.start(backend: choice, hostName: hostName, interfaces: interfaces.isEmpty ? nil : interfaces)
+            return try await NearbyDiscovery.start(
+                backend: choice, hostName: hostName, interfaces: interfaces.isEmpty ? nil : interfaces, logger: logger)
         } catch let error as DiscoveryError {
             throw RuntimeFailure(error.description)
         }
@@ -35,6 +52,14 @@ struct NetworkOptions: ParsableArguments {
 }
 
 extension BackendChoice: ExpressibleByArgument {}
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// swift-log's handler for the command-line tool: lines on stderr. The process sets it once;
+/// each command's logger then picks its level.
+enum CommandLogging {
+    private static let once: Void = LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
+    static func bootstrap() { once }
+}
 
 /// A failure at run time (exit status 1), with a message for stderr.
 struct RuntimeFailure: Error, CustomStringConvertible {
