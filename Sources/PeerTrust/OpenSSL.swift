@@ -178,13 +178,36 @@ enum OpenSSL {
         }
     }
 
+    /// One problem X509_verify_cert reported.
     struct Issue {
+        /// OpenSSL's X509_V_ERR_* number (see ``VerifyError``). Internal: public reasons carry a
+        /// ``TrustReason/Code`` instead.
         var code: Int
         var depth: Int
         var notBefore: Int64
         var notAfter: Int64
         var subject: String
         var issuer: String
+    }
+
+    /// The X509_V_ERR_* numbers (openssl/x509_vfy.h, OpenSSL 3) that ``TrustEvaluator`` tells
+    /// apart; every other one becomes ``TrustReason/Code/other``.
+    enum VerifyError {
+        static let unableToGetIssuerCert = 2  // X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT
+        static let unableToDecryptCertSignature = 4  // X509_V_ERR_UNABLE_TO_DECRYPT_CERT_SIGNATURE
+        static let unableToDecodeIssuerPublicKey = 6  // X509_V_ERR_UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY
+        static let certSignatureFailure = 7  // X509_V_ERR_CERT_SIGNATURE_FAILURE
+        static let certNotYetValid = 9  // X509_V_ERR_CERT_NOT_YET_VALID
+        static let certHasExpired = 10  // X509_V_ERR_CERT_HAS_EXPIRED
+        static let depthZeroSelfSignedCert = 18  // X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT
+        static let selfSignedCertInChain = 19  // X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN
+        static let unableToGetIssuerCertLocally = 20  // X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+        static let unableToVerifyLeafSignature = 21  // X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE
+        static let certChainTooLong = 22  // X509_V_ERR_CERT_CHAIN_TOO_LONG
+        static let pathLengthExceeded = 25  // X509_V_ERR_PATH_LENGTH_EXCEEDED
+        static let invalidPurpose = 26  // X509_V_ERR_INVALID_PURPOSE
+        static let invalidNonCA = 37  // X509_V_ERR_INVALID_NON_CA
+        static let invalidCA = 79  // X509_V_ERR_INVALID_CA
     }
 
     enum Verification {

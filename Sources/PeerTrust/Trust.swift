@@ -28,18 +28,76 @@ public indirect enum TrustPolicy: Sendable, Hashable {
 
 /// One reason for a rejection, in words a person can act on.
 public struct TrustReason: Hashable, Sendable, CustomStringConvertible {
-    /// OpenSSL's X509_V_ERR_* code, when the reason came from chain verification.
-    public var code: Int?
+    /// What kind of reason this is, for programs: stable, and independent of OpenSSL's numbers.
+    /// New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// The code's name, as its static member is spelled (`"expired"`); what JSON output shows.
+        public var description: String { name }
+
+        /// A certificate's validity period ended before the evaluation time.
+        public static let expired = Code("expired")
+        /// A certificate's validity period starts after the evaluation time.
+        public static let notYetValid = Code("notYetValid")
+        /// A certificate's issuer is not among the trusted anchors, or cannot be found.
+        public static let unknownIssuer = Code("unknownIssuer")
+        /// The leaf is self-signed and is not itself a trusted anchor.
+        public static let selfSignedNotTrusted = Code("selfSignedNotTrusted")
+        /// The chain ends in a self-signed root that is not a trusted anchor.
+        public static let untrustedRoot = Code("untrustedRoot")
+        /// A certificate's signature does not verify with its issuer's key (tampered or corrupt).
+        public static let badSignature = Code("badSignature")
+        /// A certificate's signature, or its issuer's key, cannot be read, so it cannot be checked.
+        public static let unreadableSignature = Code("unreadableSignature")
+        /// The leaf's key usage or extended key usage forbids the role (TLS server or client).
+        public static let wrongUsage = Code("wrongUsage")
+        /// The chain holds more intermediate CA certificates than allowed.
+        public static let chainTooLong = Code("chainTooLong")
+        /// A certificate that signs others is not a valid CA (basic constraints).
+        public static let notACA = Code("notACA")
+        /// A certificate is deeper in the chain than its CA's path length constraint allows.
+        public static let pathLengthExceeded = Code("pathLengthExceeded")
+        /// A certificate is marked as a CA where a leaf certificate was expected.
+        public static let unexpectedCA = Code("unexpectedCA")
+        /// The leaf's peer ID is not among the pinned peers.
+        public static let notPinned = Code("notPinned")
+        /// The leaf's key is not the peer ID discovery announced.
+        public static let peerIDMismatch = Code("peerIDMismatch")
+        /// An anchors policy was given no anchors.
+        public static let noAnchors = Code("noAnchors")
+        /// The policy trusts nothing at all (no anchors and no pinned peers).
+        public static let nothingTrusted = Code("nothingTrusted")
+        /// The peer presented no certificate.
+        public static let noCertificate = Code("noCertificate")
+        /// Verification could not run (unreadable input, OpenSSL failure); nothing was judged.
+        public static let verificationFailed = Code("verificationFailed")
+        /// Any other verification error OpenSSL reported; the message says which.
+        public static let other = Code("other")
+
+        /// Every code, for tests. Keep in step with the members above.
+        static let all: [Code] = [
+            .expired, .notYetValid, .unknownIssuer, .selfSignedNotTrusted, .untrustedRoot, .badSignature, .unreadableSignature,
+            .wrongUsage, .chainTooLong, .notACA, .pathLengthExceeded, .unexpectedCA, .notPinned, .peerIDMismatch, .noAnchors,
+            .nothingTrusted, .noCertificate, .verificationFailed, .other,
+        ]
+    }
+
+    /// What kind of reason this is.
+    public var code: Code
     /// Position in the chain (0: the leaf), when known.
     public var depth: Int?
+    /// The reason in words, for a person.
     public var message: String
 
-    public init(code: Int? = nil, depth: Int? = nil, _ message: String) {
+    /// A reason of kind `code`, about the certificate at `depth` in the chain when known.
+    public init(_ code: Code, depth: Int? = nil, _ message: String) {
         self.code = code
         self.depth = depth
         self.message = message
     }
 
+    /// The message.
     public var description: String { message }
 }
 
@@ -89,11 +147,11 @@ public struct TrustEvaluator: Sendable {
     public func evaluate(
         chain: [Certificate], expectedPeerID: PeerID? = nil, role: PeerRole, at time: Date = Date()
     ) -> TrustVerdict {
-        guard let leaf = chain.first else { return .rejected([TrustReason("the peer sent no certificate")]) }
+        guard let leaf = chain.first else { return .rejected([TrustReason(.noCertificate, "the peer sent no certificate")]) }
         var reasons: [TrustReason] = []
         if let expectedPeerID, leaf.peerID != expectedPeerID {
             reasons.append(TrustReason(
-                "peer ID mismatch: discovery announced \(expectedPeerID.short), the certificate's key is \(leaf.peerID.short)"))
+                .peerIDMismatch, "peer ID mismatch: discovery announced \(expectedPeerID.short), the certificate's key is \(leaf.peerID.short)"))
         }
         switch judge(policy, chain: chain, role: role, time: time) {
         case .success(let validated):
@@ -105,7 +163,7 @@ public struct TrustEvaluator: Sendable {
         }
     }
 
-    static let nothingTrusted = "nothing is trusted yet: no anchors and no pinned peers (nearby trust anchor add FILE, nearby trust pin PEER-ID)"
+    static let nothingTrustedMessage = "nothing is trusted yet: no anchors and no pinned peers (nearby trust anchor add FILE, nearby trust pin PEER-ID)"
 
     struct Failure: Error {
         var reasons: [TrustReason]
@@ -115,14 +173,14 @@ public struct TrustEvaluator: Sendable {
         let leaf = chain[0]
         switch policy {
         case .anchors(let anchors):
-            guard !anchors.isEmpty else { return .failure(Failure(reasons: [TrustReason("no trusted anchors are configured")])) }
+            guard !anchors.isEmpty else { return .failure(Failure(reasons: [TrustReason(.noAnchors, "no trusted anchors are configured")])) }
             return verify(chain, anchors: anchors, systemRoots: false, role: role, time: time, checkSelfSignature: false)
         case .systemRoots:
             return verify(chain, anchors: [], systemRoots: true, role: role, time: time, checkSelfSignature: false)
         case .pinned(let pins):
             guard pins.contains(leaf.peerID) else {
                 return .failure(Failure(reasons: [TrustReason(
-                    "not pinned: peer ID \(leaf.peerID.short) is not among the \(pins.count) pinned peer\(pins.count == 1 ? "" : "s")")]))
+                    .notPinned, "not pinned: peer ID \(leaf.peerID.short) is not among the \(pins.count) pinned peer\(pins.count == 1 ? "" : "s")")]))
             }
             // The pinned key stands for itself: the leaf alone is the chain, but its dates,
             // its usage for the role and (when it names itself as issuer) its own signature
@@ -136,7 +194,7 @@ public struct TrustEvaluator: Sendable {
                 case .failure(let failure): reasons += failure.reasons
                 }
             }
-            return .failure(Failure(reasons: reasons.isEmpty ? [TrustReason(Self.nothingTrusted)] : reasons))
+            return .failure(Failure(reasons: reasons.isEmpty ? [TrustReason(.nothingTrusted, Self.nothingTrustedMessage)] : reasons))
         case .allOf(let policies):
             var reasons: [TrustReason] = []
             var first: [Certificate]?
@@ -147,7 +205,7 @@ public struct TrustEvaluator: Sendable {
                 }
             }
             if reasons.isEmpty, let first { return .success(first) }
-            return .failure(Failure(reasons: reasons.isEmpty ? [TrustReason(Self.nothingTrusted)] : reasons))
+            return .failure(Failure(reasons: reasons.isEmpty ? [TrustReason(.nothingTrusted, Self.nothingTrustedMessage)] : reasons))
         }
     }
 
@@ -161,7 +219,7 @@ public struct TrustEvaluator: Sendable {
                 purpose: role.purpose, time: Int64(time.timeIntervalSince1970.rounded(.down)),
                 maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature)
         } catch {
-            return .failure(Failure(reasons: [TrustReason(error.message)]))
+            return .failure(Failure(reasons: [TrustReason(.verificationFailed, error.message)]))
         }
         switch outcome {
         case .trusted(let ders):
@@ -173,29 +231,60 @@ public struct TrustEvaluator: Sendable {
         }
     }
 
-    /// Words for OpenSSL's verification errors.
+    /// Words and a ``TrustReason/Code`` for OpenSSL's verification errors: OpenSSL's numbers
+    /// end here, reasons carry codes of their own.
     static func reason(for issue: OpenSSL.Issue, role: PeerRole, anchorCount: Int?, limit: Int) -> TrustReason {
+        typealias X509Error = OpenSSL.VerifyError
         let name = issue.subject.isEmpty ? "the certificate" : "\"\(commonName(of: issue.subject))\""
         let position = issue.depth == 0 ? "certificate" : "CA certificate"
         let anchors = anchorCount.map { "the \($0) trusted anchor\($0 == 1 ? "" : "s")" } ?? "the system's trusted roots"
+        let code: TrustReason.Code
         let message: String
         switch issue.code {
-        case 10: message = "\(position) \(name) expired on \(day(issue.notAfter))"
-        case 9: message = "\(position) \(name) is not valid until \(day(issue.notBefore))"
-        case 2, 20: message = "issuer not among \(anchors): \(name) was issued by \"\(commonName(of: issue.issuer))\""
-        case 21: message = "\(name) cannot be verified: its issuer \"\(commonName(of: issue.issuer))\" is not among \(anchors)"
-        case 18: message = "\(name) is self-signed and not among \(anchors)"
-        case 19: message = "the chain ends in the self-signed root \(name), which is not among \(anchors)"
-        case 7: message = "the signature on \(name) does not verify (tampered or corrupt)"
-        case 4, 6: message = "the signature on \(name) cannot be checked (unreadable signature or issuer key)"
-        case 26: message = "\(name) is not fit for \(role.fitness) (its key usage or extended key usage forbids it)"
-        case 22: message = "the chain is longer than allowed: at most \(limit) intermediate CA certificate\(limit == 1 ? "" : "s")"
-        case 79: message = "\(name) signs other certificates but is not a CA (basic constraints)"
-        case 25: message = "\(name) is deeper in the chain than its CA's path length allows"
-        case 37: message = "\(name) is marked as a CA where a leaf certificate was expected"
-        default: message = "\(name): \(OpenSSL.verifyErrorText(issue.code))"
+        case X509Error.certHasExpired:
+            code = .expired
+            message = "\(position) \(name) expired on \(day(issue.notAfter))"
+        case X509Error.certNotYetValid:
+            code = .notYetValid
+            message = "\(position) \(name) is not valid until \(day(issue.notBefore))"
+        case X509Error.unableToGetIssuerCert, X509Error.unableToGetIssuerCertLocally:
+            code = .unknownIssuer
+            message = "issuer not among \(anchors): \(name) was issued by \"\(commonName(of: issue.issuer))\""
+        case X509Error.unableToVerifyLeafSignature:
+            code = .unknownIssuer
+            message = "\(name) cannot be verified: its issuer \"\(commonName(of: issue.issuer))\" is not among \(anchors)"
+        case X509Error.depthZeroSelfSignedCert:
+            code = .selfSignedNotTrusted
+            message = "\(name) is self-signed and not among \(anchors)"
+        case X509Error.selfSignedCertInChain:
+            code = .untrustedRoot
+            message = "the chain ends in the self-signed root \(name), which is not among \(anchors)"
+        case X509Error.certSignatureFailure:
+            code = .badSignature
+            message = "the signature on \(name) does not verify (tampered or corrupt)"
+        case X509Error.unableToDecryptCertSignature, X509Error.unableToDecodeIssuerPublicKey:
+            code = .unreadableSignature
+            message = "the signature on \(name) cannot be checked (unreadable signature or issuer key)"
+        case X509Error.invalidPurpose:
+            code = .wrongUsage
+            message = "\(name) is not fit for \(role.fitness) (its key usage or extended key usage forbids it)"
+        case X509Error.certChainTooLong:
+            code = .chainTooLong
+            message = "the chain is longer than allowed: at most \(limit) intermediate CA certificate\(limit == 1 ? "" : "s")"
+        case X509Error.invalidCA:
+            code = .notACA
+            message = "\(name) signs other certificates but is not a CA (basic constraints)"
+        case X509Error.pathLengthExceeded:
+            code = .pathLengthExceeded
+            message = "\(name) is deeper in the chain than its CA's path length allows"
+        case X509Error.invalidNonCA:
+            code = .unexpectedCA
+            message = "\(name) is marked as a CA where a leaf certificate was expected"
+        default:
+            code = .other
+            message = "\(name): \(OpenSSL.verifyErrorText(issue.code))"
         }
-        return TrustReason(code: issue.code, depth: issue.depth, message)
+        return TrustReason(code, depth: issue.depth, message)
     }
 
     private static func commonName(of subject: String) -> String {

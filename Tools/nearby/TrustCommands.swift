@@ -514,7 +514,7 @@ struct TrustCheck: AsyncParsableCommand {
                     ("role", .string(role.rawValue)), ("at", .string(iso8601(time))),
                     ("reasons", .array(reasons.map { reason in
                         var members: [(String, JSONValue)] = [("message", .string(reason.message))]
-                        if let code = reason.code { members.append(("code", .number(Double(code)))) }
+                        members.append(("code", .string(reason.code.description)))
                         if let depth = reason.depth { members.append(("depth", .number(Double(depth)))) }
                         return .object(members)
                     })),
