@@ -15,6 +15,7 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "DNSWire", targets: ["DNSWire"]),
+        .library(name: "MulticastDNSCore", targets: ["MulticastDNSCore"]),
         .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
         .library(name: "SystemDNSSD", targets: ["SystemDNSSD"]),
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
@@ -35,11 +36,17 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
-        // The embedded RFC 6762 engine: responder and querier over a transport and a clock.
+        // The RFC 6762 engine without I/O: responder, querier, cache, timing. Messages and time
+        // in, messages and events out. Depends on DNSWire alone, so "no I/O" is the compiler's rule.
+        .target(name: "MulticastDNSCore", dependencies: ["DNSWire"], swiftSettings: strict),
+        // The operating system's answers about host name and interfaces, in one place.
+        .target(name: "NetworkPlatform", swiftSettings: strict),
+        // The embedded engine on real sockets: an actor driving MulticastDNSCore with the clock
+        // and a bounded NIO UDP multicast transport.
         .target(
             name: "MulticastDNS",
             dependencies: [
-                "DNSWire",
+                "DNSWire", "MulticastDNSCore", "NetworkPlatform",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -47,7 +54,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "MulticastDNSTests", dependencies: ["MulticastDNS", "DNSWire"], swiftSettings: strict),
+        .testTarget(name: "MulticastDNSTests", dependencies: ["MulticastDNSCore", "DNSWire"], swiftSettings: strict),
         .testTarget(name: "NearbyDiscoveryTests", dependencies: ["NearbyDiscovery", "SystemDNSSD"], swiftSettings: strict),
         // dns_sd.h: Avahi's Bonjour-compatible C API on Linux. Apple platforms have it in the SDK.
         .systemLibrary(
@@ -67,7 +74,9 @@ let package = Package(
         // The public discovery API: advertise, browse, resolve, service types; backend choice.
         .target(
             name: "NearbyDiscovery",
-            dependencies: ["DNSWire", "MulticastDNS", "SystemDNSSD", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "DNSWire", "MulticastDNSCore", "MulticastDNS", "SystemDNSSD", "NetworkPlatform", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         // OpenSSL 3 (libcrypto, libssl) for identities and X.509 trust.

@@ -1,11 +1,7 @@
 public import DNSWire
 public import Logging
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+public import MulticastDNSCore
+import NetworkPlatform
 
 /// What happens to a registration.
 public enum RegistrationEvent: Sendable, Equatable {
@@ -87,11 +83,7 @@ public actor MulticastDNSEngine {
 
     /// This machine's host name without a domain, or `nearby` when it has none.
     public static func defaultHostLabel() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count) == 0 else { return "nearby" }
-        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let label = name.split(separator: ".").first.map(String.init) ?? ""
-        return label.isEmpty ? "nearby" : label
+        NetworkPlatform.hostLabel() ?? "nearby"
     }
 
     var elapsed: Duration { ContinuousClock.now - startInstant }

@@ -1,5 +1,7 @@
-import DNSWire
+public import DNSWire
 public import Logging
+public import MulticastDNSCore
+import NetworkPlatform
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -13,7 +15,7 @@ import Darwin
 /// A datagram as it arrived on one of the mDNS sockets.
 public struct ReceivedDatagram: Sendable {
     public var bytes: [UInt8]
-    public var source: SocketAddress
+    public var source: DNSWire.SocketAddress
     public var interfaceIndex: Int
     public var family: IPFamily
     /// Sent to the mDNS group rather than to this host alone.
@@ -169,11 +171,11 @@ public final class NIOMulticastTransport: Sendable {
             }
         switch family {
         case .v4:
-            return try await bootstrap.bind(host: "0.0.0.0", port: Int(SocketAddress.mdnsPort)).get()
+            return try await bootstrap.bind(host: "0.0.0.0", port: Int(DNSWire.SocketAddress.mdnsPort)).get()
         case .v6:
             return try await bootstrap
                 .channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
-                .bind(host: "::", port: Int(SocketAddress.mdnsPort)).get()
+                .bind(host: "::", port: Int(DNSWire.SocketAddress.mdnsPort)).get()
         }
     }
 
@@ -219,7 +221,7 @@ public final class NIOMulticastTransport: Sendable {
             guard wanted, let device = devices.first(where: { $0.interfaceIndex == info.interface.index && ($0.address?.protocol == (family == .v6 ? .inet6 : .inet)) }),
                 let multicast = channel as? any MulticastChannel
             else { continue }
-            let groupAddress = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(SocketAddress.mdnsPort))
+            let groupAddress = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(DNSWire.SocketAddress.mdnsPort))
             guard let groupAddress else { continue }
             do {
                 try await multicast.joinGroup(groupAddress, device: device).get()
@@ -235,7 +237,7 @@ public final class NIOMulticastTransport: Sendable {
         for (family, channel) in channels {
             guard let device = devices.first(where: { $0.interfaceIndex == info.interface.index }),
                 let multicast = channel as? any MulticastChannel,
-                let groupAddress = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(SocketAddress.mdnsPort))
+                let groupAddress = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(DNSWire.SocketAddress.mdnsPort))
             else { continue }
             _ = try? await multicast.leaveGroup(groupAddress, device: device).get()
         }
@@ -248,7 +250,7 @@ public final class NIOMulticastTransport: Sendable {
         switch destination {
         case .multicast(let groupFamily):
             family = groupFamily
-            target = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(SocketAddress.mdnsPort))
+            target = try? NIOCore.SocketAddress(ipAddress: family == .v4 ? Self.groupV4 : Self.groupV6, port: Int(DNSWire.SocketAddress.mdnsPort))
         case .unicast(let address):
             family = address.address.isIPv6 ? .v6 : .v4
             target = address.nioAddress
@@ -291,7 +293,7 @@ public final class NIOMulticastTransport: Sendable {
     /// unless named), optionally only those named.
     public static func interfaces(named names: [String]? = nil) -> [InterfaceInfo] {
         guard let devices = try? System.enumerateDevices() else { return [] }
-        let running = runningInterfaceNames()
+        let running = NetworkPlatform.runningInterfaceNames()
         var byIndex: [Int: InterfaceInfo] = [:]
         // A link that is down keeps its addresses; only interfaces up and running count.
         for device in devices where device.multicastSupported && running.contains(device.name) {
@@ -309,23 +311,6 @@ public final class NIOMulticastTransport: Sendable {
         }
         return byIndex.values.sorted { $0.interface.index < $1.interface.index }
     }
-}
-
-/// Names of the interfaces that are up and running (IFF_UP and IFF_RUNNING).
-func runningInterfaceNames() -> Set<String> {
-    var names: Set<String> = []
-    var list: UnsafeMutablePointer<ifaddrs>?
-    guard getifaddrs(&list) == 0 else { return names }
-    defer { freeifaddrs(list) }
-    var cursor = list
-    while let entry = cursor {
-        let flags = Int32(bitPattern: entry.pointee.ifa_flags)
-        if flags & Int32(IFF_UP) != 0 && flags & Int32(IFF_RUNNING) != 0, let name = entry.pointee.ifa_name {
-            names.insert(String(cString: name))
-        }
-        cursor = entry.pointee.ifa_next
-    }
-    return names
 }
 
 /// Why the transport could not start.
@@ -362,7 +347,7 @@ private final class InboundHandler: ChannelInboundHandler, Sendable {
         default: true
         }
         inbox.push(
-            ReceivedDatagram(bytes: Array(envelope.data.readableBytesView), source: SocketAddress(source, port: UInt16(clamping: port)),
+            ReceivedDatagram(bytes: Array(envelope.data.readableBytesView), source: DNSWire.SocketAddress(source, port: UInt16(clamping: port)),
                              interfaceIndex: info.interfaceIndex, family: family, toGroup: toGroup))
     }
 }
@@ -395,7 +380,7 @@ extension NIOCore.SocketAddress {
     }
 }
 
-extension SocketAddress {
+extension DNSWire.SocketAddress {
     var nioAddress: NIOCore.SocketAddress? {
         switch address {
         case .v4(let v4):

@@ -1,5 +1,4 @@
 import DNSWire
-import MulticastDNS
 
 /// What a backend saw, in DNS-SD terms: both backends speak this to ``BrowseStateMachine``.
 ///

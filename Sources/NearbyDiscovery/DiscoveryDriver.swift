@@ -1,6 +1,5 @@
 import DNSWire
 import Logging
-import MulticastDNS
 
 /// Where a ``DiscoveryDriver`` gets its observations: a backend's way of following a type, a
 /// service and a host (an actor: its forwarding tasks and the driver both reach it).

@@ -1,6 +1,6 @@
-@_exported public import DNSWire
+public import DNSWire
 public import Logging
-@_exported public import MulticastDNS
+import MulticastDNS
 import SystemDNSSD
 
 /// A service instance seen on the network.

@@ -1,5 +1,6 @@
 import DNSWire
 import MulticastDNS
+import MulticastDNSCore
 
 /// Observations from the embedded engine: one query group per browse or resolve, whose
 /// events arrive as batches (one received packet, or one look at the cache, per batch).

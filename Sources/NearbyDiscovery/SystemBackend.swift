@@ -1,11 +1,6 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-import DNSWire
+public import DNSWire
 public import Logging
-import MulticastDNS
+import NetworkPlatform
 import SystemDNSSD
 
 /// DNS-SD through the system's daemon (avahi-daemon on Linux, over its dns_sd compatibility
@@ -47,9 +42,10 @@ public struct SystemBackend: DiscoveryBackend {
             guard interfaces.count == 1 else {
                 throw DiscoveryError(.invalidInput, "the system backend works on all interfaces or on one; got \(interfaces.count) (\(interfaces.joined(separator: ", ")))")
             }
-            let index = if_nametoindex(interfaces[0])
-            guard index != 0 else { throw DiscoveryError(.invalidInput, "no network interface named \"\(interfaces[0])\"") }
-            chosen = NetworkInterface(index: Int(index), name: interfaces[0])
+            guard let index = NetworkPlatform.interfaceIndex(named: interfaces[0]) else {
+                throw DiscoveryError(.invalidInput, "no network interface named \"\(interfaces[0])\"")
+            }
+            chosen = NetworkInterface(index: index, name: interfaces[0])
         }
         do {
             try await DNSSD.checkDaemon()
@@ -63,11 +59,7 @@ public struct SystemBackend: DiscoveryBackend {
 
     public func hostName() async -> DomainName {
         // dns_sd has no call for the daemon's host name; the daemon normally uses the machine's.
-        var buffer = [CChar](repeating: 0, count: 256)
-        gethostname(&buffer, buffer.count)
-        let label = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let first = label.split(separator: ".").first.map(String.init) ?? "localhost"
-        return (try? DomainName(labels: [first, "local"])) ?? .root
+        (try? DomainName(labels: [NetworkPlatform.hostLabel() ?? "localhost", "local"])) ?? .root
     }
 
     public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {

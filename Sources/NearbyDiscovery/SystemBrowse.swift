@@ -1,19 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import DNSWire
 import Logging
-import MulticastDNS
+import NetworkPlatform
 import SystemDNSSD
 
 /// The interface with this index, named as the kernel names it.
 func networkInterface(index: UInt32) -> NetworkInterface {
-    var buffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
-    let name = if_indextoname(index, &buffer) != nil
-        ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
-    return NetworkInterface(index: Int(index), name: name)
+    NetworkInterface(index: Int(index), name: NetworkPlatform.interfaceName(index: Int(index)))
 }
 
 /// Observations from the system daemon through dns_sd. A browse is `DNSServiceBrowse`;

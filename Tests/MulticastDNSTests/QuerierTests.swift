@@ -1,5 +1,5 @@
 import DNSWire
-import MulticastDNS
+import MulticastDNSCore
 import Testing
 
 @Suite("Querier: continuous queries, cache, refresh, failure detection")

@@ -1,5 +1,5 @@
 import DNSWire
-import MulticastDNS
+import MulticastDNSCore
 import Testing
 
 let agentType = try! ServiceType(parsing: "_openagents._tcp")

@@ -1,5 +1,5 @@
 import DNSWire
-import MulticastDNS
+import MulticastDNSCore
 
 /// An in-memory LAN of engines with one manual clock: whole mDNS conversations run in
 /// microseconds of real time, deterministically, without sockets or sleeping. Every message
