@@ -106,6 +106,11 @@ let package = Package(
             path: "Tools/MassAdvertise",
             swiftSettings: strict
         ),
+        // README's Swift examples, built as they are shown (NearbyCLITests checks README against them).
+        .executableTarget(
+            name: "readme-discovery", dependencies: ["NearbyDiscovery"], path: "Tools/ReadmeExamples/Discovery", swiftSettings: strict),
+        .executableTarget(name: "readme-trust", dependencies: ["PeerTrust"], path: "Tools/ReadmeExamples/Trust", swiftSettings: strict),
+        .executableTarget(name: "readme-wire", dependencies: ["DNSWire"], path: "Tools/ReadmeExamples/Wire", swiftSettings: strict),
         // Codec benchmark: `Tools/bench-codec` builds it in release mode and compares with python-zeroconf.
         .executableTarget(
             name: "nearby-codec-bench",

@@ -339,13 +339,17 @@ public actor MulticastDNSEngine {
         return (group, stream)
     }
 
-    /// Starts a continuous query whose events go to `group`.
-    public func startQuery(name: DomainName, type: RecordType, in group: QueryGroup) -> QueryID {
+    /// Starts continuous queries whose events go to `group`. What the cache already holds for
+    /// all of them arrives as one batch.
+    public func startQueries(_ questions: [(name: DomainName, type: RecordType)], in group: QueryGroup) -> [QueryID] {
         core.advance(to: elapsed)
-        let id = core.startQuery(name: name, type: type)
-        groupOfQuery[id] = group
+        let ids = questions.map { question in
+            let id = core.startQuery(name: question.name, type: question.type)
+            groupOfQuery[id] = group
+            return id
+        }
         flush()
-        return id
+        return ids
     }
 
     /// Stops every query of `group` and ends its stream.

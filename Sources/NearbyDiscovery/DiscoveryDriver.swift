@@ -52,8 +52,8 @@ struct DiscoveryDriver {
                     logger.trace("no longer watching \(watch)")
                     await source.unwatch(watch)
                 case .report(let event):
-                    switch event {
-                    case .interrupted(let error): logger.warning("discovery interrupted: \(error)")
+                    switch event.kind {
+                    case .interrupted: logger.warning("discovery interrupted: \(event.error.map { "\($0)" } ?? "")")
                     case .restored: logger.notice("discovery restored")
                     default: logger.debug("\(event)")
                     }
@@ -133,7 +133,7 @@ extension DiscoveryDriver {
             source: source, logger: logger)
         var result: ResolvedService?
         await driver.run(deadline: timeout) { event in
-            if case .found(_, let resolved?) = event { result = resolved }
+            if event.kind == .found, let resolved = event.resolved { result = resolved }
             return result == nil
         }
         return result

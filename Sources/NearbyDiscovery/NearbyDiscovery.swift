@@ -36,31 +36,116 @@ public struct ResolvedService: Hashable, Sendable {
     public var info: DiscoveryInfo
 }
 
-/// What a browse reports.
-public enum BrowseEvent: Sendable, Equatable {
-    /// A service appeared (resolved when the browse resolves).
-    case found(DiscoveredService, ResolvedService?)
-    /// A resolved service changed its TXT, port, host or addresses.
-    case updated(DiscoveredService, ResolvedService?)
-    /// A service left: goodbye, expiry, or failure detection.
-    case lost(DiscoveredService)
-    /// The browse cannot see the network for now (the system daemon stopped). It carries on by
-    /// itself: ``restored`` follows when it can see again.
-    case interrupted(DiscoveryError)
-    /// The browse sees the network again. Services still there are not reported again; those
-    /// that left meanwhile are reported lost a few seconds later.
-    case restored
+/// What a browse reports: a ``kind`` and what goes with it.
+///
+/// A struct rather than an enum, so that kinds can be added later without breaking anyone:
+/// switch over ``kind`` and keep a `default:` branch.
+///
+/// ```swift
+/// switch event.kind {
+/// case .found, .updated: print(event.service!.name, event.resolved?.port ?? 0)
+/// case .lost: print("gone", event.service!.name)
+/// default: break  // interrupted, restored, and kinds added later
+/// }
+/// ```
+public struct BrowseEvent: Sendable, Equatable, CustomStringConvertible {
+    /// What happened.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// A service appeared (resolved when the browse resolves).
+        public static let found = Kind("found")
+        /// A resolved service changed its TXT, port, host or addresses.
+        public static let updated = Kind("updated")
+        /// A service left: goodbye, expiry, or failure detection.
+        public static let lost = Kind("lost")
+        /// The browse cannot see the network for now (the system daemon stopped). It carries on
+        /// by itself: ``restored`` follows when it can see again.
+        public static let interrupted = Kind("interrupted")
+        /// The browse sees the network again. Services still there are not reported again;
+        /// those that left meanwhile are reported lost a few seconds later.
+        public static let restored = Kind("restored")
+    }
+
+    /// What happened.
+    public let kind: Kind
+    /// The service it happened to (found, updated, lost).
+    public let service: DiscoveredService?
+    /// Where the service runs and what it says (found and updated, when the browse resolves).
+    public let resolved: ResolvedService?
+    /// Why the browse cannot see the network (interrupted).
+    public let error: DiscoveryError?
+
+    private init(_ kind: Kind, service: DiscoveredService? = nil, resolved: ResolvedService? = nil, error: DiscoveryError? = nil) {
+        self.kind = kind
+        self.service = service
+        self.resolved = resolved
+        self.error = error
+    }
+
+    /// A service appeared.
+    public static func found(_ service: DiscoveredService, _ resolved: ResolvedService?) -> BrowseEvent {
+        BrowseEvent(.found, service: service, resolved: resolved)
+    }
+    /// A resolved service changed.
+    public static func updated(_ service: DiscoveredService, _ resolved: ResolvedService?) -> BrowseEvent {
+        BrowseEvent(.updated, service: service, resolved: resolved)
+    }
+    /// A service left.
+    public static func lost(_ service: DiscoveredService) -> BrowseEvent { BrowseEvent(.lost, service: service) }
+    /// The browse cannot see the network for now.
+    public static func interrupted(_ error: DiscoveryError) -> BrowseEvent { BrowseEvent(.interrupted, error: error) }
+    /// The browse sees the network again.
+    public static let restored = BrowseEvent(.restored)
+
+    public var description: String {
+        var text = kind.description
+        if let service { text += " \(service)" }
+        if let resolved { text += " at \(resolved.host):\(resolved.port) \(resolved.addresses) \(resolved.info)" }
+        if let error { text += ": \(error)" }
+        return text
+    }
 }
 
-/// What happens to an advertisement after its name was first won.
-public enum AdvertisementEvent: Sendable, Equatable {
-    /// A conflict arose and the service now goes by this name.
-    case renamed(String)
-    /// The service is off the network for now (the system daemon stopped); it is published
-    /// again by itself when the daemon returns.
-    case interrupted(DiscoveryError)
-    /// The service is published again, under this name.
-    case restored(String)
+/// What happens to an advertisement after its name was first won: a ``kind`` and what goes
+/// with it. A struct, like ``BrowseEvent``, so kinds can be added: keep a `default:`.
+public struct AdvertisementEvent: Sendable, Equatable, CustomStringConvertible {
+    /// What happened.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// A conflict arose and the service now goes by ``AdvertisementEvent/name``.
+        public static let renamed = Kind("renamed")
+        /// The service is off the network for now (the system daemon stopped); it is published
+        /// again by itself when the daemon returns.
+        public static let interrupted = Kind("interrupted")
+        /// The service is published again, under ``AdvertisementEvent/name``.
+        public static let restored = Kind("restored")
+    }
+
+    /// What happened.
+    public let kind: Kind
+    /// The name the service goes by now (renamed, restored).
+    public let name: String?
+    /// Why the service is off the network (interrupted).
+    public let error: DiscoveryError?
+
+    /// The service now goes by `name`.
+    public static func renamed(_ name: String) -> AdvertisementEvent { AdvertisementEvent(kind: .renamed, name: name, error: nil) }
+    /// The service is off the network for now.
+    public static func interrupted(_ error: DiscoveryError) -> AdvertisementEvent {
+        AdvertisementEvent(kind: .interrupted, name: nil, error: error)
+    }
+    /// The service is published again under `name`.
+    public static func restored(_ name: String) -> AdvertisementEvent { AdvertisementEvent(kind: .restored, name: name, error: nil) }
+
+    public var description: String {
+        kind.description + (name.map { " \"\($0)\"" } ?? "") + (error.map { ": \($0)" } ?? "")
+    }
 }
 
 /// Why discovery failed: a ``code`` to switch on and a message a person can act on.

@@ -37,11 +37,11 @@ actor EmbeddedObservationSource: ObservationSource {
                 if !observations.isEmpty { sink.deliver(observations) }
             }
         }
-        if let browsing { await begin(QueryKey(name: browsing, type: .ptr)) }
+        if let browsing { await begin([QueryKey(name: browsing, type: .ptr)]) }
     }
 
     func watch(_ watch: DiscoveryWatch) async {
-        for key in Self.queries(watch) { await begin(key) }
+        await begin(Self.queries(watch))
     }
 
     func unwatch(_ watch: DiscoveryWatch) async {
@@ -62,14 +62,15 @@ actor EmbeddedObservationSource: ObservationSource {
         running = [:]
     }
 
-    private func begin(_ key: QueryKey) async {
-        if let entry = running[key] {
-            running[key] = (entry.id, entry.users + 1)
-            return
+    /// Starts the queries not running yet, together (their cached answers come as one batch).
+    private func begin(_ keys: [QueryKey]) async {
+        var fresh: [QueryKey] = []
+        for key in keys {
+            if let entry = running[key] { running[key] = (entry.id, entry.users + 1) } else { fresh.append(key) }
         }
-        guard let group else { return }
-        let id = await engine.startQuery(name: key.name, type: key.type, in: group)
-        running[key] = (id, 1)
+        guard let group, !fresh.isEmpty else { return }
+        let ids = await engine.startQueries(fresh.map { ($0.name, $0.type) }, in: group)
+        for (key, id) in zip(fresh, ids) { running[key] = (id, 1) }
     }
 
     private static func queries(_ watch: DiscoveryWatch) -> [QueryKey] {

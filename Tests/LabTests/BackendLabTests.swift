@@ -177,6 +177,26 @@ struct BackendLabTests {
         }
     }
 
+    /// README's discovery example (Tools/ReadmeExamples/Discovery, built as readme-discovery)
+    /// runs as written and finishes: it advertises, browses for three seconds, resolves by name.
+    @Test("README's discovery example runs to the end, finding and resolving a peer", arguments: Backend.allCases)
+    func readmeDiscoveryExample(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 2)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h1", "h2"])) {
+            let (advertiser, _) = try await nearby.advertise(in: "h1", nearby.hostOption("nearby-h1") + ["Peer Box", "_openagents._tcp", "9310", "k=v"])
+            try await lab.withProcesses([advertiser]) {
+                let example = URL(fileURLWithPath: nearby.binary).deletingLastPathComponent().appendingPathComponent("readme-discovery").path
+                // Automatic backend choice: the embedded engine in a bare host, avahi-daemon where it runs.
+                let command: [String] = backend == .embedded ? ["exec", "h2", "--", example] : ["avahi", "exec", "h2", "--", example]
+                let output = try await lab.run(command, timeout: .seconds(30))
+                #expect(output.contains("advertising as Build Box"), "\(output)")
+                #expect(output.contains("found Peer Box"), "\(output)")
+                #expect(output.contains("resolved Peer Box: \(nearby.hostName(of: "h1", label: "nearby-h1")) 9310"), "\(output)")
+            }
+        }
+    }
+
     @Test("advertising a name avahi-publish holds: nearby is renamed the backend's way; both stay visible", arguments: Backend.allCases)
     func conflictRenames(_ backend: Backend) async throws {
         let lab = try Lab.require(hosts: 3)

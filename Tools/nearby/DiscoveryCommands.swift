@@ -257,19 +257,23 @@ struct Advertise: AsyncParsableCommand {
     }
 
     func render(_ event: AdvertisementEvent, type: ServiceType) -> String {
-        switch event {
-        case .renamed(let name):
-            network.json
+        let name = event.name ?? ""
+        let error = event.error.map(\.description) ?? ""
+        switch event.kind {
+        case .renamed:
+            return network.json
                 ? JSONText.object([("event", .string("renamed")), ("name", .string(name)), ("type", .string(type.description))])
                 : "Renamed to \"\(name)\" after a conflict"
-        case .interrupted(let error):
-            network.json
-                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error.description))])
+        case .interrupted:
+            return network.json
+                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error))])
                 : "Interrupted: \(error) (publishing again when it returns)"
-        case .restored(let name):
-            network.json
+        case .restored:
+            return network.json
                 ? JSONText.object([("event", .string("restored")), ("name", .string(name)), ("type", .string(type.description))])
                 : "Restored: advertising \"\(name)\" again"
+        default:
+            return network.json ? JSONText.object([("event", .string(event.kind.description))]) : event.description
         }
     }
 }
@@ -324,17 +328,21 @@ struct Browse: AsyncParsableCommand {
     }
 
     func render(_ event: BrowseEvent) -> String {
-        let (kind, service, resolved): (String, DiscoveredService, ResolvedService?)
-        switch event {
-        case .found(let found, let details): (kind, service, resolved) = ("found", found, details)
-        case .updated(let changed, let details): (kind, service, resolved) = ("updated", changed, details)
-        case .lost(let gone): (kind, service, resolved) = ("lost", gone, nil)
-        case .interrupted(let error):
+        let kind = event.kind.description
+        let resolved = event.resolved
+        switch event.kind {
+        case .interrupted:
+            let error = event.error.map(\.description) ?? ""
             return network.json
-                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error.description))])
+                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error))])
                 : "interrupted  \(error) (browsing again when it returns)"
         case .restored:
             return network.json ? JSONText.object([("event", .string("restored"))]) : "restored  browsing again"
+        default:
+            break
+        }
+        guard let service = event.service else {
+            return network.json ? JSONText.object([("event", .string(kind))]) : kind
         }
         if network.json {
             var members: [(String, JSONValue)] = [

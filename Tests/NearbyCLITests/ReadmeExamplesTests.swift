@@ -1,0 +1,89 @@
+import Foundation
+import PeerTrust
+import Testing
+
+/// README's Swift examples are the programs in Tools/ReadmeExamples, built with the package:
+/// these tests check that README shows them to the letter, and that they run to the end. The
+/// discovery example, which needs a network, runs in the lab (LabTests).
+@Suite("README's Swift examples")
+struct ReadmeExamplesTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The ```swift blocks of README.md, in order.
+    static func readmeBlocks() throws -> [String] {
+        let text = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
+        var blocks: [String] = []
+        var current: [Substring]?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if current == nil, line.hasPrefix("```swift") {
+                current = []
+            } else if let lines = current, line.hasPrefix("```") {
+                blocks.append(lines.joined(separator: "\n"))
+                current = nil
+            } else {
+                current?.append(line)
+            }
+        }
+        return blocks
+    }
+
+    static let examples = ["Discovery", "Trust", "Wire"]
+
+    @Test("README shows exactly the example programs that are built", arguments: Array(examples.enumerated()))
+    func readmeShowsTheBuiltCode(_ example: (offset: Int, element: String)) throws {
+        let blocks = try Self.readmeBlocks()
+        #expect(blocks.count == Self.examples.count, "README has \(blocks.count) swift blocks")
+        let file = Self.repository.appendingPathComponent("Tools/ReadmeExamples/\(example.element)/main.swift")
+        let source = try String(contentsOf: file, encoding: .utf8)
+        let block = try #require(blocks.dropFirst(example.offset).first)
+        #expect(block + "\n" == source, "README's block \(example.offset + 1) differs from \(file.path)")
+    }
+
+    /// Runs a built example; returns its exit status and output.
+    static func run(_ product: String, _ arguments: [String] = [], environment: [String: String] = [:]) throws -> (Int32, String) {
+        let binary = repository.appendingPathComponent(".build/debug/\(product)")
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    @Test("the DNSWire example runs to the end")
+    func wireExampleRuns() throws {
+        let (status, output) = try Self.run("readme-wire")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("Build\\032Box._openagents._tcp.local."))
+        #expect(output.contains("2 answers; 0.2.2 9099 true"), "\(output)")
+    }
+
+    @Test("the PeerTrust example runs to the end: a pinned peer is trusted, an unknown one rejected with its code")
+    func trustExampleRuns() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("nearby-readme-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let peer = try PeerIdentity.generate(displayName: "Peer Box")
+        let stranger = try PeerIdentity.generate(displayName: "Stranger")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        let peerFile = state.appendingPathComponent("peer.pem")
+        let strangerFile = state.appendingPathComponent("stranger.pem")
+        try peer.certificate.pem.write(to: peerFile, atomically: true, encoding: .utf8)
+        try stranger.certificate.pem.write(to: strangerFile, atomically: true, encoding: .utf8)
+        try TrustStore(directory: state.appendingPathComponent("trust")).pin(peer.peerID, name: "Peer Box")
+        let environment = ["NEARBY_STATE_DIR": state.path]
+
+        let (status, output) = try Self.run("readme-trust", [peerFile.path, peer.peerID.description], environment: environment)
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("I am Build Box"), "\(output)")
+        #expect(output.contains("trusted Peer Box \(peer.peerID)"), "\(output)")
+
+        let (again, rejected) = try Self.run("readme-trust", [strangerFile.path], environment: environment)
+        #expect(again == 0, "\(rejected)")
+        #expect(rejected.contains("- notPinned"), "\(rejected)")
+    }
+}
