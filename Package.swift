@@ -93,7 +93,6 @@ let package = Package(
                 "DNSWire", "NearbyDiscovery", "PeerTrust", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Tools/nearby",
             swiftSettings: strict
         ),
         .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "PeerTrust"], swiftSettings: strict),

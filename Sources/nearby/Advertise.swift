@@ -1,0 +1,148 @@
+public import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import NearbyDiscovery
+
+// MARK: - advertise
+
+struct Advertise: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Publish a service until interrupted, then say goodbye.",
+        discussion: """
+            TXT entries are key=value, key= (an empty value) or key (a boolean attribute); each \
+            entry is at most 255 bytes. Prints one line once the name is won — renamed to \
+            "NAME (2)" and so on if another host holds it — and runs until SIGINT or SIGTERM.
+
+            Examples:
+              nearby advertise "Build Box" _openagents._tcp 9099 version=0.2.2 tls
+              nearby advertise --json --subtype _bridge "Build Box" _openagents._tcp 9099
+              nearby advertise --txt-file info.txt "Build Box" _openagents._tcp 9099
+                  (then `kill -HUP PID` republishes the TXT after info.txt changed)
+
+            With --backend system (or auto, when avahi-daemon runs) the daemon publishes the \
+            service under its own host name and renames it "NAME #2" on a conflict; --host and \
+            --ttl need the embedded engine, and auto picks it when they are given.
+            """
+    )
+
+    @Argument(help: "Instance name people see (UTF-8, up to 63 bytes).")
+    var name: String
+    @Argument(help: "Service type, e.g. _openagents._tcp.")
+    var type: String
+    @Argument(help: "TCP or UDP port, 1-65535.")
+    var port: Int
+    @Argument(help: "TXT entries: key=value, key= or key.")
+    var txt: [String] = []
+    @Option(name: .customLong("subtype"), help: "Also list the service under this subtype (repeatable), e.g. _bridge.")
+    var subtypes: [String] = []
+    @Option(name: .customLong("host"), help: "Host label to publish in .local (default: this machine's name).")
+    var host: String?
+    @Option(help: "TTL in seconds of the service's records (default: 120 for SRV, 4500 for PTR and TXT). Short TTLs make a crashed advertiser vanish sooner.")
+    var ttl: Int?
+    @Option(name: .customLong("txt-file"), help: ArgumentHelp(
+        "More TXT entries, one per line (blank lines ignored). On SIGHUP the file is read again and the TXT record updated.",
+        valueName: "file"))
+    var txtFile: String?
+    @OptionGroup var network: NetworkOptions
+
+    /// The TXT entries: the arguments, then the lines of --txt-file.
+    func discoveryInfo() throws -> DiscoveryInfo {
+        var entries = txt
+        if let txtFile {
+            guard let data = FileManager.default.contents(atPath: txtFile) else {
+                throw ValidationError("cannot read --txt-file \(txtFile)")
+            }
+            entries += String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init).filter { !$0.isEmpty }
+        }
+        do {
+            return try DiscoveryInfo(entries)
+        } catch {
+            throw ValidationError(txtFile.map { "\(error.description) (TXT arguments and \($0))" } ?? error.description)
+        }
+    }
+
+    func validate() throws {
+        guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
+        _ = try parseType(type)
+        do {
+            let serviceType = try parseType(type)
+            _ = try ServiceInstanceName(name, type: serviceType)
+            for subtype in subtypes { _ = try serviceType.withSubtype(subtype) }
+            _ = try discoveryInfo()
+        } catch let error as ServiceNameError {
+            throw ValidationError(error.description)
+        } catch let error as DiscoveryInfoError {
+            throw ValidationError(error.description)
+        }
+        if let ttl, !(1...4500).contains(ttl) { throw ValidationError("--ttl \(ttl) is out of range; use 1-4500 seconds") }
+        if let host, host.isEmpty || host.utf8.count > 63 || host.contains(".") {
+            throw ValidationError("host label \"\(host)\" must be 1-63 bytes without dots")
+        }
+        if network.backend == .system, let option = embeddedOnlyOption {
+            throw ValidationError("\(option) needs --backend embedded: with the system backend avahi-daemon chooses host name and TTLs")
+        }
+    }
+
+    /// The first option given that only the embedded engine supports.
+    var embeddedOnlyOption: String? {
+        host != nil ? "--host" : ttl != nil ? "--ttl" : nil
+    }
+
+    func run() async throws {
+        let serviceType = try parseType(type)
+        let info = try discoveryInfo()
+        for warning in info.warnings { FileHandle.standardError.write(Data("nearby: warning: \(warning)\n".utf8)) }
+        let discovery = try await network.start(hostName: host, embeddedOnly: embeddedOnlyOption)
+        let ad = try await discovery.advertise(
+            name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init))
+        if network.json {
+            var members: [(String, JSONValue)] = [
+                ("event", .string("advertising")), ("name", .string(ad.name)), ("type", .string(serviceType.description)),
+                ("domain", .string(serviceType.domain.description)), ("port", .number(Double(port))),
+            ]
+            if ad.name != name { members.append(("requested", .string(name))) }
+            printLine(JSONText.object(members))
+        } else {
+            let renamed = ad.name == name ? "" : " (\"\(name)\" was taken)"
+            printLine("Advertising \"\(ad.name)\" (\(serviceType), port \(port))\(renamed)")
+        }
+        let events = Task {
+            for await event in ad.events { printLine(render(event, type: serviceType)) }
+        }
+        if txtFile != nil {
+            onHangUp {
+                do {
+                    let info = try discoveryInfo()
+                    Task { await ad.update(info: info) }
+                } catch {
+                    FileHandle.standardError.write(Data("nearby: TXT not updated: \(error)\n".utf8))
+                }
+            }
+        }
+        await waitForTermination()
+        events.cancel()
+        await discovery.shutdown()
+    }
+
+    func render(_ event: AdvertisementEvent, type: ServiceType) -> String {
+        let name = event.name ?? ""
+        let error = event.error.map(\.description) ?? ""
+        switch event.kind {
+        case .renamed:
+            return network.json
+                ? JSONText.object([("event", .string("renamed")), ("name", .string(name)), ("type", .string(type.description))])
+                : "Renamed to \"\(name)\" after a conflict"
+        case .interrupted:
+            return network.json
+                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error))])
+                : "Interrupted: \(error) (publishing again when it returns)"
+        case .restored:
+            return network.json
+                ? JSONText.object([("event", .string("restored")), ("name", .string(name)), ("type", .string(type.description))])
+                : "Restored: advertising \"\(name)\" again"
+        default:
+            return network.json ? JSONText.object([("event", .string(event.kind.description))]) : event.description
+        }
+    }
+}

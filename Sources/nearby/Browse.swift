@@ -1,0 +1,80 @@
+public import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import NearbyDiscovery
+
+// MARK: - browse
+
+struct Browse: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Watch services of a type appear, change and go.",
+        discussion: """
+            Prints found, updated and lost events; with --resolve, found and updated carry the \
+            host, port, addresses and TXT. Runs until interrupted, or for --timeout seconds.
+
+            Examples:
+              nearby browse _openagents._tcp --resolve
+              nearby browse _openagents._tcp --json --timeout 5
+              nearby browse _openagents._tcp --resolve --verbose   (on stderr: why a service does not resolve)
+            """
+    )
+
+    @Argument(help: "Service type, e.g. _openagents._tcp (or _sub._sub._type._tcp).")
+    var type: String
+    @Flag(help: "Resolve each service: host, port, addresses, TXT.")
+    var resolve = false
+    @Option(help: "Stop after this many seconds (exit 0).")
+    var timeout: Double?
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        _ = try parseType(type)
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
+    }
+
+    func run() async throws {
+        let serviceType = try parseType(type)
+        let discovery = try await network.start()
+        let events = discovery.browse(serviceType, resolve: resolve)
+        let printer = Task {
+            for await event in events { printLine(render(event)) }
+        }
+        await waitForTermination(timeout: timeout.map { .milliseconds(Int($0 * 1000)) })
+        printer.cancel()
+        await discovery.shutdown()
+    }
+
+    func render(_ event: BrowseEvent) -> String {
+        let kind = event.kind.description
+        let resolved = event.resolved
+        switch event.kind {
+        case .interrupted:
+            let error = event.error.map(\.description) ?? ""
+            return network.json
+                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error))])
+                : "interrupted  \(error) (browsing again when it returns)"
+        case .restored:
+            return network.json ? JSONText.object([("event", .string("restored"))]) : "restored  browsing again"
+        default:
+            break
+        }
+        guard let service = event.service else {
+            return network.json ? JSONText.object([("event", .string(kind))]) : kind
+        }
+        if network.json {
+            var members: [(String, JSONValue)] = [
+                ("event", .string(kind)), ("name", .string(service.name)), ("type", .string(service.type.description)),
+                ("domain", .string(service.domain.description)), ("interface", .string(service.interface.name)),
+            ]
+            if let resolved { members += resolvedMembers(resolved) }
+            return JSONText.object(members)
+        }
+        var line = kind.padding(toLength: 8, withPad: " ", startingAt: 0) + "\"\(service.name)\"  \(service.type)  \(service.interface.name)"
+        if let resolved {
+            line += "  \(resolved.host.description.dropLast()):\(resolved.port)  \(addressesText(resolved).joined(separator: " "))"
+            if !resolved.info.isEmpty { line += "  \(resolved.info)" }
+        }
+        return line
+    }
+}

@@ -1,0 +1,74 @@
+public import ArgumentParser
+import Logging
+import NearbyDiscovery
+
+/// Options every discovery command shares.
+struct NetworkOptions: ParsableArguments {
+    @Option(name: .customLong("interface"), help: "Use only this interface (repeat for several). Default: all multicast-capable ones but loopback.")
+    var interfaces: [String] = []
+
+    @Option(help: ArgumentHelp(
+        "embedded: Nearby's own mDNS engine; system: the host's avahi-daemon (dns_sd); auto: system when a daemon answers, else embedded.",
+        valueName: "embedded|system|auto"))
+    var backend: BackendChoice = .automatic
+
+    @Flag(help: "Print one JSON object per line instead of text.")
+    var json = false
+
+    @Flag(name: .shortAndLong, help: "Say on stderr what discovery does: interfaces, drops, and why a service does not resolve yet (--log-level debug).")
+    var verbose = false
+
+    @Option(help: ArgumentHelp("How much to log on stderr (default: warning; --verbose: debug).",
+                               valueName: "trace|debug|info|notice|warning|error|critical"))
+    var logLevel: Logger.Level?
+
+    /// The logger the options ask for, writing to stderr.
+    var logger: Logger {
+        CommandLogging.bootstrap()
+        var logger = Logger(label: "nearby")
+        logger.logLevel = logLevel ?? (verbose ? .debug : .warning)
+        return logger
+    }
+
+    func validate() throws {
+        if backend == .system && interfaces.count > 1 {
+            throw ValidationError("--backend system works on all interfaces or on one; got \(interfaces.count) --interface options")
+        }
+    }
+
+    /// Starts discovery. `embeddedOnly` names an option that only the embedded engine has; it
+    /// makes `auto` choose the embedded engine.
+    func start(hostName: String? = nil, embeddedOnly: String? = nil) async throws -> NearbyDiscovery {
+        let choice: BackendChoice = backend == .automatic && embeddedOnly != nil ? .embedded : backend
+        do {
+            return try await NearbyDiscovery.start(
+                backend: choice, hostName: hostName, interfaces: interfaces.isEmpty ? nil : interfaces, logger: logger)
+        } catch let error as DiscoveryError {
+            throw RuntimeFailure(error.description)
+        }
+    }
+}
+
+extension BackendChoice: ExpressibleByArgument {}
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// swift-log's handler for the command-line tool: lines on stderr. The process sets it once;
+/// each command's logger then picks its level.
+enum CommandLogging {
+    private static let once: Void = LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
+    static func bootstrap() { once }
+}
+
+/// A failure at run time (exit status 1), with a message for stderr.
+struct RuntimeFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func parseType(_ text: String) throws -> ServiceType {
+    do {
+        return try ServiceType(parsing: text)
+    } catch {
+        throw ValidationError(error.description)
+    }
+}

@@ -1,0 +1,26 @@
+import Foundation
+import NearbyDiscovery
+
+// What the discovery commands print: lines on stdout, addresses and resolutions as text and JSON.
+
+/// Prints a line at once (unbuffered), so a pipe sees each event as it happens.
+func printLine(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+/// Addresses as text; a link-local IPv6 address names its interface (`fe80::1%eth0`).
+func addressesText(_ resolved: ResolvedService) -> [String] {
+    resolved.addresses.map { address in
+        if case .v6(let v6, let scope?) = address {
+            return scope == resolved.service.interface.index ? "\(v6)%\(resolved.service.interface.name)" : address.description
+        }
+        return address.description
+    }
+}
+
+func resolvedMembers(_ resolved: ResolvedService) -> [(String, JSONValue)] {
+    [
+        ("host", .string(resolved.host.description)), ("port", .number(Double(resolved.port))),
+        ("addresses", .array(addressesText(resolved).map { .string($0) })), ("txt", txtJSON(resolved.info)),
+    ]
+}

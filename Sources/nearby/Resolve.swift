@@ -1,0 +1,94 @@
+public import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import NearbyDiscovery
+
+// MARK: - resolve
+
+struct Resolve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Resolve one service to its host, port, addresses and TXT.",
+        discussion: """
+            Exits 0 with one result, or 1 with a message when nothing answers in time.
+
+            Example:
+              nearby resolve "Build Box" _openagents._tcp --json
+            """
+    )
+
+    @Argument(help: "Instance name, e.g. \"Build Box\".")
+    var name: String
+    @Argument(help: "Service type, e.g. _openagents._tcp.")
+    var type: String
+    @Option(help: "Give up after this many seconds.")
+    var timeout: Double = 5
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        do {
+            _ = try ServiceInstanceName(name, type: try parseType(type))
+        } catch let error as ServiceNameError {
+            throw ValidationError(error.description)
+        }
+        guard timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds") }
+    }
+
+    func run() async throws {
+        let serviceType = try parseType(type)
+        let discovery = try await network.start()
+        let resolved: ResolvedService
+        do {
+            resolved = try await discovery.resolve(name, type: serviceType, timeout: .milliseconds(Int(timeout * 1000)))
+        } catch let error as DiscoveryError {
+            await discovery.shutdown()
+            throw RuntimeFailure(error.description)
+        }
+        if network.json {
+            printLine(JSONText.object([
+                ("event", .string("resolved")), ("name", .string(name)), ("type", .string(serviceType.description)),
+                ("domain", .string(serviceType.domain.description)),
+            ] + resolvedMembers(resolved)))
+        } else {
+            printLine("\"\(name)\" (\(serviceType))")
+            printLine("  host       \(resolved.host.description.dropLast()):\(resolved.port)")
+            printLine("  addresses  \(addressesText(resolved).joined(separator: ", "))")
+            printLine("  txt        \(resolved.info.isEmpty ? "(none)" : resolved.info.description)")
+        }
+        await discovery.shutdown()
+    }
+}
+
+// MARK: - types
+
+struct Types: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the service types advertised on the network.",
+        discussion: "Asks _services._dns-sd._udp.local. and prints each type once, for --timeout seconds."
+    )
+
+    @Option(help: "How long to listen, in seconds.")
+    var timeout: Double = 3
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        guard timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds") }
+    }
+
+    func run() async throws {
+        let discovery = try await network.start()
+        let types = discovery.serviceTypes()
+        let printer = Task {
+            for await type in types {
+                if network.json {
+                    printLine(JSONText.object([("event", .string("type")), ("type", .string(type.description)), ("domain", .string(type.domain.description))]))
+                } else {
+                    printLine(type.description)
+                }
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+        printer.cancel()
+        await discovery.shutdown()
+    }
+}

@@ -1,0 +1,56 @@
+import Dispatch
+import Foundation
+
+/// Waits for SIGINT or SIGTERM, or until `timeout` has passed.
+func waitForTermination(timeout: Duration? = nil) async {
+    signal(SIGINT, SIG_IGN)
+    signal(SIGTERM, SIG_IGN)
+    let queue = DispatchQueue(label: "nearby.signals")
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let resumed = ResumeOnce(continuation)
+        for number in [SIGINT, SIGTERM] {
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { resumed.resume() }
+            source.resume()
+            Signals.keep(source)
+        }
+        if let timeout {
+            let parts = timeout.components
+            let nanoseconds = Int(parts.seconds) * 1_000_000_000 + Int(parts.attoseconds / 1_000_000_000)
+            queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { resumed.resume() }
+        }
+    }
+}
+
+/// Keeps signal sources alive for the life of the process.
+enum Signals {
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+    private static let lock = NSLock()
+    static func keep(_ source: any DispatchSourceSignal) {
+        lock.lock()
+        sources.append(source)
+        lock.unlock()
+    }
+}
+
+final class ResumeOnce: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Void, Never>?
+    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+    func resume() {
+        lock.lock()
+        let pending = continuation
+        continuation = nil
+        lock.unlock()
+        pending?.resume()
+    }
+}
+
+/// Runs `handler` on every SIGHUP.
+func onHangUp(_ handler: @escaping @Sendable () -> Void) {
+    signal(SIGHUP, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "nearby.sighup"))
+    source.setEventHandler(handler: handler)
+    source.resume()
+    Signals.keep(source)
+}

@@ -1,0 +1,105 @@
+public import ArgumentParser
+import Foundation
+import PeerTrust
+
+extension PeerRole: ExpressibleByArgument {}
+
+struct TrustCheck: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Judge a certificate chain as the connection broker will; exit 0 trusted, 1 rejected, 2 unusable input.",
+        discussion: """
+            CHAIN is PEM: the peer's certificate first, then the intermediates it sends. With \
+            no --anchor, --system-roots or --pinned, the trust store's anchors and pins are used. \
+            Always checked: validity at --at (default now), signatures, basic constraints, key \
+            usage for the role, at most --max-depth intermediates, and --peer-id when given. \
+            Every reason for a rejection is printed.
+
+            --role connecting: the peer is the one we connect to (must be fit for a TLS server); \
+            accepting: it connected to us (must be fit for a TLS client).
+            """)
+    @Argument(help: "PEM file: leaf certificate first, then intermediates.")
+    var chain: String
+    @Option(name: .customLong("anchor"), help: ArgumentHelp("Trust chains that lead to the certificates in this file (repeatable).", valueName: "file"))
+    var anchors: [String] = []
+    @Flag(name: .customLong("system-roots"), help: "Trust the system's root certificates.")
+    var systemRoots = false
+    @Flag(help: "Trust the peers pinned in the trust store.")
+    var pinned = false
+    @Option(name: .customLong("peer-id"), help: "The peer ID discovery announced: the certificate's key must match it.")
+    var peerID: String?
+    @Option(help: ArgumentHelp("connecting (judge a TLS server) or accepting (judge a TLS client).", valueName: "connecting|accepting"))
+    var role: PeerRole = .connecting
+    @Option(help: ArgumentHelp("Judge at this time, ISO 8601 (e.g. 2027-01-01T00:00:00Z). Default: now.", valueName: "time"))
+    var at: String?
+    @Option(name: .customLong("max-depth"), help: "Intermediate CA certificates allowed between leaf and anchor.")
+    var maxDepth: Int = 8
+    @OptionGroup var state: StateOptions
+
+    func validate() throws {
+        if let peerID {
+            do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError(error.message) }
+        }
+        if let at, parseTime(at) == nil {
+            throw ValidationError("--at \(at) is not an ISO 8601 time; use e.g. 2027-01-01T00:00:00Z")
+        }
+        guard (0...64).contains(maxDepth) else { throw ValidationError("--max-depth \(maxDepth) is out of range; use 0-64") }
+    }
+
+    func certificates(_ path: String, what: String) throws -> [Certificate] {
+        do {
+            return try Certificate.chain(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw ValidationError("\(what): \(error.message)")
+        }
+    }
+
+    func run() async throws {
+        let presented = try certificates(chain, what: "chain")
+        var parts: [TrustPolicy] = []
+        if !anchors.isEmpty {
+            parts.append(.anchors(try anchors.flatMap { try certificates($0, what: "anchor") }))
+        }
+        if systemRoots { parts.append(.systemRoots) }
+        do {
+            if pinned { parts.append(try TrustPolicy.pinned(state.trust)) }
+            if parts.isEmpty { parts.append(try state.trust.policy()) }
+        } catch {
+            throw ValidationError(error.message)
+        }
+        let evaluator = TrustEvaluator(policy: parts.count == 1 ? parts[0] : .anyOf(parts), maximumIntermediates: maxDepth)
+        let expected = try peerID.map { try PeerID(parsing: $0) }
+        let time = at.flatMap(parseTime) ?? Date()
+        let verdict = evaluator.evaluate(chain: presented, expectedPeerID: expected, role: role, at: time)
+        switch verdict {
+        case .trusted(let peer):
+            if state.json {
+                printLine(JSONText.object([
+                    ("verdict", .string("trusted")), ("peerID", .string(peer.peerID.description)), ("displayName", .string(peer.displayName)),
+                    ("role", .string(role.rawValue)), ("at", .string(iso8601(time))),
+                    ("chain", .array(peer.chain.map { .string($0.subject) })), ("reasons", .array([])),
+                ]))
+            } else {
+                printLine("trusted: \"\(peer.displayName)\" (peer ID \(peer.peerID))")
+                printLine("  chain: \(peer.chain.map(\.subject).joined(separator: "  <-  "))")
+            }
+        case .rejected(let reasons):
+            if state.json {
+                printLine(JSONText.object([
+                    ("verdict", .string("rejected")), ("peerID", .string(presented[0].peerID.description)),
+                    ("role", .string(role.rawValue)), ("at", .string(iso8601(time))),
+                    ("reasons", .array(reasons.map { reason in
+                        var members: [(String, JSONValue)] = [("message", .string(reason.message))]
+                        members.append(("code", .string(reason.code.description)))
+                        if let depth = reason.depth { members.append(("depth", .number(Double(depth)))) }
+                        return .object(members)
+                    })),
+                ]))
+            } else {
+                printLine("rejected: \(presented[0].subject) (peer ID \(presented[0].peerID.short))")
+                for reason in reasons { printLine("  - \(reason.message)") }
+            }
+            throw ExitCode(1)
+        }
+    }
+}

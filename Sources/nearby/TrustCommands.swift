@@ -1,0 +1,149 @@
+public import ArgumentParser
+import Foundation
+import PeerTrust
+
+// MARK: - trust
+
+struct TrustCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trust",
+        abstract: "Trusted anchors and pinned peers, and checking a certificate chain against them.",
+        discussion: """
+            A peer is trusted when its chain leads to an anchor certificate (e.g. your \
+            organisation's CA), or when its peer ID is pinned (a person said yes once). `check` \
+            judges a chain exactly as the connection broker does.
+
+            Examples:
+              nearby trust anchor add company-ca.pem
+              nearby trust pin 3QX7KD-... --name "Build Box"
+              nearby trust list
+              nearby trust check peer.pem --role connecting
+              nearby trust check peer.pem --anchor ca.pem --at 2027-01-01T00:00:00Z --json
+            """,
+        subcommands: [TrustList.self, TrustAnchor.self, TrustPin.self, TrustRemove.self, TrustCheck.self]
+    )
+}
+
+struct TrustList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List anchors and pins.")
+    @OptionGroup var state: StateOptions
+
+    func run() async throws {
+        let anchors: [Certificate]
+        let pins: [Pin]
+        do {
+            anchors = try state.trust.anchors()
+            pins = try state.trust.pins()
+        } catch {
+            throw RuntimeFailure(error.message)
+        }
+        if state.json {
+            for anchor in anchors {
+                printLine(JSONText.object([("kind", .string("anchor")), ("peerID", .string(anchor.peerID.description))] + certificateMembers(anchor)))
+            }
+            for pin in pins {
+                var members: [(String, JSONValue)] = [("kind", .string("pin")), ("peerID", .string(pin.peerID.description))]
+                if let name = pin.name { members.append(("name", .string(name))) }
+                members.append(("pinnedAt", .string(iso8601(pin.pinnedAt))))
+                printLine(JSONText.object(members))
+            }
+            return
+        }
+        printLine(anchors.isEmpty ? "anchors  (none)" : "anchors")
+        for anchor in anchors { printLine("  \(anchor.peerID.short)  \(anchor.subject)  until \(iso8601(anchor.notAfter))") }
+        printLine(pins.isEmpty ? "pins     (none)" : "pins")
+        for pin in pins { printLine("  \(pin.peerID)  \(pin.name ?? "")  pinned \(iso8601(pin.pinnedAt))") }
+    }
+}
+
+struct TrustAnchor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "anchor", abstract: "Manage anchor certificates.", subcommands: [TrustAnchorAdd.self])
+}
+
+struct TrustAnchorAdd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add", abstract: "Trust chains that lead to the certificates in FILE (PEM or DER).")
+    @Argument(help: "Certificate file: PEM (one or more certificates) or DER.")
+    var file: String
+    @OptionGroup var state: StateOptions
+
+    func run() async throws {
+        let certificates: [Certificate]
+        do {
+            certificates = try Certificate.chain(contentsOf: URL(fileURLWithPath: file))
+        } catch {
+            throw error.code == .storage ? ValidationError(error.message) : inputError(error)
+        }
+        do {
+            let added = try state.trust.addAnchors(certificates)
+            for certificate in certificates {
+                let fresh = added.contains(certificate)
+                if state.json {
+                    printLine(JSONText.object([
+                        ("event", .string(fresh ? "added" : "present")), ("peerID", .string(certificate.peerID.description)),
+                    ] + certificateMembers(certificate)))
+                } else {
+                    printLine("\(fresh ? "added  " : "present") anchor \(certificate.subject) (\(certificate.peerID.short))")
+                }
+            }
+        } catch {
+            throw RuntimeFailure(error.message)
+        }
+    }
+}
+
+struct TrustPin: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pin", abstract: "Trust the peer with this peer ID (after checking it with its owner).")
+    @Argument(help: "The peer ID, as `nearby identity show` prints it.")
+    var peerID: String
+    @Option(help: "What to call the peer.")
+    var name: String?
+    @OptionGroup var state: StateOptions
+
+    func validate() throws {
+        do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError(error.message) }
+    }
+
+    func run() async throws {
+        let id = try PeerID(parsing: peerID)
+        do {
+            try state.trust.pin(id, name: name)
+        } catch {
+            throw RuntimeFailure(error.message)
+        }
+        if state.json {
+            var members: [(String, JSONValue)] = [("event", .string("pinned")), ("peerID", .string(id.description))]
+            if let name { members.append(("name", .string(name))) }
+            printLine(JSONText.object(members))
+        } else {
+            printLine("pinned \(id)\(name.map { " (\($0))" } ?? "")")
+        }
+    }
+}
+
+struct TrustRemove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove the pin or anchor with this peer ID.")
+    @Argument(help: "Peer ID of the pinned peer or of the anchor's key.")
+    var peerID: String
+    @OptionGroup var state: StateOptions
+
+    func validate() throws {
+        do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError(error.message) }
+    }
+
+    func run() async throws {
+        let id = try PeerID(parsing: peerID)
+        let removed: [String]
+        do {
+            removed = try state.trust.remove(id)
+        } catch {
+            throw RuntimeFailure(error.message)
+        }
+        guard !removed.isEmpty else { throw RuntimeFailure("nothing with peer ID \(id.short) in the trust store") }
+        printLine(state.json
+            ? JSONText.object([("event", .string("removed")), ("peerID", .string(id.description)), ("what", .array(removed.map { .string($0) }))])
+            : "removed \(removed.joined(separator: " and ")) \(id.short)")
+    }
+}
