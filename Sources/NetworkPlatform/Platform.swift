@@ -7,12 +7,18 @@ import Darwin
 /// The operating system's answers about this machine's name and network interfaces, in one
 /// place: the discovery modules above ask here instead of calling C themselves.
 public enum NetworkPlatform {
-    /// This machine's host name without a domain (`buildbox` for `buildbox.example.com`), or
-    /// nil when it has none.
-    public static func hostLabel() -> String? {
+    /// This machine's host name as the kernel has it (`buildbox.example.com`), or nil.
+    public static func hostName() -> String? {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count) == 0 else { return nil }
         let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? nil : name
+    }
+
+    /// This machine's host name without a domain (`buildbox` for `buildbox.example.com`), or
+    /// nil when it has none.
+    public static func hostLabel() -> String? {
+        guard let name = hostName() else { return nil }
         let label = name.split(separator: ".").first.map(String.init) ?? ""
         return label.isEmpty ? nil : label
     }

@@ -1,4 +1,5 @@
 public import Foundation
+import NetworkPlatform
 
 /// A private key, kept as PKCS#8 DER. Never printed.
 struct PrivateKey: Hashable, Sendable, CustomStringConvertible {
@@ -101,9 +102,7 @@ public struct PeerIdentity: Sendable, Equatable {
 
     /// The machine's host name without `.local`, else "Nearby peer".
     public static func defaultDisplayName() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count) == 0 else { return "Nearby peer" }
-        var name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard var name = NetworkPlatform.hostName() else { return "Nearby peer" }
         if name.lowercased().hasSuffix(".local") { name.removeLast(6) }
         name = name.trimmingCharacters(in: .whitespaces)
         return name.isEmpty || name == "localhost" ? "Nearby peer" : name
