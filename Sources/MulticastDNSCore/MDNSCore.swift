@@ -40,7 +40,10 @@ public final class MDNSCore {
     var scheduler = Scheduler()
 
     // Responder state.
-    var interfaces: [NetworkInterface: [IPAddress]] = [:]
+    var interfaces: [NetworkInterface: [IPAddress]] = [:] { didSet { recordsEpoch += 1 } }
+    /// Bumped when what every record set's records depend on changes (interfaces, addresses,
+    /// who owns the host name), so that cached records are made again.
+    var recordsEpoch = 0
     /// Every address this machine has, on any interface: a record for our host name that names
     /// one of them comes from another responder on this very machine, not from a rival.
     var ownAddresses: Set<IPAddress> = []
@@ -49,7 +52,7 @@ public final class MDNSCore {
     /// Another responder on this machine (avahi-daemon, mDNSResponder) answers for our host
     /// name with this machine's addresses: it owns the A/AAAA records, we only point SRV
     /// records at the name. One responder per host name, or they fight over it.
-    public internal(set) var hostNameOwnedElsewhere = false
+    public internal(set) var hostNameOwnedElsewhere = false { didSet { recordsEpoch += 1 } }
     var nextID = 1
     var conflictTimes: [Duration] = []
     /// When each record (name, type, data) was last multicast on each interface.

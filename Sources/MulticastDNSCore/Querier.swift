@@ -48,6 +48,13 @@ struct CacheEntry {
 struct RecordCache {
     var entries: [CacheKey: [CacheEntry]] = [:]
 
+    /// The cached lists that answer `question`: one lookup for a type, a scan only for ANY.
+    func matching(_ question: Question) -> [(key: CacheKey, value: [CacheEntry])] {
+        if question.type == .any { return entries.filter { question.matches($0.key) }.map { ($0.key, $0.value) } }
+        let key = CacheKey(name: question.name, type: question.type)
+        return entries[key].map { [(key, $0)] } ?? []
+    }
+
     /// Removes everything learned on `interface` (it went away), telling the queries.
     mutating func removeAll(on interface: NetworkInterface, now: Duration, core: MDNSCore) {
         for (key, list) in entries {
@@ -66,7 +73,7 @@ extension MDNSCore {
     public func startQuery(name: DomainName, type: RecordType) -> QueryID {
         let query = ContinuousQuery(id: allocateID(), question: Question(name: name, type: type))
         queries[query.id] = query
-        for (key, list) in cache.entries where query.wants(key) {
+        for (key, list) in cache.matching(query.question) {
             for entry in list where !entry.doomed {
                 eventQueue.append(.recordAdded(QueryID(rawValue: query.id), entry.record, entry.interface))
             }
@@ -116,7 +123,7 @@ extension MDNSCore {
     /// The known answers this querier would list for `question` on `interface`.
     func knownAnswers(for question: Question, on interface: NetworkInterface) -> [ResourceRecord] {
         var known: [ResourceRecord] = []
-        for (key, list) in cache.entries where question.matches(key) {
+        for (key, list) in cache.matching(question) {
             for entry in list where entry.interface == interface && isKnownAnswer(entry) {
                 var answer = entry.record
                 answer.ttl = UInt32(max(0, (entry.expires - now).components.seconds))
@@ -154,7 +161,7 @@ extension MDNSCore {
     func sendQuery(_ question: Question) {
         for interface in sortedInterfaces {
             let known = knownAnswers(for: question, on: interface)
-            for (key, list) in cache.entries where question.matches(key) {
+            for (key, list) in cache.matching(question) {
                 for index in list.indices where list[index].interface == interface && !isKnownAnswer(list[index]) {
                     // Asking for it without listing it: a query it should answer (§10.5).
                     cache.entries[key]?[index].unansweredQueries.append(now)
@@ -169,7 +176,7 @@ extension MDNSCore {
     /// Another host's query: cached records it should have drawn an answer for (§10.5).
     func noteQuery(_ received: ReceivedMessage) {
         for question in received.message.questions {
-            for (key, list) in cache.entries where question.matches(key) {
+            for (key, list) in cache.matching(question) {
                 for index in list.indices where list[index].interface == received.interface {
                     let listed = received.message.answers.contains { $0.name == key.name && $0.data == list[index].record.data }
                     if !listed { cache.entries[key]?[index].unansweredQueries.append(now) }

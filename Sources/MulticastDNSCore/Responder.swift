@@ -19,9 +19,14 @@ final class RecordSet {
     }
 
     let id: Int
-    var kind: Kind
+    var kind: Kind { didSet { version += 1 } }
     /// The unique name being claimed: `host.local.` or `Instance._type._tcp.local.`.
-    var name: DomainName
+    var name: DomainName { didSet { version += 1 } }
+    /// Bumped when the name or the kind (a TXT update) changes: the records below are made
+    /// again only then, not for every query a busy link asks.
+    private(set) var version = 0
+    var ownedCache: [NetworkInterface: (stamp: RecordStamp, records: [ResourceRecord])] = [:]
+    var sharedCache: (version: Int, records: [ResourceRecord])?
     /// 1 for the name as requested, 2 for "Name (2)" and so on.
     var attempt = 1
     var state: State = .probing(step: 0)
@@ -59,6 +64,15 @@ final class RecordSet {
         if case .service = kind { return true }
         return false
     }
+}
+
+/// What a record set's records were made from: they are made again when any of it changes.
+struct RecordStamp: Equatable {
+    /// The engine's interfaces and host-name ownership (``MDNSCore/recordsEpoch``).
+    var epoch: Int
+    var version: Int
+    /// The host name's version: a service's SRV points at it.
+    var hostVersion: Int
 }
 
 /// A record identity for rate limiting: name, type and data.
@@ -174,6 +188,15 @@ extension MDNSCore {
 
     /// The records `set` owns uniquely (cache-flush on announce) as they are on `interface`.
     func ownedRecords(of set: RecordSet, on interface: NetworkInterface) -> [ResourceRecord] {
+        let stamp = RecordStamp(
+            epoch: recordsEpoch, version: set.version, hostVersion: hostSetID.flatMap { recordSets[$0]?.version } ?? 0)
+        if let cached = set.ownedCache[interface], cached.stamp == stamp { return cached.records }
+        let records = makeOwnedRecords(of: set, on: interface)
+        set.ownedCache[interface] = (stamp, records)
+        return records
+    }
+
+    private func makeOwnedRecords(of set: RecordSet, on interface: NetworkInterface) -> [ResourceRecord] {
         switch set.kind {
         case .host:
             if hostNameOwnedElsewhere { return [] }
@@ -200,6 +223,13 @@ extension MDNSCore {
     /// The shared records pointing at `set`: the type's PTR, subtype PTRs and the service-type
     /// enumeration PTR (RFC 6763 §4.1, §7.1, §9).
     func sharedRecords(of set: RecordSet) -> [ResourceRecord] {
+        if let cached = set.sharedCache, cached.version == set.version { return cached.records }
+        let records = makeSharedRecords(of: set)
+        set.sharedCache = (set.version, records)
+        return records
+    }
+
+    private func makeSharedRecords(of set: RecordSet) -> [ResourceRecord] {
         guard case .service(let registration) = set.kind else { return [] }
         let ttl = registration.ttl ?? MDNSTiming.otherRecordTTL
         var records = [ResourceRecord(name: registration.type.domainName, data: .ptr(set.name), ttl: ttl)]
@@ -483,8 +513,8 @@ extension MDNSCore {
         var anyShared = false
         for question in query.questions {
             for set in recordSets.values where set.isActive && !isProbing(set) {
-                let candidates = ownedRecords(of: set, on: interface) + sharedRecords(of: set)
-                for record in candidates where matches(question, record) {
+                for record in ownedRecords(of: set, on: interface).lazy.filter({ self.matches(question, $0) })
+                    + sharedRecords(of: set).lazy.filter({ self.matches(question, $0) }) {
                     // Known-answer suppression: they have it with at least half its TTL (§7.1).
                     if query.answers.contains(where: { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl / 2 }) {
                         statistics.knownAnswersSuppressed += 1
