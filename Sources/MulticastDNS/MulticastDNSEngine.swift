@@ -74,8 +74,13 @@ public actor MulticastDNSEngine {
                     unknownInterface: true)
             }
         }
+        let shared = NIOMulticastTransport.portInUse()
         let transport = try await NIOMulticastTransport.open(logger: logger)
         let core = MDNSCore(hostName: hostName ?? Self.defaultHostLabel(), seed: UInt64.random(in: .min ... .max))
+        if shared {
+            core.unicastRepliesReachUs = false
+            logger.info("another mDNS stack on this machine has UDP port 5353: asking for multicast replies only (RFC 6762 §15.1)")
+        }
         let engine = MulticastDNSEngine(core: core, transport: transport, interfaceNames: interfaces, logger: logger)
         await engine.begin()
         return engine
@@ -92,7 +97,15 @@ public actor MulticastDNSEngine {
         await refreshInterfaces()
         let inbox = transport.inbox
         receiver = Task { [weak self] in
+            // On a quiet link each datagram is handled as it comes. On a busy one, waking the
+            // engine for every datagram would cost more than handling it: drains come at most
+            // once a millisecond, and each takes whatever has gathered.
+            let clock = ContinuousClock()
+            var lastDrain = clock.now - .seconds(1)
             for await _ in inbox.wakeUps {
+                let since = clock.now - lastDrain
+                if since < Self.minimumDrainInterval { try? await Task.sleep(for: Self.minimumDrainInterval - since) }
+                lastDrain = clock.now
                 guard let self else { return }
                 await self.drain(inbox)
             }
@@ -125,6 +138,10 @@ public actor MulticastDNSEngine {
         flush()
     }
 
+    /// The shortest time between two drains of the inbox: under load, datagrams wait at most
+    /// this long, and are handled in batches.
+    static let minimumDrainInterval: Duration = .milliseconds(1)
+
     /// Datagrams taken per turn of the actor: large enough that a flood costs one hop per
     /// batch, small enough that API calls are not kept waiting behind it.
     static let batchSize = 256
@@ -144,10 +161,16 @@ public actor MulticastDNSEngine {
     func handle(_ datagram: ReceivedDatagram, at now: Duration) {
         guard !isShutDown, let info = interfaceInfo[datagram.interfaceIndex] else { return }
         statistics.datagramsHandled += 1
-        if ownAddresses.contains(datagram.source.address.withoutScope),
-            let index = recentlySent.firstIndex(where: { $0.bytes == datagram.bytes }) {
-            recentlySent.remove(at: index)
-            return
+        if ownAddresses.contains(datagram.source.address.withoutScope) && datagram.source.port == DNSWire.SocketAddress.mdnsPort {
+            if let index = recentlySent.firstIndex(where: { $0.bytes == datagram.bytes }) {
+                recentlySent.remove(at: index)
+                return
+            }
+            // mDNS from this machine that we did not send: another stack shares port 5353.
+            if core.unicastRepliesReachUs {
+                core.unicastRepliesReachUs = false
+                logger.info("another mDNS stack on this machine is speaking on port 5353: asking for multicast replies only (RFC 6762 §15.1)")
+            }
         }
         let message: Message
         do {

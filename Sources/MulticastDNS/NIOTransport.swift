@@ -156,14 +156,18 @@ public final class NIOMulticastTransport: Sendable {
         self.logger = logger
     }
 
+    static let datagramsPerRead = 16
+
     private static func bind(_ family: IPFamily, group: any EventLoopGroup, inbox: DatagramInbox) async throws -> any Channel {
         let bootstrap = DatagramBootstrap(group: group)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(ChannelOptions.Types.SocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_REUSEPORT)), value: 1)
             .channelOption(.receivePacketInfo, value: true)
-            // mDNS packets may be up to 9000 bytes (RFC 6762 §17); read several per wake-up.
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 9000))
-            .channelOption(.maxMessagesPerRead, value: 16)
+            // Up to 16 datagrams per system call (recvmmsg), each in a 9000-byte slot: mDNS packets
+            // may be that large (RFC 6762 §17), and a shorter slot would truncate them.
+            .channelOption(.datagramVectorReadMessageCount, value: Self.datagramsPerRead)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 9000 * Self.datagramsPerRead))
+            .channelOption(.maxMessagesPerRead, value: 4)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(InboundHandler(inbox: inbox, family: family))
@@ -177,6 +181,12 @@ public final class NIOMulticastTransport: Sendable {
                 .channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
                 .bind(host: "::", port: Int(DNSWire.SocketAddress.mdnsPort)).get()
         }
+    }
+
+    /// Whether another program on this machine already has UDP port 5353 (avahi-daemon,
+    /// mDNSResponder, python-zeroconf): a plain bind without SO_REUSEADDR fails then.
+    public static func portInUse(_ port: UInt16 = DNSWire.SocketAddress.mdnsPort) -> Bool {
+        udpPortInUse(port)
     }
 
     /// Opens the sockets. Fails with a clear error when port 5353 cannot be bound.
@@ -397,4 +407,24 @@ extension DNSWire.SocketAddress {
             return NIOCore.SocketAddress(raw, host: v6.description)
         }
     }
+}
+
+/// Whether binding UDP `port` on all IPv4 addresses, without SO_REUSEADDR, fails because the
+/// port is taken.
+private func udpPortInUse(_ port: UInt16) -> Bool {
+    #if canImport(Glibc)
+    let descriptor = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    #else
+    let descriptor = Darwin.socket(AF_INET, SOCK_DGRAM, 0)
+    #endif
+    guard descriptor >= 0 else { return false }
+    defer { _ = close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = INADDR_ANY
+    let result = withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    return result != 0 && errno == EADDRINUSE
 }

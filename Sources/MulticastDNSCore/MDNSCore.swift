@@ -62,6 +62,10 @@ public final class MDNSCore {
     // Querier state.
     /// When we last asked for unicast replies (a QU query or the first probe).
     var lastUnicastRequest: Duration?
+    /// False when another mDNS stack on this machine shares UDP port 5353: the kernel hands a
+    /// unicast reply to only one of the sockets, so asking for unicast replies (QU) would lose
+    /// some of them. The engine then asks for multicast replies only (RFC 6762 §15.1).
+    public var unicastRepliesReachUs = true
     var queries: [Int: ContinuousQuery] = [:]
     var cache = RecordCache()
 

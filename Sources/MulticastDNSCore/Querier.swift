@@ -102,7 +102,7 @@ extension MDNSCore {
         // The first query of a new question asks for unicast replies (QU, RFC 6762 §5.4):
         // responders answer it at once, and to us alone.
         var question = query.question
-        question.unicastResponse = query.interval == MDNSTiming.queryInitialInterval
+        question.unicastResponse = query.interval == MDNSTiming.queryInitialInterval && unicastRepliesReachUs
         sendQuery(question)
         scheduleNext(query)
     }

@@ -312,8 +312,8 @@ extension MDNSCore {
             let proposed = ownedRecords(of: set, on: interface)
             guard !proposed.isEmpty else { continue }
             // The first probe asks for a unicast reply (QU), which reaches us sooner (§8.1).
-            let question = Question(name: set.name, type: .any, unicastResponse: step == 0)
-            if step == 0 { lastUnicastRequest = now }
+            let question = Question(name: set.name, type: .any, unicastResponse: step == 0 && unicastRepliesReachUs)
+            if question.unicastResponse { lastUnicastRequest = now }
             sendMulticast(Message(questions: [question], authorities: proposed), on: interface)
         }
         set.state = .probing(step: step + 1)

@@ -154,6 +154,30 @@ struct BackendLabTests {
         }
     }
 
+    /// Beside avahi-daemon on the same host, unicast replies reach only one of the two sockets
+    /// on port 5353: the embedded engine must not ask for them (RFC 6762 §15.1).
+    @Test("30 cold embedded browses on a host where avahi-daemon also runs find both peers every time")
+    func coldBrowsesBesideAvahi() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let nearby = NearbyRunner(lab: lab, backend: .embedded)
+        try await lab.withAvahi(in: ["h1", "h2"]) {
+            let publisher = try lab.start(["avahi", "exec", "h1", "--", "avahi-publish", "-s", "Avahi Box", "_openagents._tcp", "9202", "from=avahi"])
+            let registrant = try lab.start(["zeroconf", "h3", "--", "register", "Zero Box", "_openagents._tcp", "9203", "from=zeroconf"])
+            try await lab.withProcesses([publisher, registrant]) {
+                _ = try await registrant.waitForLine(containing: "\"registered\"", timeout: .seconds(20))
+                try await Task.sleep(for: .seconds(1))
+                var misses: [String] = []
+                for run in 1...30 {
+                    let output = try await nearby.run("h2", ["browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "1.5"])
+                    let resolved = jsonLines(output).filter { $0["event"] as? String == "found" && ($0["addresses"] as? [String])?.isEmpty == false }
+                    let names = Set(resolved.compactMap { $0["name"] as? String })
+                    if names != ["Avahi Box", "Zero Box"] { misses.append("run \(run) found \(names.sorted()): \(output)") }
+                }
+                #expect(misses.isEmpty, "\(misses.count) of 30 cold browses missed a service; first: \(misses.first ?? "")")
+            }
+        }
+    }
+
     /// Issue 9's second defect: a resolve right after a service was announced waited for the
     /// querier's 1 s retry. Each resolve must be answered by its first query; 0.6 s leaves
     /// room for process start-up (about 0.1 s here) and none for a retry.

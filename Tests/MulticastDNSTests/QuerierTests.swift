@@ -234,4 +234,18 @@ struct QuerierTests {
         #expect(known.contains { $0.type == .srv })
         #expect(known.allSatisfy { !$0.cacheFlush })
     }
+
+    @Test("sharing port 5353 with another stack on the machine, queries and probes ask for multicast replies only (§15.1)")
+    func noUnicastRepliesWhenPortShared() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        a.core.unicastRepliesReachUs = false
+        _ = a.core.startQuery(name: agentType.domainName, type: .ptr)
+        _ = a.core.register(registration("Box"))
+        lan.run(for: .seconds(3))
+        let questions = lan.sent(by: a).filter { !$0.message.header.isResponse }.flatMap { $0.message.questions }
+        #expect(questions.contains { $0.name == agentType.domainName })
+        #expect(questions.contains { $0.type == .any })  // probes went out
+        #expect(questions.allSatisfy { !$0.unicastResponse })
+    }
 }
