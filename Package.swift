@@ -84,7 +84,7 @@ let package = Package(
         // Small C functions over OpenSSL (what its macros and callbacks hide); DER in, DER out.
         .target(name: "CPeerTrust", dependencies: ["COpenSSL"]),
         // Peer identity (key, certificate, peer ID, persistence) and X.509 trust evaluation.
-        .target(name: "PeerTrust", dependencies: ["CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
+        .target(name: "PeerTrust", dependencies: ["DNSWire", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
         .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(

@@ -5,38 +5,7 @@
 /// that a hostile or broken packet can be diagnosed from a log line alone.
 public struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What kind of problem this is. New codes may be added; switch with a `default`.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        private init(_ name: String) { self.name = name }
-        public var description: String { name }
-
-        /// The data ended before a field that had to be there.
-        public static let truncated = Code("truncated")
-        /// A section count claims more entries than the packet could possibly hold.
-        public static let countExceedsData = Code("countExceedsData")
-        /// A compression pointer points at itself.
-        public static let selfPointer = Code("selfPointer")
-        /// A compression pointer leads back to a place already visited in the same name.
-        public static let pointerLoop = Code("pointerLoop")
-        /// A compression pointer points at or beyond the end of the packet.
-        public static let pointerOutOfBounds = Code("pointerOutOfBounds")
-        /// A name uses more compression pointers than it could need.
-        public static let tooManyPointers = Code("tooManyPointers")
-        /// A label is longer than 63 bytes.
-        public static let labelTooLong = Code("labelTooLong")
-        /// A name is longer than 255 bytes on the wire.
-        public static let nameTooLong = Code("nameTooLong")
-        /// A name has more than 128 labels.
-        public static let tooManyLabels = Code("tooManyLabels")
-        /// A label starts with the reserved type bits 01 or 10.
-        public static let reservedLabelType = Code("reservedLabelType")
-        /// A record's data does not fill exactly its RDLENGTH, or is malformed for its type.
-        public static let badRecordData = Code("badRecordData")
-        /// A name in presentation format (text) is malformed.
-        public static let badPresentationName = Code("badPresentationName")
-        /// A value cannot be encoded (too large for its field or for a packet).
-        public static let cannotEncode = Code("cannotEncode")
-    }
+    public typealias Code = OpenKind<DNSWireError>
 
     /// What kind of problem this is.
     public var code: Code
@@ -55,4 +24,33 @@ public struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible {
         if let offset { return "\(reason) (at offset \(offset))" }
         return reason
     }
+}
+
+extension OpenKind where Owner == DNSWireError {
+    /// The data ended before a field that had to be there.
+    public static var truncated: Self { Self("truncated") }
+    /// A section count claims more entries than the packet could possibly hold.
+    public static var countExceedsData: Self { Self("countExceedsData") }
+    /// A compression pointer points at itself.
+    public static var selfPointer: Self { Self("selfPointer") }
+    /// A compression pointer leads back to a place already visited in the same name.
+    public static var pointerLoop: Self { Self("pointerLoop") }
+    /// A compression pointer points at or beyond the end of the packet.
+    public static var pointerOutOfBounds: Self { Self("pointerOutOfBounds") }
+    /// A name uses more compression pointers than it could need.
+    public static var tooManyPointers: Self { Self("tooManyPointers") }
+    /// A label is longer than 63 bytes.
+    public static var labelTooLong: Self { Self("labelTooLong") }
+    /// A name is longer than 255 bytes on the wire.
+    public static var nameTooLong: Self { Self("nameTooLong") }
+    /// A name has more than 128 labels.
+    public static var tooManyLabels: Self { Self("tooManyLabels") }
+    /// A label starts with the reserved type bits 01 or 10.
+    public static var reservedLabelType: Self { Self("reservedLabelType") }
+    /// A record's data does not fill exactly its RDLENGTH, or is malformed for its type.
+    public static var badRecordData: Self { Self("badRecordData") }
+    /// A name in presentation format (text) is malformed.
+    public static var badPresentationName: Self { Self("badPresentationName") }
+    /// A value cannot be encoded (too large for its field or for a packet).
+    public static var cannotEncode: Self { Self("cannotEncode") }
 }

@@ -201,9 +201,7 @@ public actor MulticastDNSEngine {
         public var droppedWhileBusy = 0
         /// Datagrams the sockets failed to send.
         public var sendFailures = 0
-        /// Unicast responses refused: not asked for by a recent QU query, or from off the link (§6, §11).
-        public var unicastResponsesRefused = 0
-        /// What the RFC 6762 engine held back on purpose.
+        /// What the RFC 6762 engine held back or refused on purpose.
         public var engine = EngineStatistics()
     }
     var statistics = Statistics()
@@ -225,8 +223,8 @@ public actor MulticastDNSEngine {
         if now.sendFailures > before.sendFailures {
             logger.warning("\(now.sendFailures - before.sendFailures) datagram(s) could not be sent")
         }
-        if now.unicastResponsesRefused > before.unicastResponsesRefused {
-            logger.debug("refused \(now.unicastResponsesRefused - before.unicastResponsesRefused) unicast response(s) we had not asked for, or from off the link")
+        if now.engine.unicastResponsesRefused > before.engine.unicastResponsesRefused {
+            logger.debug("refused \(now.engine.unicastResponsesRefused - before.engine.unicastResponsesRefused) unicast response(s) we had not asked for, or from off the link")
         }
         loggedCounters = now
         lastUndecodable = nil
@@ -238,7 +236,6 @@ public actor MulticastDNSEngine {
         counts.droppedWhileBusy = transport.inbox.counts.dropped
         counts.sendFailures = transport.sendFailures
         counts.engine = core.statistics
-        counts.unicastResponsesRefused = core.statistics.unicastResponsesRefused
         return counts
     }
 

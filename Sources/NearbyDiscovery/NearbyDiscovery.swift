@@ -36,6 +36,48 @@ public struct ResolvedService: Hashable, Sendable {
     public var info: DiscoveryInfo
 }
 
+extension OpenKind where Owner == BrowseEvent {
+    /// A service appeared (resolved when the browse resolves).
+    public static var found: Self { Self("found") }
+    /// A resolved service changed its TXT, port, host or addresses.
+    public static var updated: Self { Self("updated") }
+    /// A service left: goodbye, expiry, or failure detection.
+    public static var lost: Self { Self("lost") }
+    /// The browse cannot see the network for now (the system daemon stopped). It carries on by
+    /// itself: ``restored`` follows when it can see again.
+    public static var interrupted: Self { Self("interrupted") }
+    /// The browse sees the network again. Services still there are not reported again; those
+    /// that left meanwhile are reported lost a few seconds later.
+    public static var restored: Self { Self("restored") }
+}
+
+extension OpenKind where Owner == AdvertisementEvent {
+    /// A conflict arose and the service now goes by ``AdvertisementEvent/name``.
+    public static var renamed: Self { Self("renamed") }
+    /// The service is off the network for now (the system daemon stopped); it is published
+    /// again by itself when the daemon returns.
+    public static var interrupted: Self { Self("interrupted") }
+    /// The service is published again, under ``AdvertisementEvent/name``.
+    public static var restored: Self { Self("restored") }
+}
+
+extension OpenKind where Owner == DiscoveryError {
+    /// The system's DNS-SD daemon (avahi-daemon, mDNSResponder) is not running or not reachable.
+    public static var daemonNotRunning: Self { Self("daemonNotRunning") }
+    /// The daemon refused or failed an operation (a name conflict it could not settle, a bad parameter, …).
+    public static var daemonFailure: Self { Self("daemonFailure") }
+    /// Nothing answered in time.
+    public static var timeout: Self { Self("timeout") }
+    /// The caller's input is unusable (an interface that does not exist, too many interfaces, …).
+    public static var invalidInput: Self { Self("invalidInput") }
+    /// The chosen backend cannot do what was asked (a TTL or a host name on the system backend).
+    public static var unsupported: Self { Self("unsupported") }
+    /// The network could not be used: UDP port 5353 could not be opened, a socket failed.
+    public static var transportFailure: Self { Self("transportFailure") }
+    /// Discovery was shut down before the operation finished.
+    public static var stopped: Self { Self("stopped") }
+}
+
 /// What a browse reports: a ``kind`` and what goes with it.
 ///
 /// A struct rather than an enum, so that kinds can be added later without breaking anyone:
@@ -49,25 +91,9 @@ public struct ResolvedService: Hashable, Sendable {
 /// }
 /// ```
 public struct BrowseEvent: Sendable, Equatable, CustomStringConvertible {
-    /// What happened.
-    public struct Kind: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        private init(_ name: String) { self.name = name }
-        public var description: String { name }
-
-        /// A service appeared (resolved when the browse resolves).
-        public static let found = Kind("found")
-        /// A resolved service changed its TXT, port, host or addresses.
-        public static let updated = Kind("updated")
-        /// A service left: goodbye, expiry, or failure detection.
-        public static let lost = Kind("lost")
-        /// The browse cannot see the network for now (the system daemon stopped). It carries on
-        /// by itself: ``restored`` follows when it can see again.
-        public static let interrupted = Kind("interrupted")
-        /// The browse sees the network again. Services still there are not reported again;
-        /// those that left meanwhile are reported lost a few seconds later.
-        public static let restored = Kind("restored")
-    }
+    /// What happened: ``OpenKind/found``, ``OpenKind/updated``, ``OpenKind/lost``,
+    /// ``OpenKind/interrupted``, ``OpenKind/restored`` (and kinds to come).
+    public typealias Kind = OpenKind<BrowseEvent>
 
     /// What happened.
     public let kind: Kind
@@ -112,20 +138,9 @@ public struct BrowseEvent: Sendable, Equatable, CustomStringConvertible {
 /// What happens to an advertisement after its name was first won: a ``kind`` and what goes
 /// with it. A struct, like ``BrowseEvent``, so kinds can be added: keep a `default:`.
 public struct AdvertisementEvent: Sendable, Equatable, CustomStringConvertible {
-    /// What happened.
-    public struct Kind: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        private init(_ name: String) { self.name = name }
-        public var description: String { name }
-
-        /// A conflict arose and the service now goes by ``AdvertisementEvent/name``.
-        public static let renamed = Kind("renamed")
-        /// The service is off the network for now (the system daemon stopped); it is published
-        /// again by itself when the daemon returns.
-        public static let interrupted = Kind("interrupted")
-        /// The service is published again, under ``AdvertisementEvent/name``.
-        public static let restored = Kind("restored")
-    }
+    /// What happened: ``OpenKind/renamed``, ``OpenKind/interrupted``, ``OpenKind/restored``
+    /// (and kinds to come).
+    public typealias Kind = OpenKind<AdvertisementEvent>
 
     /// What happened.
     public let kind: Kind
@@ -150,28 +165,9 @@ public struct AdvertisementEvent: Sendable, Equatable, CustomStringConvertible {
 
 /// Why discovery failed: a ``code`` to switch on and a message a person can act on.
 public struct DiscoveryError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// What kind of failure this is. A struct with static members rather than an enum, so
-    /// that new codes can be added without breaking a caller's `switch` (give it a `default`).
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        private init(_ name: String) { self.name = name }
-        public var description: String { name }
-
-        /// The system's DNS-SD daemon (avahi-daemon, mDNSResponder) is not running or not reachable.
-        public static let daemonNotRunning = Code("daemonNotRunning")
-        /// The daemon refused or failed an operation (name conflict it could not settle, bad parameter, …).
-        public static let daemonFailure = Code("daemonFailure")
-        /// Nothing answered in time.
-        public static let timeout = Code("timeout")
-        /// The caller's input is unusable (an interface that does not exist, too many interfaces, …).
-        public static let invalidInput = Code("invalidInput")
-        /// The chosen backend cannot do what was asked (a TTL or a host name on the system backend).
-        public static let unsupported = Code("unsupported")
-        /// The network could not be used: UDP port 5353 could not be opened, a socket failed.
-        public static let transportFailure = Code("transportFailure")
-        /// Discovery was shut down before the operation finished.
-        public static let stopped = Code("stopped")
-    }
+    /// What kind of failure this is: ``OpenKind/daemonNotRunning``, ``OpenKind/timeout``, …
+    /// New codes may be added; switch with a `default`.
+    public typealias Code = OpenKind<DiscoveryError>
 
     /// What kind of failure this is.
     public var code: Code

@@ -25,3 +25,6 @@ public typealias NetworkInterface = DNSWire.NetworkInterface
 public typealias ServiceRegistration = DNSWire.ServiceRegistration
 /// Why a TXT entry was refused (too long, a bad key), naming the key, size and limit.
 public typealias DiscoveryInfoError = DNSWire.DiscoveryInfoError
+/// A value from an open set of named kinds (``BrowseEvent/Kind``, ``DiscoveryError/Code``):
+/// switch over one with a `default:` branch, where kinds added later go.
+public typealias OpenKind = DNSWire.OpenKind

@@ -1,3 +1,4 @@
+public import DNSWire
 public import Foundation
 
 /// Which side of a connection the peer being judged is on.
@@ -30,58 +31,7 @@ public indirect enum TrustPolicy: Sendable, Hashable {
 public struct TrustReason: Hashable, Sendable, CustomStringConvertible {
     /// What kind of reason this is, for programs: stable, and independent of OpenSSL's numbers.
     /// New codes may be added; switch with a `default`.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        private init(_ name: String) { self.name = name }
-        /// The code's name, as its static member is spelled (`"expired"`); what JSON output shows.
-        public var description: String { name }
-
-        /// A certificate's validity period ended before the evaluation time.
-        public static let expired = Code("expired")
-        /// A certificate's validity period starts after the evaluation time.
-        public static let notYetValid = Code("notYetValid")
-        /// A certificate's issuer is not among the trusted anchors, or cannot be found.
-        public static let unknownIssuer = Code("unknownIssuer")
-        /// The leaf is self-signed and is not itself a trusted anchor.
-        public static let selfSignedNotTrusted = Code("selfSignedNotTrusted")
-        /// The chain ends in a self-signed root that is not a trusted anchor.
-        public static let untrustedRoot = Code("untrustedRoot")
-        /// A certificate's signature does not verify with its issuer's key (tampered or corrupt).
-        public static let badSignature = Code("badSignature")
-        /// A certificate's signature, or its issuer's key, cannot be read, so it cannot be checked.
-        public static let unreadableSignature = Code("unreadableSignature")
-        /// The leaf's key usage or extended key usage forbids the role (TLS server or client).
-        public static let wrongUsage = Code("wrongUsage")
-        /// The chain holds more intermediate CA certificates than allowed.
-        public static let chainTooLong = Code("chainTooLong")
-        /// A certificate that signs others is not a valid CA (basic constraints).
-        public static let notACA = Code("notACA")
-        /// A certificate is deeper in the chain than its CA's path length constraint allows.
-        public static let pathLengthExceeded = Code("pathLengthExceeded")
-        /// A certificate is marked as a CA where a leaf certificate was expected.
-        public static let unexpectedCA = Code("unexpectedCA")
-        /// The leaf's peer ID is not among the pinned peers.
-        public static let notPinned = Code("notPinned")
-        /// The leaf's key is not the peer ID discovery announced.
-        public static let peerIDMismatch = Code("peerIDMismatch")
-        /// An anchors policy was given no anchors.
-        public static let noAnchors = Code("noAnchors")
-        /// The policy trusts nothing at all (no anchors and no pinned peers).
-        public static let nothingTrusted = Code("nothingTrusted")
-        /// The peer presented no certificate.
-        public static let noCertificate = Code("noCertificate")
-        /// Verification could not run (unreadable input, OpenSSL failure); nothing was judged.
-        public static let verificationFailed = Code("verificationFailed")
-        /// Any other verification error OpenSSL reported; the message says which.
-        public static let other = Code("other")
-
-        /// Every code, for tests. Keep in step with the members above.
-        static let all: [Code] = [
-            .expired, .notYetValid, .unknownIssuer, .selfSignedNotTrusted, .untrustedRoot, .badSignature, .unreadableSignature,
-            .wrongUsage, .chainTooLong, .notACA, .pathLengthExceeded, .unexpectedCA, .notPinned, .peerIDMismatch, .noAnchors,
-            .nothingTrusted, .noCertificate, .verificationFailed, .other,
-        ]
-    }
+    public typealias Code = OpenKind<TrustReason>
 
     /// What kind of reason this is.
     public var code: Code
@@ -242,44 +192,31 @@ public struct TrustEvaluator: Sendable {
         let message: String
         switch issue.code {
         case X509Error.certHasExpired:
-            code = .expired
-            message = "\(position) \(name) expired on \(day(issue.notAfter))"
+            (code, message) = (.expired, "\(position) \(name) expired on \(day(issue.notAfter))")
         case X509Error.certNotYetValid:
-            code = .notYetValid
-            message = "\(position) \(name) is not valid until \(day(issue.notBefore))"
+            (code, message) = (.notYetValid, "\(position) \(name) is not valid until \(day(issue.notBefore))")
         case X509Error.unableToGetIssuerCert, X509Error.unableToGetIssuerCertLocally:
-            code = .unknownIssuer
-            message = "issuer not among \(anchors): \(name) was issued by \"\(commonName(of: issue.issuer))\""
+            (code, message) = (.unknownIssuer, "issuer not among \(anchors): \(name) was issued by \"\(commonName(of: issue.issuer))\"")
         case X509Error.unableToVerifyLeafSignature:
-            code = .unknownIssuer
-            message = "\(name) cannot be verified: its issuer \"\(commonName(of: issue.issuer))\" is not among \(anchors)"
+            (code, message) = (.unknownIssuer, "\(name) cannot be verified: its issuer \"\(commonName(of: issue.issuer))\" is not among \(anchors)")
         case X509Error.depthZeroSelfSignedCert:
-            code = .selfSignedNotTrusted
-            message = "\(name) is self-signed and not among \(anchors)"
+            (code, message) = (.selfSignedNotTrusted, "\(name) is self-signed and not among \(anchors)")
         case X509Error.selfSignedCertInChain:
-            code = .untrustedRoot
-            message = "the chain ends in the self-signed root \(name), which is not among \(anchors)"
+            (code, message) = (.untrustedRoot, "the chain ends in the self-signed root \(name), which is not among \(anchors)")
         case X509Error.certSignatureFailure:
-            code = .badSignature
-            message = "the signature on \(name) does not verify (tampered or corrupt)"
+            (code, message) = (.badSignature, "the signature on \(name) does not verify (tampered or corrupt)")
         case X509Error.unableToDecryptCertSignature, X509Error.unableToDecodeIssuerPublicKey:
-            code = .unreadableSignature
-            message = "the signature on \(name) cannot be checked (unreadable signature or issuer key)"
+            (code, message) = (.unreadableSignature, "the signature on \(name) cannot be checked (unreadable signature or issuer key)")
         case X509Error.invalidPurpose:
-            code = .wrongUsage
-            message = "\(name) is not fit for \(role.fitness) (its key usage or extended key usage forbids it)"
+            (code, message) = (.wrongUsage, "\(name) is not fit for \(role.fitness) (its key usage or extended key usage forbids it)")
         case X509Error.certChainTooLong:
-            code = .chainTooLong
-            message = "the chain is longer than allowed: at most \(limit) intermediate CA certificate\(limit == 1 ? "" : "s")"
+            (code, message) = (.chainTooLong, "the chain is longer than allowed: at most \(limit) intermediate CA certificate\(limit == 1 ? "" : "s")")
         case X509Error.invalidCA:
-            code = .notACA
-            message = "\(name) signs other certificates but is not a CA (basic constraints)"
+            (code, message) = (.notACA, "\(name) signs other certificates but is not a CA (basic constraints)")
         case X509Error.pathLengthExceeded:
-            code = .pathLengthExceeded
-            message = "\(name) is deeper in the chain than its CA's path length allows"
+            (code, message) = (.pathLengthExceeded, "\(name) is deeper in the chain than its CA's path length allows")
         case X509Error.invalidNonCA:
-            code = .unexpectedCA
-            message = "\(name) is marked as a CA where a leaf certificate was expected"
+            (code, message) = (.unexpectedCA, "\(name) is marked as a CA where a leaf certificate was expected")
         default:
             code = .other
             message = "\(name): \(OpenSSL.verifyErrorText(issue.code))"
@@ -298,5 +235,54 @@ public struct TrustEvaluator: Sendable {
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyy-MM-dd HH:mm 'UTC'"
         return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+    }
+}
+
+extension OpenKind where Owner == TrustReason {
+    /// A certificate's validity period ended before the evaluation time.
+    public static var expired: Self { Self("expired") }
+    /// A certificate's validity period starts after the evaluation time.
+    public static var notYetValid: Self { Self("notYetValid") }
+    /// A certificate's issuer is not among the trusted anchors, or cannot be found.
+    public static var unknownIssuer: Self { Self("unknownIssuer") }
+    /// The leaf is self-signed and is not itself a trusted anchor.
+    public static var selfSignedNotTrusted: Self { Self("selfSignedNotTrusted") }
+    /// The chain ends in a self-signed root that is not a trusted anchor.
+    public static var untrustedRoot: Self { Self("untrustedRoot") }
+    /// A certificate's signature does not verify with its issuer's key (tampered or corrupt).
+    public static var badSignature: Self { Self("badSignature") }
+    /// A certificate's signature, or its issuer's key, cannot be read, so it cannot be checked.
+    public static var unreadableSignature: Self { Self("unreadableSignature") }
+    /// The leaf's key usage or extended key usage forbids the role (TLS server or client).
+    public static var wrongUsage: Self { Self("wrongUsage") }
+    /// The chain holds more intermediate CA certificates than allowed.
+    public static var chainTooLong: Self { Self("chainTooLong") }
+    /// A certificate that signs others is not a valid CA (basic constraints).
+    public static var notACA: Self { Self("notACA") }
+    /// A certificate is deeper in the chain than its CA's path length constraint allows.
+    public static var pathLengthExceeded: Self { Self("pathLengthExceeded") }
+    /// A certificate is marked as a CA where a leaf certificate was expected.
+    public static var unexpectedCA: Self { Self("unexpectedCA") }
+    /// The leaf's peer ID is not among the pinned peers.
+    public static var notPinned: Self { Self("notPinned") }
+    /// The leaf's key is not the peer ID discovery announced.
+    public static var peerIDMismatch: Self { Self("peerIDMismatch") }
+    /// An anchors policy was given no anchors.
+    public static var noAnchors: Self { Self("noAnchors") }
+    /// The policy trusts nothing at all (no anchors and no pinned peers).
+    public static var nothingTrusted: Self { Self("nothingTrusted") }
+    /// The peer presented no certificate.
+    public static var noCertificate: Self { Self("noCertificate") }
+    /// Verification could not run (unreadable input, OpenSSL failure); nothing was judged.
+    public static var verificationFailed: Self { Self("verificationFailed") }
+    /// Any other verification error OpenSSL reported; the message says which.
+    public static var other: Self { Self("other") }
+    /// Every code, for tests. Keep in step with the members above.
+    static var all: [Self] {
+        [
+            .expired, .notYetValid, .unknownIssuer, .selfSignedNotTrusted, .untrustedRoot, .badSignature, .unreadableSignature,
+            .wrongUsage, .chainTooLong, .notACA, .pathLengthExceeded, .unexpectedCA, .notPinned, .peerIDMismatch, .noAnchors,
+            .nothingTrusted, .noCertificate, .verificationFailed, .other,
+        ]
     }
 }
