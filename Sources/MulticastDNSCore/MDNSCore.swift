@@ -135,7 +135,7 @@ public final class MDNSCore {
         interfaces = addresses
         ownAddresses = Set(addresses.values.flatMap { $0 }.map(\.withoutScope))
         let gone = Set(old.keys).subtracting(addresses.keys)
-        for interface in gone { cache.removeAll(on: interface, now: now, core: self) }
+        for interface in gone { announce(cache.removeAll(on: interface)) }
         let changed = addresses.contains { interface, list in old[interface] != list }
         if changed {
             for set in recordSets.values where set.isActive { restartProbing(set, delay: true) }
