@@ -697,4 +697,24 @@ struct BrowseStateMachineTests {
             [.watch(.service(box, lan1)), .watch(.host(boxHost, lan1)), found(resolved(on: lan1, addresses: [v6]))])
         expect(machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(1)), [updated(resolved(on: lan1, addresses: [v4, v6]))])
     }
+
+    // MARK: Why a service does not resolve (nearby browse --verbose)
+
+    @Test("unresolved services say what they wait for: the SRV, then the TXT and an address, then nothing")
+    func unresolvedExplains() {
+        var machine = browser()
+        _ = machine.handle([.instanceAdded(box, lan1)], at: ms(1))
+        #expect(machine.unresolved().map(\.waitingFor) == ["its SRV record (host and port)"])
+        _ = machine.handle([.srvAdded(box, lan1, srv)], at: ms(2))
+        #expect(machine.unresolved().map(\.waitingFor) == ["its TXT record and an address (A/AAAA) of buildbox.local. on lan1"])
+        _ = machine.handle([.txtAdded(box, lan1, txtA)], at: ms(3))
+        #expect(machine.unresolved().map(\.waitingFor) == ["an address (A/AAAA) of buildbox.local. on lan1"])
+        #expect(machine.unresolved().first?.service == service(on: lan1))
+        _ = machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(4))
+        #expect(machine.unresolved().isEmpty)
+        // A browse that does not resolve has nothing to explain.
+        var plain = browser(resolve: false)
+        _ = plain.handle([.instanceAdded(box, lan1)], at: ms(1))
+        #expect(plain.unresolved().isEmpty)
+    }
 }
