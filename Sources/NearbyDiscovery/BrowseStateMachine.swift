@@ -110,6 +110,9 @@ struct BrowseStateMachine {
         now = max(now, time)
         var actions: [Action] = []
         for observation in observations { actions += apply(observation) }
+        // The settle window opens with the first observation of an answer, not when the
+        // resolution is complete: the rest of one answer comes within the window.
+        if settleTime > .zero && settleDeadline == nil && !observations.isEmpty { settleDeadline = now + settleTime }
         return actions + reconcile(settled: settleTime == .zero)
     }
 
@@ -233,7 +236,7 @@ struct BrowseStateMachine {
             actions.append(.report(event))
         }
         if pending && settleDeadline == nil { settleDeadline = now + settleTime }
-        if !pending { settleDeadline = nil }
+        if !pending && settled { settleDeadline = nil }
         return actions
     }
 

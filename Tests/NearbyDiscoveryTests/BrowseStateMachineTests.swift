@@ -423,23 +423,31 @@ struct BrowseStateMachineTests {
 
     // MARK: 8. Settle time
 
-    @Test("with a settle time nothing is reported before the deadline, then one found with everything")
+    @Test("with a settle time the window opens with the first observation; one found with everything at its end")
     func settleFound() {
         var machine = browser(settle: ms(30))
         expect(machine.handle([.instanceAdded(box, lan1)], at: ms(0)), [.watch(.service(box, lan1))])
-        #expect(machine.nextDeadline == nil)
+        #expect(machine.nextDeadline == ms(30))
         expect(machine.handle([.srvAdded(box, lan1, srv)], at: ms(5)), [.watch(.host(boxHost, lan1))])
         expect(machine.handle([.txtAdded(box, lan1, txtA)], at: ms(10)), [])
-        #expect(machine.nextDeadline == nil)
         expect(machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(15)), [])
-        #expect(machine.nextDeadline == ms(45))
         expect(machine.handle([.addressAdded(boxHost, lan1, v6)], at: ms(25)), [])
-        #expect(machine.nextDeadline == ms(45))
-        expect(machine.advance(to: ms(44)), [])
-        #expect(machine.nextDeadline == ms(45))
-        expect(machine.advance(to: ms(45)), [found(resolved(on: lan1, addresses: [v4, v6]))])
+        #expect(machine.nextDeadline == ms(30))
+        expect(machine.advance(to: ms(29)), [])
+        expect(machine.advance(to: ms(30)), [found(resolved(on: lan1, addresses: [v4, v6]))])
         #expect(machine.nextDeadline == nil)
         expect(machine.advance(to: ms(100)), [])
+    }
+
+    @Test("with a settle time an answer completed after the window is reported a window after its last part")
+    func settleFoundLate() {
+        var machine = browser(settle: ms(30))
+        _ = machine.handle([.instanceAdded(box, lan1), .srvAdded(box, lan1, srv), .txtAdded(box, lan1, txtA)], at: ms(0))
+        expect(machine.advance(to: ms(30)), [])
+        #expect(machine.nextDeadline == nil)
+        expect(machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(50)), [])
+        #expect(machine.nextDeadline == ms(80))
+        expect(machine.advance(to: ms(80)), [found(resolved(on: lan1, addresses: [v4]))])
     }
 
     @Test("with a settle time several changes within the window make one update")
@@ -479,8 +487,8 @@ struct BrowseStateMachineTests {
         expect(
             machine.handle([.instanceRemoved(box, lan1)], at: ms(10)),
             [.unwatch(.service(box, lan1)), .unwatch(.host(boxHost, lan1))])
-        #expect(machine.nextDeadline == nil)
         expect(machine.advance(to: ms(30)), [])
+        #expect(machine.nextDeadline == nil)
     }
 
     @Test("with a settle time a browse without resolve waits too")

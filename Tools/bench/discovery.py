@@ -113,16 +113,24 @@ def time_to_resolve():
     results = {"nearby resolve": [], "python-zeroconf resolve": [], "avahi-browse -r (fresh daemon)": [],
                "nearby resolve --backend system (fresh daemon)": []}
     startup = {"nearby --version": [], "python -c 'import zeroconf'": []}
+    # Each tool asks cold, and more than a second after the last one: a responder multicasts a
+    # record at most once a second (RFC 6762 §6), so a resolve right after another tool's is
+    # answered late by some responders (avahi), which would measure the order of the tools.
+    settle = lambda: time.sleep(1.1)
     for _ in range(TRIALS):
+        settle()
         results["nearby resolve"].append(timed_command(
             ["exec", "h2", "--", NEARBY, "resolve", "Bench Box", TYPE, "--json"], '"resolved"'))
+        settle()
         results["python-zeroconf resolve"].append(timed_command(
             ["exec", "h2", "--", PYTHON, "-u", PEER, "resolve", "Bench Box", TYPE, "--timeout", "5"], '"resolved"'))
         lab("avahi", "start", "h3")
+        settle()
         results["avahi-browse -r (fresh daemon)"].append(timed_command(
             ["avahi", "exec", "h3", "--", "stdbuf", "-oL", "avahi-browse", "-rp", TYPE], "=;"))
         lab("avahi", "stop", "h3")
         lab("avahi", "start", "h3")
+        settle()
         results["nearby resolve --backend system (fresh daemon)"].append(timed_command(
             ["avahi", "exec", "h3", "--", NEARBY, "resolve", "Bench Box", TYPE, "--json", "--backend", "system"], '"resolved"'))
         lab("avahi", "stop", "h3")
