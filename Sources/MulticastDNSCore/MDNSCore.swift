@@ -56,8 +56,7 @@ public final class MDNSCore {
     var nextID = 1
     var conflictTimes: [Duration] = []
     /// When each record (name, type, data) was last multicast on each interface.
-    var lastMulticast: [RecordKey: Duration] = [:]
-    var pendingResponses: [PendingResponseKey: PendingResponse] = [:]
+    var responses = ResponseScheduler()
 
     // Querier state.
     /// When we last asked for unicast replies (a QU query or the first probe).

@@ -75,26 +75,6 @@ struct RecordStamp: Equatable {
     var hostVersion: Int
 }
 
-/// A record identity for rate limiting: name, type and data.
-struct RecordKey: Hashable {
-    var name: DomainName
-    var data: RecordData
-    var interface: NetworkInterface
-}
-
-struct PendingResponseKey: Hashable {
-    var interface: NetworkInterface
-    var destination: Destination
-    /// Legacy unicast responses echo the query's id and question.
-    var legacyID: UInt16?
-}
-
-struct PendingResponse {
-    var answers: [ResourceRecord] = []
-    var legacyQuestions: [Question] = []
-    var family: IPFamily
-}
-
 extension MDNSCore {
     // MARK: Registering
 
@@ -349,11 +329,7 @@ extension MDNSCore {
         for family in families {
             outbox.append(OutgoingMessage(message: message, destination: .multicast(family), interface: interface))
         }
-        if message.header.isResponse {
-            for record in message.answers + message.additionals where record.ttl > 0 {
-                lastMulticast[RecordKey(name: record.name, data: record.data, interface: interface)] = now
-            }
-        }
+        if message.header.isResponse { responses.noteMulticast(message.answers + message.additionals, on: interface, at: now) }
     }
 
     /// The families to multicast on: those the interface has addresses of.
@@ -525,8 +501,7 @@ extension MDNSCore {
                     // within a quarter of its TTL (the link has it; only the asker lacks it),
                     // and by multicast when it was not (so every cache on the link is renewed).
                     // A source off the link gets no unicast at all (§11).
-                    let recentlyMulticast = lastMulticast[RecordKey(name: record.name, data: record.data, interface: interface)]
-                        .map { now - $0 < .ttl(record.ttl) / 4 } ?? false
+                    let recentlyMulticast = responses.wasMulticastRecently(record, on: interface, at: now)
                     if question.unicastResponse && recentlyMulticast && received.sourceIsOnLink && !received.isLegacyUnicast {
                         if !unicastAnswers.contains(record) { unicastAnswers.append(record) }
                     } else if !answers.contains(record) {
@@ -539,10 +514,7 @@ extension MDNSCore {
         if received.isLegacyUnicast {
             guard received.sourceIsOnLink else { return }  // never answer off-link sources
             let key = PendingResponseKey(interface: interface, destination: .unicast(received.source), legacyID: query.header.id)
-            var pending = pendingResponses[key] ?? PendingResponse(family: received.family)
-            pending.legacyQuestions = query.questions
-            for record in answers where !pending.answers.contains(record) { pending.answers.append(record) }
-            pendingResponses[key] = pending
+            responses.queue(answers, for: key, family: received.family, legacyQuestions: query.questions)
             scheduler.scheduleOnce(.respond(key), at: now)
             return
         }
@@ -563,36 +535,15 @@ extension MDNSCore {
     /// §7.4 duplicate answer suppression: another responder multicast a record we were about
     /// to multicast, with a TTL no lower than ours: ours counts as sent.
     func suppressDuplicateAnswers(_ response: Message, on interface: NetworkInterface) {
-        let seen = response.answers + response.additionals
-        for (key, pending) in pendingResponses where key.interface == interface {
-            guard case .multicast = key.destination else { continue }
-            var trimmed = pending
-            trimmed.answers.removeAll { record in
-                guard seen.contains(where: { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl }) else {
-                    return false
-                }
-                lastMulticast[RecordKey(name: record.name, data: record.data, interface: interface)] = now
-                statistics.duplicateAnswersSuppressed += 1
-                return true
-            }
-            pendingResponses[key] = trimmed
-        }
+        statistics.duplicateAnswersSuppressed += responses.strikeDuplicates(response.answers + response.additionals, on: interface, at: now)
     }
 
     private func suppressPending(knownAnswers: [ResourceRecord], on interface: NetworkInterface) {
-        for (key, pending) in pendingResponses where key.interface == interface && key.legacyID == nil {
-            var trimmed = pending
-            trimmed.answers.removeAll { record in
-                knownAnswers.contains { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl / 2 }
-            }
-            pendingResponses[key] = trimmed
-        }
+        responses.strikeKnownAnswers(knownAnswers, on: interface)
     }
 
     private func queue(_ records: [ResourceRecord], key: PendingResponseKey, family: IPFamily, at due: Duration) {
-        var pending = pendingResponses[key] ?? PendingResponse(family: family)
-        for record in records where !pending.answers.contains(record) { pending.answers.append(record) }
-        pendingResponses[key] = pending
+        responses.queue(records, for: key, family: family)
         scheduler.scheduleOnce(.respond(key), at: due)
     }
 
@@ -602,7 +553,7 @@ extension MDNSCore {
     }
 
     func sendPendingResponse(_ key: PendingResponseKey) {
-        guard var pending = pendingResponses.removeValue(forKey: key) else { return }
+        guard var pending = responses.take(key) else { return }
         // Known answers in further TC packets may have removed entries meanwhile.
         pending.answers.removeAll { record in !stillOwned(record, on: key.interface) }
         guard !pending.answers.isEmpty else { return }
@@ -623,18 +574,7 @@ extension MDNSCore {
         if case .multicast = key.destination {
             // §6: at most once a second per record on the multicast group. What may not go
             // yet is owed, not dropped: it goes as soon as its second is up.
-            var fresh: [ResourceRecord] = []
-            var owed: [ResourceRecord] = []
-            var owedUntil: Duration?
-            for record in pending.answers {
-                if let last = lastMulticast[RecordKey(name: record.name, data: record.data, interface: key.interface)],
-                    now - last < MDNSTiming.multicastRecordInterval {
-                    owed.append(record)
-                    owedUntil = min(owedUntil ?? .seconds(Int64.max), last + MDNSTiming.multicastRecordInterval)
-                } else {
-                    fresh.append(record)
-                }
-            }
+            let (fresh, owed, owedUntil) = responses.split(pending.answers, on: key.interface, at: now)
             if let owedUntil {
                 statistics.multicastAnswersDeferred += owed.count
                 queue(owed, key: key, family: pending.family, at: owedUntil)
@@ -642,9 +582,7 @@ extension MDNSCore {
             guard !fresh.isEmpty else { return }
             let trimmed = Message(header: .response, answers: fresh, additionals: additionalRecords(for: fresh, on: key.interface))
             outbox.append(OutgoingMessage(message: trimmed, destination: key.destination, interface: key.interface))
-            for record in trimmed.answers + trimmed.additionals {
-                lastMulticast[RecordKey(name: record.name, data: record.data, interface: key.interface)] = now
-            }
+            responses.noteMulticast(trimmed.answers + trimmed.additionals, on: key.interface, at: now)
         } else {
             let additionals = additionalRecords(for: pending.answers, on: key.interface)
             let message = Message(header: .response, answers: pending.answers, additionals: additionals)

@@ -1,0 +1,112 @@
+public import DNSWire
+
+/// A record identity for rate limiting: name, data and the interface it went out on.
+struct RecordKey: Hashable {
+    var name: DomainName
+    var data: RecordData
+    var interface: NetworkInterface
+
+    init(_ record: ResourceRecord, on interface: NetworkInterface) {
+        name = record.name
+        data = record.data
+        self.interface = interface
+    }
+}
+
+/// Where a response goes.
+struct PendingResponseKey: Hashable {
+    var interface: NetworkInterface
+    var destination: Destination
+    /// Legacy unicast responses echo the query's id and question.
+    var legacyID: UInt16?
+}
+
+/// A response being gathered until it is due.
+struct PendingResponse {
+    var answers: [ResourceRecord] = []
+    var legacyQuestions: [Question] = []
+    var family: IPFamily
+}
+
+/// The responder's answers waiting to go, and when each record was last multicast: the rules
+/// about *when* an answer may go, in one place. At most once a second per record on the group
+/// (§6), a QU answer by unicast only after a recent multicast (§5.4), answers struck by
+/// known answers (§7.1) and by another responder's identical answer (§7.4). What to answer is
+/// the responder's business; when, this one's.
+struct ResponseScheduler {
+    private var lastMulticast: [RecordKey: Duration] = [:]
+    private var pending: [PendingResponseKey: PendingResponse] = [:]
+
+    /// Notes records that went to the group (goodbyes, with TTL 0, do not count).
+    mutating func noteMulticast(_ records: [ResourceRecord], on interface: NetworkInterface, at now: Duration) {
+        for record in records where record.ttl > 0 { lastMulticast[RecordKey(record, on: interface)] = now }
+    }
+
+    /// Whether `record` went to the group within a quarter of its TTL (§5.4).
+    func wasMulticastRecently(_ record: ResourceRecord, on interface: NetworkInterface, at now: Duration) -> Bool {
+        lastMulticast[RecordKey(record, on: interface)].map { now - $0 < .ttl(record.ttl) / 4 } ?? false
+    }
+
+    /// Adds records to the response for `key` (each once).
+    mutating func queue(_ records: [ResourceRecord], for key: PendingResponseKey, family: IPFamily, legacyQuestions: [Question]? = nil) {
+        var response = pending[key] ?? PendingResponse(family: family)
+        if let legacyQuestions { response.legacyQuestions = legacyQuestions }
+        for record in records where !response.answers.contains(record) { response.answers.append(record) }
+        pending[key] = response
+    }
+
+    /// The response for `key`, taken out (nil when nothing is left of it).
+    mutating func take(_ key: PendingResponseKey) -> PendingResponse? {
+        pending.removeValue(forKey: key)
+    }
+
+    /// §7.1: answers the asker lists as known, with at least half our TTL, need not go.
+    mutating func strikeKnownAnswers(_ known: [ResourceRecord], on interface: NetworkInterface) {
+        for (key, response) in pending where key.interface == interface && key.legacyID == nil {
+            var trimmed = response
+            trimmed.answers.removeAll { record in
+                known.contains { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl / 2 }
+            }
+            pending[key] = trimmed
+        }
+    }
+
+    /// §7.4: multicast answers another responder just sent with a TTL no lower than ours count
+    /// as sent. Returns how many were struck.
+    mutating func strikeDuplicates(_ seen: [ResourceRecord], on interface: NetworkInterface, at now: Duration) -> Int {
+        var struck = 0
+        for (key, response) in pending where key.interface == interface {
+            guard case .multicast = key.destination else { continue }
+            var trimmed = response
+            trimmed.answers.removeAll { record in
+                guard seen.contains(where: { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl }) else {
+                    return false
+                }
+                lastMulticast[RecordKey(record, on: interface)] = now
+                struck += 1
+                return true
+            }
+            pending[key] = trimmed
+        }
+        return struck
+    }
+
+    /// §6: splits multicast answers into those that may go now and those multicast less than
+    /// a second ago, which are owed until the earliest moment one of them may go.
+    func split(_ answers: [ResourceRecord], on interface: NetworkInterface, at now: Duration)
+        -> (fresh: [ResourceRecord], owed: [ResourceRecord], owedUntil: Duration?)
+    {
+        var fresh: [ResourceRecord] = []
+        var owed: [ResourceRecord] = []
+        var owedUntil: Duration?
+        for record in answers {
+            if let last = lastMulticast[RecordKey(record, on: interface)], now - last < MDNSTiming.multicastRecordInterval {
+                owed.append(record)
+                owedUntil = min(owedUntil ?? last + MDNSTiming.multicastRecordInterval, last + MDNSTiming.multicastRecordInterval)
+            } else {
+                fresh.append(record)
+            }
+        }
+        return (fresh, owed, owedUntil)
+    }
+}
