@@ -13,6 +13,10 @@ public struct NetworkInterface: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { name }
+
+    /// Hashes the index alone: the engine looks interfaces up for every datagram, and equal
+    /// interfaces have equal indexes anyway (equality still compares both).
+    public func hash(into hasher: inout Hasher) { hasher.combine(index) }
 }
 
 /// An IPv4 or IPv6 address; link-local IPv6 addresses carry their interface index.

@@ -54,7 +54,7 @@ public final class MDNSCore {
     /// records at the name. One responder per host name, or they fight over it.
     public internal(set) var hostNameOwnedElsewhere = false { didSet { recordsEpoch += 1 } }
     var nextID = 1
-    var conflictTimes: [Duration] = []
+    var conflicts = ConflictLimiter()
     /// When each record (name, type, data) was last multicast on each interface.
     var responses = ResponseScheduler()
 
