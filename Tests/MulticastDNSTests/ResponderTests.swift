@@ -14,6 +14,18 @@ func instanceName(_ instance: String) -> DomainName {
 
 @Suite("Responder: probing, announcing, conflicts, answers")
 struct ResponderTests {
+    /// A querier on the link, at 198.18.1.50.
+    static let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+
+    /// A LAN where "alpha" registered "Box" and `duration` has passed.
+    func alphaPublishingBox(for duration: Duration) -> (SimulatedLAN, SimulatedLAN.Host) {
+        let lan = SimulatedLAN()
+        let alpha = lan.addHost("alpha")
+        _ = alpha.core.register(registration("Box"))
+        lan.run(for: duration)
+        return (lan, alpha)
+    }
+
     @Test("probes three times 250 ms apart, wins after 750 ms, then announces twice")
     func probeAndAnnounce() throws {
         let lan = SimulatedLAN()
@@ -155,10 +167,7 @@ struct ResponderTests {
 
     @Test("another machine claiming our host name with its own address makes us re-probe, then rename")
     func hostNameRival() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(2))
+        let (lan, a) = alphaPublishingBox(for: .seconds(2))
         // A different machine claiming alpha.local with another address is a rival.
         let rival = Message(header: .response, answers: [
             ResourceRecord(name: "alpha.local.", data: .a(IPv4Address(198, 18, 1, 77)), ttl: 120, cacheFlush: true),
@@ -175,12 +184,9 @@ struct ResponderTests {
 
     @Test("known answers suppress the answer; a missing one is answered after 20-120 ms")
     func knownAnswerSuppression() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(5))
+        let (lan, a) = alphaPublishingBox(for: .seconds(5))
         let ptr = ResourceRecord(name: agentType.domainName, data: .ptr(instanceName("Box")), ttl: 4500)
-        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let querier = Self.querier
 
         let before = lan.now
         var known = ptr
@@ -200,11 +206,8 @@ struct ResponderTests {
 
     @Test("unique records are answered at once; TC queries wait 400-500 ms for more known answers")
     func answerTiming() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(5))
-        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let (lan, a) = alphaPublishingBox(for: .seconds(5))
+        let querier = Self.querier
         var start = lan.now
         lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv)]), to: a, from: querier)
         lan.run(for: .seconds(1))
@@ -227,7 +230,7 @@ struct ResponderTests {
         _ = a.core.register(registration("Box One"))
         _ = a.core.register(registration("Box Two"))
         lan.run(for: .seconds(5))
-        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let querier = Self.querier
         let start = lan.now
         var first = Message(questions: [Question(name: agentType.domainName, type: .ptr)])
         first.header.isTruncated = true  // more known answers follow
@@ -248,7 +251,7 @@ struct ResponderTests {
         _ = a.core.register(registration("Box"))
         // Announced 2 s ago: the link has the SRV, only the asker lacks it.
         lan.run(for: .seconds(3))
-        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let querier = Self.querier
         let start = lan.now
         lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv, unicastResponse: true)]), to: a, from: querier)
         lan.run(for: .zero)
@@ -267,7 +270,7 @@ struct ResponderTests {
         _ = a.core.register(registration("Box"))
         // SRV lives 120 s: more than 30 s after the announcements it is not "recent".
         lan.run(for: .seconds(40))
-        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let querier = Self.querier
         let start = lan.now
         lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv, unicastResponse: true)]), to: a, from: querier)
         lan.run(for: .zero)
@@ -278,10 +281,7 @@ struct ResponderTests {
 
     @Test("a QU question from a source off the link is answered by multicast, never by unicast (§11)")
     func offLinkQUGetsMulticast() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(3))
+        let (lan, a) = alphaPublishingBox(for: .seconds(3))
         let stranger = SocketAddress(.v4(IPv4Address(203, 0, 113, 9)), port: 5353)
         let start = lan.now
         lan.inject(Message(questions: [Question(name: instanceName("Box"), type: .srv, unicastResponse: true)]), to: a, from: stranger, onLink: false)
@@ -293,11 +293,8 @@ struct ResponderTests {
 
     @Test("a multicast answer held back by the once-a-second rule is sent when the second is up, not dropped (§6)")
     func rateLimitedAnswerIsOwed() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(40))
-        let querier = SocketAddress(.v4(IPv4Address(198, 18, 1, 50)), port: 5353)
+        let (lan, a) = alphaPublishingBox(for: .seconds(40))
+        let querier = Self.querier
         let srvQuestion = Question(name: instanceName("Box"), type: .srv)
         let first = lan.now
         lan.inject(Message(questions: [srvQuestion]), to: a, from: querier)
@@ -341,10 +338,7 @@ struct ResponderTests {
 
     @Test("legacy unicast queries get a unicast reply with the id, the question and TTL ≤ 10 s; off-link ones none")
     func legacyUnicast() throws {
-        let lan = SimulatedLAN()
-        let a = lan.addHost("alpha")
-        _ = a.core.register(registration("Box"))
-        lan.run(for: .seconds(5))
+        let (lan, a) = alphaPublishingBox(for: .seconds(5))
         let legacy = SocketAddress(.v4(IPv4Address(198, 18, 1, 60)), port: 40000)
         var query = Message(header: Header(id: 0xBEEF), questions: [Question(name: instanceName("Box"), type: .srv)])
         query.header.recursionDesired = true
