@@ -60,7 +60,8 @@ struct DiscoveryDriver {
                     if !onReport(event) { return false }
                 }
             }
-            // Why what is found is not resolved yet, each time that changes.
+            // Why what is found is not resolved yet, each time that changes (only when someone listens).
+            guard logger.logLevel <= .debug else { return true }
             var now: [String: String] = [:]
             for (service, waiting) in machine.unresolved() {
                 let name = "\(service) on \(service.interface.name.isEmpty ? "any interface" : service.interface.name)"
