@@ -55,7 +55,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "MulticastDNSTests", dependencies: ["MulticastDNSCore", "DNSWire"], swiftSettings: strict),
-        .testTarget(name: "NearbyDiscoveryTests", dependencies: ["NearbyDiscovery", "SystemDNSSD"], swiftSettings: strict),
+        .testTarget(name: "NearbyDiscoveryTests", dependencies: ["NearbyDiscovery", "MulticastDNS", "SystemDNSSD"], swiftSettings: strict),
         // dns_sd.h: Avahi's Bonjour-compatible C API on Linux. Apple platforms have it in the SDK.
         .systemLibrary(
             name: "CDNSSD",

@@ -1,0 +1,55 @@
+import DNSWire
+import Testing
+
+@testable import MulticastDNS
+
+/// The bounded buffer between the sockets' event loop and the engine: nothing grows without
+/// bound under a flood, and nothing is dropped without being counted.
+@Suite("datagram inbox")
+struct DatagramInboxTests {
+    func datagram(_ size: Int = 12, from last: UInt8 = 9) -> ReceivedDatagram {
+        ReceivedDatagram(
+            bytes: [UInt8](repeating: 0, count: size), source: SocketAddress(.v4(IPv4Address(198, 18, 1, last)), port: 5353),
+            interfaceIndex: 2, family: .v4, toGroup: true)
+    }
+
+    @Test("datagrams come out in order, in batches of the size asked for")
+    func batches() {
+        let inbox = DatagramInbox()
+        for index in 0..<10 { inbox.push(datagram(12 + index)) }
+        #expect(inbox.take(upTo: 4).map(\.bytes.count) == [12, 13, 14, 15])
+        #expect(inbox.take(upTo: 4).map(\.bytes.count) == [16, 17, 18, 19])
+        #expect(inbox.take(upTo: 4).map(\.bytes.count) == [20, 21])
+        #expect(inbox.isEmpty)
+        #expect(inbox.counts.received == 10 && inbox.counts.dropped == 0)
+    }
+
+    @Test("a full inbox drops and counts what does not fit, by number and by bytes, and takes more once drained")
+    func bounded() {
+        let inbox = DatagramInbox()
+        for _ in 0..<(DatagramInbox.capacity + 100) { inbox.push(datagram()) }
+        #expect(inbox.counts.dropped == 100)
+        #expect(inbox.take(upTo: .max).count == DatagramInbox.capacity)
+        // By bytes: 9000-byte datagrams fill the 4 MiB long before 4096 of them.
+        let fits = DatagramInbox.byteCapacity / 9000
+        for _ in 0..<(fits + 5) { inbox.push(datagram(9000)) }
+        #expect(inbox.counts.dropped == 105)
+        #expect(inbox.take(upTo: .max).count == fits)
+        inbox.push(datagram())
+        #expect(inbox.take(upTo: .max).count == 1)
+    }
+
+    @Test("the engine is woken when the inbox goes from empty to not empty, not for every datagram")
+    func wakeUps() async {
+        let inbox = DatagramInbox()
+        var iterator = inbox.wakeUps.makeAsyncIterator()
+        for _ in 0..<50 { inbox.push(datagram()) }
+        inbox.close()
+        // One buffered wake-up for fifty datagrams, then the end (closed).
+        #expect(await iterator.next() != nil)
+        #expect(await iterator.next() == nil)
+        // A closed inbox takes nothing more.
+        inbox.push(datagram())
+        #expect(inbox.take(upTo: .max).count == 50)
+    }
+}
