@@ -12,11 +12,14 @@ type's PTR, each with a fresh id. Prints one JSON line at the end: packets sent 
 """
 import argparse
 import json
+import os
 import random
-import socket
 import struct
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab-peers"))
+from send_mdns import open_mdns_socket  # noqa: E402  (one socket recipe for the lab's senders)
 
 
 def name(text: str) -> bytes:
@@ -62,19 +65,10 @@ def main() -> int:
     parser.add_argument("--type", default="_openagents._tcp")
     args = parser.parse_args()
     try:
-        index = socket.if_nametoindex(args.interface)
+        sock, destination = open_mdns_socket(args.interface, loop=False)
     except OSError:
         print(f"flood_sender: no interface {args.interface!r} here; run it inside a lab host", file=sys.stderr)
         return 2
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, args.interface.encode())
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, struct.pack("4s4si", b"\0" * 4, b"\0" * 4, index))
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
-    sock.bind(("0.0.0.0", 5353))
-    destination = ("224.0.0.251", 5353)
     hostile = hostile_packets()
     question = name(args.type + ".local") + b"\x00\x0c\x00\x01"
     queries = [header(qd=1, ident=i) + question for i in range(256)]
