@@ -97,10 +97,10 @@ public actor MulticastDNSEngine {
         await refreshInterfaces()
         let inbox = transport.inbox
         receiver = Task { [weak self] in
-            // On a quiet link each datagram is handled as it comes. On a busy one, waking the
-            // engine for every datagram would cost more than handling it: drains come at most
-            // every 4 ms (unique answers still leave well within RFC 6762's 10 ms), and each
-            // takes whatever has gathered.
+            // A datagram that comes 4 ms or more after the last drain is handled at once. On a
+            // busy link, waking the engine for every datagram would cost more than handling it:
+            // drains come at most every 4 ms (unique answers still leave within RFC 6762's 10 ms),
+            // and each takes whatever has gathered.
             let clock = ContinuousClock()
             var lastDrain = clock.now - .seconds(1)
             for await _ in inbox.wakeUps {

@@ -70,10 +70,6 @@ public final class MDNSCore {
 
     /// What the engine chose not to send, for logs and tests.
     public internal(set) var statistics = EngineStatistics()
-    var duplicateQuestionsSuppressed: Int {
-        get { statistics.duplicateQuestionsSuppressed }
-        set { statistics.duplicateQuestionsSuppressed = newValue }
-    }
 
     public init(hostName: String, seed: UInt64) {
         random = EngineRandom(seed: seed)

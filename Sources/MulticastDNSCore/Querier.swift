@@ -95,7 +95,7 @@ extension MDNSCore {
                 guard covered else { continue }
                 query.generation += 1
                 scheduleNext(query)
-                duplicateQuestionsSuppressed += 1
+                statistics.duplicateQuestionsSuppressed += 1
             }
         }
     }

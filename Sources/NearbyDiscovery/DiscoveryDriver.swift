@@ -39,6 +39,7 @@ struct DiscoveryDriver {
         func elapsed() -> Duration { clock.now - start }
         let (inputs, input) = AsyncStream<Input>.makeStream()
         var timer: Task<Void, Never>?
+        var armedFor: Duration?
         defer { timer?.cancel() }
 
         var explained: [String: String] = [:]
@@ -72,9 +73,13 @@ struct DiscoveryDriver {
             return true
         }
         func rearm() {
+            let due = [machine.nextDeadline, deadline].compactMap({ $0 }).min()
+            // A timer already armed for this deadline stays: a new task per batch is waste.
+            guard due != armedFor || timer == nil else { return }
             timer?.cancel()
             timer = nil
-            guard let due = [machine.nextDeadline, deadline].compactMap({ $0 }).min() else { return }
+            armedFor = due
+            guard let due else { return }
             let instant = start + due
             timer = Task {
                 try? await Task.sleep(until: instant, clock: .continuous)
@@ -93,7 +98,9 @@ struct DiscoveryDriver {
             case .observed(let batch):
                 logger.trace("observed \(batch)")
                 going = await perform(machine.handle(batch, at: now))
-            case .tick: going = await perform(machine.advance(to: now))
+            case .tick:
+                timer = nil
+                going = await perform(machine.advance(to: now))
             }
             if let deadline, now >= deadline { break }
             rearm()
