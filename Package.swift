@@ -42,14 +42,15 @@ let package = Package(
         // The operating system's answers about host name and interfaces, in one place.
         .target(name: "NetworkPlatform", swiftSettings: strict),
         // The embedded engine on real sockets: an actor driving MulticastDNSCore with the clock
-        // and a bounded NIO UDP multicast transport.
+        // and a UDP multicast transport with a receive thread of its own and a bounded inbox.
+        // recvmmsg and the packet-information control messages, which need the C library's
+        // macros and GNU extensions: the one piece of the receive path written in C.
+        .target(name: "CNearbySocket"),
         .target(
             name: "MulticastDNS",
             dependencies: [
-                "DNSWire", "MulticastDNSCore", "NetworkPlatform",
+                "DNSWire", "MulticastDNSCore", "NetworkPlatform", "CNearbySocket",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict

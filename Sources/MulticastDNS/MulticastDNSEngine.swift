@@ -23,16 +23,16 @@ public struct QueryGroup: Hashable, Sendable {
 }
 
 /// The embedded mDNS responder and querier on real sockets: drives an ``MDNSCore`` with the
-/// monotonic clock and an ``NIOMulticastTransport``, watches the interfaces, and hands events to
+/// monotonic clock and an ``MulticastTransport``, watches the interfaces, and hands events to
 /// whoever asked for them. Needs no daemon; shares port 5353 with one if it runs.
 public actor MulticastDNSEngine {
     let core: MDNSCore
-    let transport: NIOMulticastTransport
+    let transport: MulticastTransport
     let startInstant = ContinuousClock.now
     let interfaceNames: [String]?
     var interfaceInfo: [Int: InterfaceInfo] = [:]
     /// This machine's addresses on the interfaces in use (scopes removed).
-    var ownAddresses: Set<IPAddress> = []
+    var ownAddresses: [IPAddress] = []
     /// The deadline the timer is armed for.
     var armedDeadline: Duration?
     var timer: Task<Void, Never>?
@@ -51,7 +51,7 @@ public actor MulticastDNSEngine {
     /// The counters as last logged, so that each log line tells what is new.
     var loggedCounters = Statistics()
 
-    private init(core: MDNSCore, transport: NIOMulticastTransport, interfaceNames: [String]?, logger: Logger) {
+    private init(core: MDNSCore, transport: MulticastTransport, interfaceNames: [String]?, logger: Logger) {
         self.core = core
         self.transport = transport
         self.interfaceNames = interfaceNames
@@ -67,15 +67,15 @@ public actor MulticastDNSEngine {
         hostName: String? = nil, interfaces: [String]? = nil, logger: Logger = Logger(label: "nearby.mdns", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws -> MulticastDNSEngine {
         if let interfaces {
-            let known = Set(NIOMulticastTransport.interfaces(named: nil).map(\.interface.name) + ["lo"])
+            let known = Set(MulticastTransport.interfaces(named: nil).map(\.interface.name) + ["lo"])
             if let unknown = interfaces.first(where: { !known.contains($0) }) {
                 throw TransportError(
                     "no multicast-capable interface named \"\(unknown)\" (have: \(known.sorted().joined(separator: ", ")))",
                     unknownInterface: true)
             }
         }
-        let shared = NIOMulticastTransport.portInUse()
-        let transport = try await NIOMulticastTransport.open(logger: logger)
+        let shared = MulticastTransport.portInUse()
+        let transport = try await MulticastTransport.open(logger: logger)
         let core = MDNSCore(hostName: hostName ?? Self.defaultHostLabel(), seed: UInt64.random(in: .min ... .max))
         if shared {
             core.unicastRepliesReachUs = false
@@ -94,19 +94,12 @@ public actor MulticastDNSEngine {
     var elapsed: Duration { ContinuousClock.now - startInstant }
 
     private func begin() async {
-        await refreshInterfaces()
+        refreshInterfaces()
         let inbox = transport.inbox
         receiver = Task { [weak self] in
-            // A datagram that comes 4 ms or more after the last drain is handled at once. On a
-            // busy link, waking the engine for every datagram would cost more than handling it:
-            // drains come at most every 4 ms (unique answers still leave within RFC 6762's 10 ms),
-            // and each takes whatever has gathered.
-            let clock = ContinuousClock()
-            var lastDrain = clock.now - .seconds(1)
+            // One wake-up per turn of the receive thread, which batches a busy link itself
+            // (see MulticastTransport).
             for await _ in inbox.wakeUps {
-                let since = clock.now - lastDrain
-                if since < Self.minimumDrainInterval { try? await Task.sleep(for: Self.minimumDrainInterval - since) }
-                lastDrain = clock.now
                 guard let self else { return }
                 await self.drain(inbox)
             }
@@ -121,28 +114,21 @@ public actor MulticastDNSEngine {
         }
     }
 
-    func refreshInterfaces() async {
+    func refreshInterfaces() {
         guard !isShutDown else { return }
-        let current = NIOMulticastTransport.interfaces(named: interfaceNames)
+        let current = MulticastTransport.interfaces(named: interfaceNames)
         let byIndex = Dictionary(current.map { ($0.interface.index, $0) }, uniquingKeysWith: { first, _ in first })
-        if await transport.reopenClosedChannels() {
-            for info in current { await transport.join(info) }
-        }
         guard byIndex != interfaceInfo else { return }
-        for (index, old) in interfaceInfo where byIndex[index] == nil { await transport.leave(old) }
-        for (index, info) in byIndex where interfaceInfo[index] != info { await transport.join(info) }
+        for (index, old) in interfaceInfo where byIndex[index] == nil { transport.leave(old) }
+        for (index, info) in byIndex where interfaceInfo[index] != info { transport.join(info) }
         interfaceInfo = byIndex
-        ownAddresses = Set(byIndex.values.flatMap { $0.addresses.map(\.withoutScope) })
+        // A short list, searched for every datagram: a scan beats hashing here.
+        ownAddresses = Array(Set(byIndex.values.flatMap { $0.addresses.map(\.withoutScope) }))
         logger.info("mDNS on \(current.isEmpty ? "no interface" : current.map { "\($0.interface.name) (\($0.addresses.map(\.description).joined(separator: ", ")))" }.joined(separator: "; "))")
         core.advance(to: elapsed)
         core.setInterfaces(Dictionary(current.map { ($0.interface, $0.addresses) }, uniquingKeysWith: { first, _ in first }))
         flush()
     }
-
-    /// The shortest time between two drains of the inbox: under load, datagrams wait at most
-    /// this long, and are handled in batches. Measured with Tools/bench-flood: 1 ms gave
-    /// 8.3–9.6 µs of CPU per datagram, 4 ms 7.1–8.4 µs.
-    static let minimumDrainInterval: Duration = .milliseconds(4)
 
     /// Datagrams taken per turn of the actor: large enough that a flood costs one hop per
     /// batch, small enough that API calls are not kept waiting behind it.
@@ -163,7 +149,7 @@ public actor MulticastDNSEngine {
     func handle(_ datagram: ReceivedDatagram, at now: Duration) {
         guard !isShutDown, let info = interfaceInfo[datagram.interfaceIndex] else { return }
         statistics.datagramsHandled += 1
-        if ownAddresses.contains(datagram.source.address.withoutScope) && datagram.source.port == DNSWire.SocketAddress.mdnsPort {
+        if datagram.source.port == DNSWire.SocketAddress.mdnsPort && ownAddresses.contains(datagram.source.address.withoutScope) {
             if let index = recentlySent.firstIndex(where: { $0.bytes == datagram.bytes }) {
                 recentlySent.remove(at: index)
                 return
@@ -201,6 +187,13 @@ public actor MulticastDNSEngine {
         public var undecodable = 0
         /// Datagrams dropped because the engine had fallen behind (the inbox was full).
         public var droppedWhileBusy = 0
+        /// Datagrams thrown away as they were read: longer than 9000 bytes (cut short by the
+        /// kernel), or without the packet information that names their interface.
+        public var unreadable = 0
+        /// Reads from the sockets that failed (a pending ICMP error, say).
+        public var readFailures = 0
+        /// Datagrams the kernel dropped before we could read them: the socket buffer was full.
+        public var droppedByKernel = 0
         /// Datagrams the sockets failed to send.
         public var sendFailures = 0
         /// What the RFC 6762 engine held back or refused on purpose.
@@ -222,8 +215,17 @@ public actor MulticastDNSEngine {
         if now.droppedWhileBusy > before.droppedWhileBusy {
             logger.warning("dropped \(now.droppedWhileBusy - before.droppedWhileBusy) datagram(s): the engine fell behind (inbox full)")
         }
+        if now.unreadable > before.unreadable {
+            logger.debug("ignored \(now.unreadable - before.unreadable) datagram(s) longer than 9000 bytes or without packet information")
+        }
+        if now.droppedByKernel > before.droppedByKernel {
+            logger.warning("the kernel dropped \(now.droppedByKernel - before.droppedByKernel) datagram(s): more arrived than the socket buffer holds")
+        }
+        if now.readFailures > before.readFailures {
+            logger.warning("\(now.readFailures - before.readFailures) read(s) from the mDNS sockets failed")
+        }
         if now.sendFailures > before.sendFailures {
-            logger.warning("\(now.sendFailures - before.sendFailures) datagram(s) could not be sent")
+            logger.warning("\(now.sendFailures - before.sendFailures) datagram(s) could not be sent; last: \(transport.lastSendFailure ?? "?")")
         }
         if now.engine.unicastResponsesRefused > before.engine.unicastResponsesRefused {
             logger.debug("refused \(now.engine.unicastResponsesRefused - before.engine.unicastResponsesRefused) unicast response(s) we had not asked for, or from off the link")
@@ -237,6 +239,10 @@ public actor MulticastDNSEngine {
         var counts = statistics
         counts.droppedWhileBusy = transport.inbox.counts.dropped
         counts.sendFailures = transport.sendFailures
+        let drops = transport.receiveDrops
+        counts.unreadable = drops.truncated + drops.malformed
+        counts.readFailures = drops.errors
+        counts.droppedByKernel = drops.kernelDropped
         counts.engine = core.statistics
         return counts
     }

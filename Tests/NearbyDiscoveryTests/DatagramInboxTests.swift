@@ -3,7 +3,7 @@ import Testing
 
 @testable import MulticastDNS
 
-/// The bounded buffer between the sockets' event loop and the engine: nothing grows without
+/// The bounded buffer between the sockets' receive thread and the engine: nothing grows without
 /// bound under a flood, and nothing is dropped without being counted.
 @Suite("datagram inbox")
 struct DatagramInboxTests {
@@ -37,6 +37,31 @@ struct DatagramInboxTests {
         #expect(inbox.take(upTo: .max).count == fits)
         inbox.push(datagram())
         #expect(inbox.take(upTo: .max).count == 1)
+    }
+
+    @Test("a turn of the receive thread is handed over whole when the inbox is empty, appended when not, and left empty")
+    func pushTaking() {
+        let inbox = DatagramInbox()
+        var turn = (0..<5).map { datagram(12 + $0) }
+        inbox.push(taking: &turn)
+        #expect(turn.isEmpty)
+        // Not empty now: the next turn is appended behind what waits.
+        turn = (5..<8).map { datagram(12 + $0) }
+        inbox.push(taking: &turn)
+        #expect(turn.isEmpty)
+        #expect(inbox.take(upTo: .max).map(\.bytes.count) == Array(12..<20))
+        #expect(inbox.counts.received == 8 && inbox.counts.dropped == 0)
+        // Over the limits: counted as dropped, by number and by bytes, as with single pushes.
+        turn = (0..<(DatagramInbox.capacity + 7)).map { _ in datagram() }
+        inbox.push(taking: &turn)
+        #expect(inbox.counts.dropped == 7)
+        #expect(inbox.take(upTo: 10).count == 10)
+        #expect(inbox.take(upTo: .max).count == DatagramInbox.capacity - 10)
+        turn = (0..<(DatagramInbox.byteCapacity / 9000 + 3)).map { _ in datagram(9000) }
+        inbox.push(taking: &turn)
+        #expect(inbox.counts.dropped == 10)
+        #expect(inbox.take(upTo: .max).count == DatagramInbox.byteCapacity / 9000)
+        #expect(inbox.isEmpty)
     }
 
     @Test("the engine is woken when the inbox goes from empty to not empty, not for every datagram")
