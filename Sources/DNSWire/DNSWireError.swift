@@ -12,12 +12,28 @@ public struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Byte offset in the packet (or in the text, for presentation names) where it was found.
     public var offset: Int?
     /// A sentence saying what was wrong.
-    public var reason: String
+    public var reason: String {
+        get { explain() }
+        set { explain = { newValue } }
+    }
+    /// Builds the sentence when someone reads it: a flood of hostile packets makes an error
+    /// per packet, and most are only counted.
+    private var explain: @Sendable () -> String
 
-    public init(_ code: Code, _ reason: String, at offset: Int? = nil) {
+    public init(_ code: Code, _ reason: @autoclosure @escaping @Sendable () -> String, at offset: Int? = nil) {
         self.code = code
-        self.reason = reason
+        self.explain = reason
         self.offset = offset
+    }
+
+    public static func == (lhs: DNSWireError, rhs: DNSWireError) -> Bool {
+        lhs.code == rhs.code && lhs.offset == rhs.offset && lhs.reason == rhs.reason
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(offset)
+        hasher.combine(reason)
     }
 
     public var description: String {

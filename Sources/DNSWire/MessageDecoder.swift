@@ -78,6 +78,7 @@ struct WireReader {
     }
 
     mutating func readMessage() throws(DNSWireError) -> DecodedMessage {
+        let count = count
         guard count >= 12 else {
             throw DNSWireError(
                 .truncated, "packet of \(count) bytes is shorter than the 12-byte DNS header", at: 0)
@@ -159,10 +160,11 @@ struct WireReader {
         let dataStart = end + 10
         let dataEnd = dataStart + length
         guard dataEnd <= count else {
+            let remaining = count - dataStart
             throw DNSWireError(
                 .truncated,
                 "\(type) record for \(name) claims \(length) bytes of data but only "
-                    + "\(count - dataStart) remain",
+                    + "\(remaining) remain",
                 at: end + 8)
         }
         position = dataEnd
@@ -363,6 +365,7 @@ struct WireReader {
                     throw DNSWireError(.selfPointer, "compression pointer points at itself", at: index)
                 }
                 guard target < count else {
+                    let count = count
                     throw DNSWireError(
                         .pointerOutOfBounds,
                         "compression pointer to \(target) is beyond the \(count)-byte packet",

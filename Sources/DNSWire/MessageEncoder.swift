@@ -19,9 +19,10 @@ extension Message {
             [questions.count, answers.count, authorities.count, additionals.count]
                 .allSatisfy({ $0 <= Int(UInt16.max) })
         else {
+            let size = writer.bytes.count
             throw DNSWireError(
                 .cannotEncode,
-                "message of \(writer.bytes.count) bytes does not fit one DNS message; "
+                "message of \(size) bytes does not fit one DNS message; "
                     + "use encodedPackets(maximumPacketSize:)")
         }
         return writer.bytes
@@ -62,10 +63,11 @@ extension Message {
             }
             guard writer.bytes.count <= Self.absoluteMaximumPacketSize, counts[section] < Int(UInt16.max)
             else {
+                let size = writer.bytes.count
                 throw DNSWireError(
                     .cannotEncode,
                     "a \(MessageSection.allInOrder[section]) entry needs a packet of "
-                        + "\(writer.bytes.count) bytes, over the 9000-byte mDNS limit")
+                        + "\(size) bytes, over the 9000-byte mDNS limit")
             }
             counts[section] += 1
         }

@@ -40,7 +40,16 @@ public final class MDNSCore {
     var scheduler = Scheduler()
 
     // Responder state.
-    var interfaces: [NetworkInterface: [IPAddress]] = [:] { didSet { recordsEpoch += 1 } }
+    var interfaces: [NetworkInterface: [IPAddress]] = [:] {
+        didSet {
+            recordsEpoch += 1
+            families = interfaces.mapValues { addresses in
+                (addresses.contains { !$0.isIPv6 } ? [IPFamily.v4] : []) + (addresses.contains { $0.isIPv6 } ? [IPFamily.v6] : [])
+            }
+        }
+    }
+    /// The families each interface has addresses of, kept with `interfaces` (asked per packet).
+    var families: [NetworkInterface: [IPFamily]] = [:]
     /// Bumped when what every record set's records depend on changes (interfaces, addresses,
     /// who owns the host name), so that cached records are made again.
     var recordsEpoch = 0

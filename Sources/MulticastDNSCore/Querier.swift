@@ -83,7 +83,7 @@ extension MDNSCore {
     /// ourselves; its answers reach us too, so our own query counts as sent.
     func suppressDuplicateQuestions(_ received: ReceivedMessage) {
         let message = received.message
-        guard received.destinationIsMulticast, !message.header.isTruncated else { return }
+        guard received.destinationIsMulticast, !message.header.isTruncated, !queries.isEmpty else { return }
         for question in message.questions where !question.unicastResponse {
             for query in queries.values.sorted(by: { $0.id < $1.id })
             where query.question.name == question.name && query.question.type == question.type

@@ -272,11 +272,7 @@ extension MDNSCore {
 
     /// The families to multicast on: those the interface has addresses of.
     func familiesOn(_ interface: NetworkInterface) -> [IPFamily] {
-        let addresses = interfaces[interface] ?? []
-        var families: [IPFamily] = []
-        if addresses.contains(where: { !$0.isIPv6 }) { families.append(.v4) }
-        if addresses.contains(where: { $0.isIPv6 }) { families.append(.v6) }
-        return families
+        families[interface] ?? []
     }
 
     // MARK: Receiving
@@ -323,35 +319,44 @@ extension MDNSCore {
         var answers: [ResourceRecord] = []
         var unicastAnswers: [ResourceRecord] = []
         var anyShared = false
+        // This runs for every query on the link, a flood's included: no allocation but the
+        // answer lists, and the rate-limit lookup only for QU questions, which need it.
+        func consider(_ record: ResourceRecord, for question: Question) {
+            guard matches(question, record) else { return }
+            // Known-answer suppression: they have it with at least half its TTL (§7.1).
+            if query.answers.contains(where: { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl / 2 }) {
+                statistics.knownAnswersSuppressed += 1
+                return
+            }
+            if !record.cacheFlush { anyShared = true }
+            // §5.4: a QU question is answered by unicast when the record was multicast within
+            // a quarter of its TTL (the link has it; only the asker lacks it), and by multicast
+            // when it was not (so every cache on the link is renewed). A source off the link
+            // gets no unicast at all (§11).
+            if question.unicastResponse && received.sourceIsOnLink && !received.isLegacyUnicast
+                && responses.wasMulticastRecently(record, on: interface, at: now)
+            {
+                if !unicastAnswers.contains(record) { unicastAnswers.append(record) }
+            } else if !answers.contains(record) {
+                answers.append(record)
+            }
+        }
         for question in query.questions {
             for set in recordSets.values where set.isActive && !isProbing(set) {
-                for record in ownedRecords(of: set, on: interface).lazy.filter({ self.matches(question, $0) })
-                    + sharedRecords(of: set).lazy.filter({ self.matches(question, $0) }) {
-                    // Known-answer suppression: they have it with at least half its TTL (§7.1).
-                    if query.answers.contains(where: { $0.name == record.name && $0.data == record.data && $0.ttl >= record.ttl / 2 }) {
-                        statistics.knownAnswersSuppressed += 1
-                        continue
-                    }
-                    if !record.cacheFlush { anyShared = true }
-                    // §5.4: a QU question is answered by unicast when the record was multicast
-                    // within a quarter of its TTL (the link has it; only the asker lacks it),
-                    // and by multicast when it was not (so every cache on the link is renewed).
-                    // A source off the link gets no unicast at all (§11).
-                    let recentlyMulticast = responses.wasMulticastRecently(record, on: interface, at: now)
-                    if question.unicastResponse && recentlyMulticast && received.sourceIsOnLink && !received.isLegacyUnicast {
-                        if !unicastAnswers.contains(record) { unicastAnswers.append(record) }
-                    } else if !answers.contains(record) {
-                        answers.append(record)
-                    }
+                // A set's own records all bear its name: another name needs no look at them.
+                if set.name == question.name {
+                    for record in ownedRecords(of: set, on: interface) { consider(record, for: question) }
                 }
+                for record in sharedRecords(of: set) { consider(record, for: question) }
             }
         }
         guard !answers.isEmpty || !unicastAnswers.isEmpty else { return }
         if received.isLegacyUnicast {
             guard received.sourceIsOnLink else { return }  // never answer off-link sources
             let key = PendingResponseKey(interface: interface, destination: .unicast(received.source), legacyID: query.header.id)
-            responses.queue(answers, for: key, family: received.family, legacyQuestions: query.questions)
-            scheduler.scheduleOnce(.respond(key), at: now)
+            if responses.queue(answers, for: key, family: received.family, due: now, legacyQuestions: query.questions) {
+                scheduler.scheduleOnce(.respond(key), at: now)
+            }
             return
         }
         var delay: Duration = anyShared ? random.duration(in: MDNSTiming.sharedResponseDelay) : .zero
@@ -379,8 +384,10 @@ extension MDNSCore {
     }
 
     private func queue(_ records: [ResourceRecord], key: PendingResponseKey, family: IPFamily, at due: Duration) {
-        responses.queue(records, for: key, family: family)
-        scheduler.scheduleOnce(.respond(key), at: due)
+        // The scheduler is searched only when this makes the response due sooner.
+        if responses.queue(records, for: key, family: family, due: due) {
+            scheduler.scheduleOnce(.respond(key), at: due)
+        }
     }
 
     func matches(_ question: Question, _ record: ResourceRecord) -> Bool {

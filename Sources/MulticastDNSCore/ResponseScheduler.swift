@@ -26,6 +26,8 @@ struct PendingResponse {
     var answers: [ResourceRecord] = []
     var legacyQuestions: [Question] = []
     var family: IPFamily
+    /// When it is scheduled to go.
+    var due: Duration
 }
 
 /// The responder's answers waiting to go, and when each record was last multicast: the rules
@@ -47,12 +49,35 @@ struct ResponseScheduler {
         lastMulticast[RecordKey(record, on: interface)].map { now - $0 < .ttl(record.ttl) / 4 } ?? false
     }
 
-    /// Adds records to the response for `key` (each once).
-    mutating func queue(_ records: [ResourceRecord], for key: PendingResponseKey, family: IPFamily, legacyQuestions: [Question]? = nil) {
-        var response = pending[key] ?? PendingResponse(family: family)
-        if let legacyQuestions { response.legacyQuestions = legacyQuestions }
-        for record in records where !response.answers.contains(record) { response.answers.append(record) }
-        pending[key] = response
+    /// Adds records to the response for `key` (each once), to go at `due` or sooner. Returns
+    /// true when the response must be scheduled: it is new, or due sooner than it was.
+    mutating func queue(
+        _ records: [ResourceRecord], for key: PendingResponseKey, family: IPFamily, due: Duration, legacyQuestions: [Question]? = nil
+    ) -> Bool {
+        var sooner = false
+        // Mutated in place: a busy link queues the same answers over and over, and a copy of
+        // the list each time would cost more than the rest of the query.
+        withPending(key, family: family, due: due) { response, isNew in
+            if let legacyQuestions { response.legacyQuestions = legacyQuestions }
+            for record in records where !response.answers.contains(record) { response.answers.append(record) }
+            if isNew || due < response.due {
+                response.due = min(response.due, due)
+                sooner = true
+            }
+        }
+        return sooner
+    }
+
+    private mutating func withPending(
+        _ key: PendingResponseKey, family: IPFamily, due: Duration, _ body: (inout PendingResponse, Bool) -> Void
+    ) {
+        if let index = pending.index(forKey: key) {
+            body(&pending.values[index], false)
+        } else {
+            var response = PendingResponse(family: family, due: due)
+            body(&response, true)
+            pending[key] = response
+        }
     }
 
     /// The response for `key`, taken out (nil when nothing is left of it).

@@ -41,6 +41,12 @@ struct DomainNameTests {
         let upper: DomainName = "_HTTP._TCP.Local."
         #expect(lower == upper)
         #expect(Set([lower, upper]).count == 1)
+        // Longer names too (hashed eight bytes at a time), and names that differ in one byte.
+        let long: DomainName = "Some-Long-Instance-Name._openagents._tcp.local."
+        let longLower: DomainName = "some-long-instance-name._OPENAGENTS._tcp.LOCAL."
+        #expect(long == longLower && long.hashValue == longLower.hashValue)
+        #expect(long != ("some-long-instance-namf._openagents._tcp.local." as DomainName))
+        #expect(Set([long, longLower, "x.local."]).count == 2)
         // Non-ASCII letters are compared as bytes.
         #expect(try DomainName(labels: ["É"]) != DomainName(labels: ["é"]))
     }

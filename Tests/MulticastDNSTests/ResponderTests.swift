@@ -314,6 +314,25 @@ struct ResponderTests {
         #expect(a.core.statistics.multicastAnswersDeferred >= 1)
     }
 
+    @Test("the same query every 10 ms for 3 s gets one multicast answer a second: never more, never none (§6)")
+    func repeatedQueryIsAnsweredOnceASecond() throws {
+        let (lan, a) = alphaPublishingBox(for: .seconds(40))
+        let querier = Self.querier
+        let question = Question(name: agentType.domainName, type: .ptr)
+        let start = lan.now
+        for _ in 0..<300 {
+            lan.inject(Message(questions: [question]), to: a, from: querier)
+            lan.run(for: .milliseconds(10))
+        }
+        lan.run(for: .seconds(1))
+        let answers = lan.wire.filter { $0.from == "alpha" && $0.time >= start && $0.message.answers.contains { $0.type == .ptr } }
+        let times = answers.map { $0.time - start }
+        // Shared records wait 20–120 ms; then the once-a-second rule holds each next one back.
+        #expect(answers.count >= 3 && answers.count <= 4)
+        for (earlier, later) in zip(times, times.dropFirst()) { #expect(later - earlier >= .seconds(1)) }
+        #expect(answers.allSatisfy { $0.destination == .multicast(.v4) })
+    }
+
     @Test("a host that only browses claims no host name: no probe, no announcement, no defence")
     func browsingClaimsNoHostName() throws {
         let lan = SimulatedLAN()
