@@ -155,6 +155,31 @@ public struct DomainName: Sendable {
     }
 }
 
+extension DomainName {
+    /// A total order for sorting names cheaply and the same way every time: label by label
+    /// from the left, each label's bytes compared with ASCII case folded, a label that is a
+    /// prefix of another first. Names equal by `==` are in no order.
+    package func precedes(_ other: DomainName) -> Bool {
+        var i = storage.startIndex
+        var j = other.storage.startIndex
+        while i < storage.endIndex && j < other.storage.endIndex {
+            let lengthA = Int(storage[i])
+            let lengthB = Int(other.storage[j])
+            var k = 0
+            while k < min(lengthA, lengthB) {
+                let a = Self.fold(storage[i + 1 + k])
+                let b = Self.fold(other.storage[j + 1 + k])
+                if a != b { return a < b }
+                k += 1
+            }
+            if lengthA != lengthB { return lengthA < lengthB }
+            i += 1 + lengthA
+            j += 1 + lengthB
+        }
+        return i == storage.endIndex && j < other.storage.endIndex
+    }
+}
+
 extension DomainName: Hashable {
     public static func == (lhs: DomainName, rhs: DomainName) -> Bool {
         guard lhs.storage.count == rhs.storage.count else { return false }

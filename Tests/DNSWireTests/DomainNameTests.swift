@@ -51,6 +51,16 @@ struct DomainNameTests {
         #expect(try DomainName(labels: ["É"]) != DomainName(labels: ["é"]))
     }
 
+    @Test("names sort label by label, case folded, a shorter label first; equal names in no order")
+    func ordering() throws {
+        let names: [DomainName] = ["b.local.", "A.local.", "ab.local.", "a.b.local.", "a.local.x."]
+        let sorted = names.sorted { $0.precedes($1) }
+        #expect(sorted.map(\.description) == ["a.b.local.", "A.local.", "a.local.x.", "ab.local.", "b.local."])
+        let upper: DomainName = "A.LOCAL."
+        #expect(!upper.precedes("a.local.") && !("a.local." as DomainName).precedes(upper))
+        #expect(DomainName.root.precedes("a.") && !("a." as DomainName).precedes(.root))
+    }
+
     @Test(
         "malformed presentation names are refused with a reason",
         arguments: ["a..b", ".a", #"a\"#, #"a\25"#, #"a\256"#, String(repeating: "x", count: 64) + ".local"])
