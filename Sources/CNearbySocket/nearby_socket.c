@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -120,15 +121,37 @@ int nearby_enable_drop_count(int fd) {
 #endif
 }
 
-void nearby_name_thread(const char *name) {
+typedef struct {
+    char name[16];
+    void (*body)(void *);
+    void *context;
+} nearby_thread_start;
+
+static void *nearby_thread_main(void *raw) {
+    nearby_thread_start start = *(nearby_thread_start *)raw;
+    free(raw);
 #if defined(__linux__)
-    char short_name[16];
-    strncpy(short_name, name, sizeof(short_name) - 1);
-    short_name[sizeof(short_name) - 1] = 0;
-    (void)pthread_setname_np(pthread_self(), short_name);
+    (void)pthread_setname_np(pthread_self(), start.name);
 #elif defined(__APPLE__)
-    (void)pthread_setname_np(name);
-#else
-    (void)name;
+    (void)pthread_setname_np(start.name);
 #endif
+    start.body(start.context);
+    return NULL;
+}
+
+int nearby_start_thread(const char *name, void (*body)(void *), void *context) {
+    nearby_thread_start *start = malloc(sizeof(*start));
+    if (start == NULL) return ENOMEM;
+    strncpy(start->name, name, sizeof(start->name) - 1);
+    start->name[sizeof(start->name) - 1] = 0;
+    start->body = body;
+    start->context = context;
+    pthread_t thread;
+    int result = pthread_create(&thread, NULL, nearby_thread_main, start);
+    if (result != 0) {
+        free(start);
+        return result;
+    }
+    pthread_detach(thread);
+    return 0;
 }

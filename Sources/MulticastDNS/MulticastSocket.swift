@@ -262,40 +262,16 @@ final class DatagramReader {
 /// it never holds a thread of Swift's cooperative pool or of an event loop.
 func startThread(named name: String, _ body: @escaping @Sendable () -> Void) throws(SocketError) {
     final class Work {
-        let name: String
         let body: @Sendable () -> Void
-        init(name: String, body: @escaping @Sendable () -> Void) {
-            self.name = name
-            self.body = body
-        }
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
-    let retained = Unmanaged.passRetained(Work(name: name, body: body))
-    let work = retained.toOpaque()
-    #if canImport(Glibc)
-    var thread = pthread_t()
-    let result = pthread_create(&thread, nil, { raw in
-        guard let raw else { return nil }
-        let work = Unmanaged<Work>.fromOpaque(raw).takeRetainedValue()
-        nearby_name_thread(work.name)
-        work.body()
-        return nil
-    }, work)
-    #else
-    var thread: pthread_t?
-    let result = pthread_create(&thread, nil, { raw in
-        let work = Unmanaged<Work>.fromOpaque(raw).takeRetainedValue()
-        nearby_name_thread(work.name)
-        work.body()
-        return nil
-    }, work)
-    #endif
+    let retained = Unmanaged.passRetained(Work(body))
+    let result = nearby_start_thread(name, { raw in
+        guard let raw else { return }
+        Unmanaged<Work>.fromOpaque(raw).takeRetainedValue().body()
+    }, retained.toOpaque())
     guard result == 0 else {
         retained.release()
         throw SocketError("pthread_create", code: result)
     }
-    #if canImport(Glibc)
-    pthread_detach(thread)
-    #else
-    if let thread { pthread_detach(thread) }
-    #endif
 }

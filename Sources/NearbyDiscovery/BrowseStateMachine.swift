@@ -165,18 +165,10 @@ struct BrowseStateMachine {
             let key = InstanceKey(name: name, interface: interface)
             if instances[key]?.remove(0) == true { instances[key] = nil }
             dirty.insert(key)
-        case .srvAdded(let name, let interface, let data):
-            srv[InstanceKey(name: name, interface: interface), default: Tally()].add(data, sequence: sequence)
-            markService(name, interface)
-        case .srvRemoved(let name, let interface, let data):
-            srv[InstanceKey(name: name, interface: interface)]?.remove(data)
-            markService(name, interface)
-        case .txtAdded(let name, let interface, let data):
-            txt[InstanceKey(name: name, interface: interface), default: Tally()].add(data, sequence: sequence)
-            markService(name, interface)
-        case .txtRemoved(let name, let interface, let data):
-            txt[InstanceKey(name: name, interface: interface)]?.remove(data)
-            markService(name, interface)
+        case .srvAdded(let name, let interface, let data): Self.change(&srv, name, interface, adding: data, sequence: sequence)
+        case .srvRemoved(let name, let interface, let data): Self.change(&srv, name, interface, removing: data)
+        case .txtAdded(let name, let interface, let data): Self.change(&txt, name, interface, adding: data, sequence: sequence)
+        case .txtRemoved(let name, let interface, let data): Self.change(&txt, name, interface, removing: data)
         case .addressAdded(let host, let interface, let address):
             addresses[InstanceKey(name: host, interface: interface), default: Tally()].add(address, sequence: sequence)
             markHost(host)
@@ -203,7 +195,24 @@ struct BrowseStateMachine {
             graceDeadline = now + reappearGrace
             return [.report(.restored)]
         }
+        switch observation {
+        case .srvAdded(let name, let interface, _), .srvRemoved(let name, let interface, _),
+            .txtAdded(let name, let interface, _), .txtRemoved(let name, let interface, _):
+            markService(name, interface)
+        default:
+            break
+        }
         return []
+    }
+
+    /// Adds or removes one of an instance's SRV or TXT values.
+    private static func change<Value: Hashable>(
+        _ table: inout [InstanceKey: Tally<Value>], _ name: DomainName, _ interface: NetworkInterface?,
+        adding added: Value? = nil, removing removed: Value? = nil, sequence: Int = 0
+    ) {
+        let key = InstanceKey(name: name, interface: interface)
+        if let added { table[key, default: Tally()].add(added, sequence: sequence) }
+        if let removed { table[key]?.remove(removed) }
     }
 
     /// An instance's SRV or TXT changed: its report may change, under its own interface or

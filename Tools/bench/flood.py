@@ -7,7 +7,8 @@ packets and valid PTR queries (Tools/bench/flood_sender.py) for FLOOD_SECONDS at
 h3 resolves the service with `nearby resolve` every 2 s during the flood and three times after
 it (h3 drops the flooder's packets, so only the responder is under test). Measured on the
 responder's process: CPU time over the flood (from /proc/PID/stat), resident memory growth
-(VmRSS sampled every 0.25 s, peak minus the level before the flood). Prints a table; asserts
+(VmRSS sampled every 0.25 s, peak minus the level before the flood), and datagrams the kernel
+dropped on h1's port-5353 sockets because a socket buffer was full. Prints a table; asserts
 nothing. Environment: NEARBY_LAB, NEARBY_LAB_NAME, NEARBY_BIN, FLOOD_RATE (30000),
 FLOOD_SECONDS (15), FLOOD_ONLY (comma list of responders to run).
 """
@@ -66,6 +67,17 @@ def rss_kib(pid):
     return 0
 
 
+def kernel_drops(host):
+    """Datagrams the kernel dropped on h1's UDP port 5353 sockets (socket buffer full), so far."""
+    text = lab("exec", host, "--", "cat", "/proc/net/udp", "/proc/net/udp6").stdout
+    total = 0
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[1].endswith(":14E9") and fields[-1].isdigit():
+            total += int(fields[-1])
+    return total
+
+
 def resolve_once():
     started = time.monotonic()
     result = lab("exec", "h3", "--", BIN, "resolve", "Flood Box", "_openagents._tcp", "--backend", "embedded",
@@ -104,6 +116,7 @@ def run_one(kind):
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     cpu_before = cpu_seconds(pid)
+    drops_before = kernel_drops("h1")
     flood_start = time.monotonic()
     sender = start("exec", "h2", "--", "python3", os.path.join(ROOT, "Tools/bench/flood_sender.py"),
                    "--rate", str(RATE), "--seconds", str(SECONDS))
@@ -116,6 +129,7 @@ def run_one(kind):
     out, _ = sender.communicate(timeout=SECONDS + 30)
     flood_seconds = time.monotonic() - flood_start
     cpu_used = cpu_seconds(pid) - cpu_before
+    dropped = kernel_drops("h1") - drops_before
     flood = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"sent": 0, "rate": 0}
     after = []
     for _ in range(3):
@@ -142,6 +156,7 @@ def run_one(kind):
         "after": (sum(ok for ok, _ in after), len(after)),
         "slowest_during": max((t for _, t in during), default=0),
         "rss_growth_mib": (peak[0] - base_rss) / 1024,
+        "kernel_drops": dropped,
     }
 
 
@@ -157,11 +172,11 @@ def main():
     print(f"flood: {RATE} packets/s asked for {SECONDS:.0f} s, half hostile, half valid PTR queries; "
           "resolves from a third host every 2 s during, 3 after")
     print(f"{'responder':<17}{'sent/s':>8}{'CPU %':>8}{'µs/packet':>11}{'resolves during':>17}{'after':>7}"
-          f"{'slowest':>9}{'RSS growth':>12}")
+          f"{'slowest':>9}{'RSS growth':>12}{'kernel drops':>14}")
     for r in results:
         print(f"{r['responder']:<17}{r['rate']:>8}{r['cpu_percent']:>7.0f}%{r['us_per_packet']:>11.2f}"
               f"{'%d/%d' % r['during']:>17}{'%d/%d' % r['after']:>7}{r['slowest_during']:>8.2f}s"
-              f"{r['rss_growth_mib']:>9.1f} MiB")
+              f"{r['rss_growth_mib']:>9.1f} MiB{r['kernel_drops']:>14}")
     by = {r["responder"]: r for r in results}
     if "nearby" in by and "avahi-daemon" in by and by["avahi-daemon"]["us_per_packet"] > 0:
         print(f"nearby's CPU per packet / avahi-daemon's: {by['nearby']['us_per_packet'] / by['avahi-daemon']['us_per_packet']:.2f}")

@@ -34,7 +34,8 @@ int nearby_enable_drop_count(int fd);
 /// Returns how many were read (0 when none was waiting), or -1 with errno set.
 int nearby_receive_datagrams(int fd, uint8_t *slots, size_t slot_size, nearby_datagram *datagrams, int count);
 
-/// Names the calling thread (for `top -H` and debuggers); errors ignored.
-void nearby_name_thread(const char *name);
+/// Starts a detached thread named `name` (for `top -H` and debuggers) that runs
+/// `body(context)`. Returns 0, or an errno value when the thread could not be made.
+int nearby_start_thread(const char *name, void (*body)(void *), void *context);
 
 #endif
