@@ -119,6 +119,36 @@ struct NetworkShapeLabTests {
         }
     }
 
+    @Test("under a flood of hostile packets and valid queries, every resolve is answered, and the bad packets are counted")
+    func flood() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let sender = LabTestSuite.LiveCodecLabTests.repository.appendingPathComponent("Tools/bench/flood_sender.py").path
+        let advertiser = try lab.start(
+            ["exec", "h1", "--", nearby, "advertise", "--json", "--log-level", "debug", "--host", "flooded", "Flood Box", "_openagents._tcp", "9731"])
+        try await lab.withProcesses([advertiser]) {
+            _ = try await advertiser.waitForLine(containing: "\"advertising\"", timeout: .seconds(10))
+            try await Task.sleep(for: .seconds(2))  // probing and announcing are over
+            // The resolver on h3 hears the flood too: both ends are under it.
+            let flood = try lab.start(["exec", "h2", "--", "python3", sender, "--rate", "20000", "--seconds", "8"])
+            try await lab.withProcesses([flood]) {
+                try await Task.sleep(for: .seconds(1))
+                for _ in 0..<3 {
+                    let answer = try await lab.run(
+                        ["exec", "h3", "--", nearby, "resolve", "Flood Box", "_openagents._tcp", "--timeout", "3", "--json"], timeout: .seconds(10))
+                    #expect(answer.contains("\"port\":9731"), "\(answer)")
+                    try await Task.sleep(for: .seconds(1))
+                }
+                #expect(try await flood.wait(timeout: .seconds(20)) == 0, "\(flood.errorOutput)")
+            }
+            let after = try await lab.run(["exec", "h3", "--", nearby, "resolve", "Flood Box", "_openagents._tcp", "--timeout", "3", "--json"])
+            #expect(after.contains("\"port\":9731"), "\(after)")
+            // Hostile packets were counted and logged (every 2 s at most), not dropped in silence.
+            try await Task.sleep(for: .seconds(2.5))
+            #expect(advertiser.isRunning)
+            #expect(advertiser.errorOutput.contains("undecodable datagram"), "\(advertiser.errorOutput.suffix(2000))")
+        }
+    }
+
     @Test("addresses and links that come and go are noticed within 5 s")
     func interfaceChanges() async throws {
         let lab = try Lab.require(hosts: 3)
