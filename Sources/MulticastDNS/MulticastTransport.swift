@@ -104,6 +104,16 @@ public final class MulticastTransport: Sendable {
 
     /// Datagrams read but thrown away before decoding: longer than 9000 bytes (cut short), or
     /// without the packet information that names their interface; and failed reads.
+    /// How long the receive thread pauses (ns) after a turn that read `count` datagrams, which
+    /// arrived over `nanoseconds` since the turn before: not at all after a quiet turn (a lone
+    /// query is answered at once), else long enough for about `datagramsPerPause` more at that
+    /// rate, at most `longestPause`.
+    static func pause(afterTurnOf count: Int, tookNanoseconds nanoseconds: Int) -> Int {
+        guard count >= busyTurn, nanoseconds > 0 else { return 0 }
+        let perNanosecond = Double(count) / Double(nanoseconds)
+        return min(longestPause, Int(datagramsPerPause / perNanosecond))
+    }
+
     /// `kernelDropped`: datagrams the kernel dropped because a socket's buffer was full.
     public var receiveDrops: (truncated: Int, malformed: Int, errors: Int, kernelDropped: Int) { receiveCounters.withLockedValue { $0 } }
 
@@ -158,6 +168,7 @@ public final class MulticastTransport: Sendable {
         descriptors.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
         var batch: [ReceivedDatagram] = []
         var errors = 0
+        var failure: String?
         var lastTurn = monotonicNanoseconds()
         loop: while true {
             for index in descriptors.indices { descriptors[index].revents = 0 }
@@ -165,11 +176,15 @@ public final class MulticastTransport: Sendable {
             if ready < 0 {
                 if errno == EINTR { continue }
                 errors += 1
+                failure = "poll: \(String(cString: strerror(errno)))"
                 break loop
             }
             if descriptors[descriptors.count - 1].revents != 0 { break loop }
             for (index, socket) in sockets.enumerated() where descriptors[index].revents != 0 {
-                if descriptors[index].revents & Int16(POLLNVAL) != 0 { break loop }  // closed under us
+                if descriptors[index].revents & Int16(POLLNVAL) != 0 {
+                    failure = "a socket was closed under the receive thread"
+                    break loop
+                }
                 // Everything waiting, up to a bounded number of reads per turn. A failed read
                 // (a pending ICMP error, say) clears the error; it is counted.
                 for _ in 0..<16 {
@@ -183,12 +198,17 @@ public final class MulticastTransport: Sendable {
             if batch.capacity < 256 { batch.reserveCapacity(256) }
             receiveCounters.withLockedValue { $0 = (reader.truncated, reader.malformed, errors, reader.kernelDropped) }
             let now = monotonicNanoseconds()
-            if turn >= Self.busyTurn, now > lastTurn {
-                let perNanosecond = Double(turn) / Double(now - lastTurn)
-                var pause = timespec(tv_sec: 0, tv_nsec: min(Self.longestPause, Int(Self.datagramsPerPause / perNanosecond)))
-                _ = nanosleep(&pause, nil)
+            let pause = Self.pause(afterTurnOf: turn, tookNanoseconds: now - lastTurn)
+            if pause > 0 {
+                var interval = timespec(tv_sec: 0, tv_nsec: pause)
+                _ = nanosleep(&interval, nil)
             }
             lastTurn = now
+        }
+        receiveCounters.withLockedValue { $0 = (reader.truncated, reader.malformed, errors, reader.kernelDropped) }
+        if let failure {
+            // Nothing more will be received: say so loudly (sends fail from now on, counted).
+            logger.error("mDNS receiving stopped: \(failure)")
         }
         state.withLockedValue { state in
             for socket in state.sockets.values { socket.close() }

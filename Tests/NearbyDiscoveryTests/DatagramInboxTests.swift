@@ -77,4 +77,19 @@ struct DatagramInboxTests {
         inbox.push(datagram())
         #expect(inbox.take(upTo: .max).count == 50)
     }
+
+    @Test("the receive thread does not pause after a quiet turn; after a busy one, for about 96 datagrams at the rate seen, 4 ms at most")
+    func pacing() {
+        // A lone query, or a few: read again at once.
+        #expect(MulticastTransport.pause(afterTurnOf: 1, tookNanoseconds: 1_000_000) == 0)
+        #expect(MulticastTransport.pause(afterTurnOf: 15, tookNanoseconds: 100_000) == 0)
+        // 60 datagrams in 2 ms is 30,000 a second: 96 more take 3.2 ms.
+        #expect(MulticastTransport.pause(afterTurnOf: 60, tookNanoseconds: 2_000_000) == 3_200_000)
+        // 90,000 a second: about 1.07 ms, so the socket buffer is not overrun.
+        #expect(MulticastTransport.pause(afterTurnOf: 180, tookNanoseconds: 2_000_000) == 1_066_666)
+        // A slow trickle that happened to fill a turn: never more than 4 ms.
+        #expect(MulticastTransport.pause(afterTurnOf: 16, tookNanoseconds: 1_000_000_000) == 4_000_000)
+        // A clock that did not move is no rate at all.
+        #expect(MulticastTransport.pause(afterTurnOf: 100, tookNanoseconds: 0) == 0)
+    }
 }
