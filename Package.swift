@@ -41,11 +41,11 @@ let package = Package(
         .target(name: "MulticastDNSCore", dependencies: ["DNSWire"], swiftSettings: strict),
         // The operating system's answers about host name and interfaces, in one place.
         .target(name: "NetworkPlatform", swiftSettings: strict),
-        // The embedded engine on real sockets: an actor driving MulticastDNSCore with the clock
-        // and a UDP multicast transport with a receive thread of its own and a bounded inbox.
         // recvmmsg and the packet-information control messages, which need the C library's
         // macros and GNU extensions: the one piece of the receive path written in C.
         .target(name: "CNearbySocket"),
+        // The embedded engine on real sockets: an actor driving MulticastDNSCore with the clock
+        // and a UDP multicast transport with a receive thread of its own and a bounded inbox.
         .target(
             name: "MulticastDNS",
             dependencies: [
