@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "SystemDNSSD", targets: ["SystemDNSSD"]),
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
         .library(name: "PeerTrust", targets: ["PeerTrust"]),
+        .library(name: "PeerConnection", targets: ["PeerConnection"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
     dependencies: [
@@ -87,6 +88,10 @@ let package = Package(
         // Peer identity (key, certificate, peer ID, persistence) and X.509 trust evaluation.
         .target(name: "PeerTrust", dependencies: ["DNSWire", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
         .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], swiftSettings: strict),
+        // One authenticated channel between two peers (issue 10, being built): so far the
+        // JSON-RPC 2.0 messages and the protocol-version rule, pure values.
+        .target(name: "PeerConnection", swiftSettings: strict),
+        .testTarget(name: "PeerConnectionTests", dependencies: ["PeerConnection"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",

@@ -1,0 +1,138 @@
+public import Foundation
+
+/// Any JSON value: what JSON-RPC params, results and error data are before the app decodes them
+/// into its own `Codable` types.
+///
+/// Integers that fit `Int` stay integers (ids and counts survive a round trip exactly); other
+/// numbers are `Double`.
+public enum JSONValue: Hashable, Sendable {
+    case null
+    case bool(Bool)
+    case integer(Int)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// The value of `key` when this is an object.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    /// The string, when this is one.
+    public var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// Parses JSON text.
+    /// - Throws: ``JSONRPCError`` with code -32700 (parse error) saying what is wrong.
+    public init(parsing text: some StringProtocol) throws(JSONRPCError) {
+        try self.init(parsing: Data(text.utf8))
+    }
+
+    /// Parses JSON text given as UTF-8 bytes.
+    /// - Throws: ``JSONRPCError`` with code -32700 (parse error) saying what is wrong.
+    public init(parsing data: Data) throws(JSONRPCError) {
+        do {
+            self = try JSONDecoder().decode(JSONValue.self, from: data)
+        } catch {
+            throw JSONRPCError(JSONRPCError.parseError, "not valid JSON: \(Self.reason(error))")
+        }
+    }
+
+    /// Encodes any `Encodable` value as a JSON value (for params and results).
+    public init(encoding value: some Encodable) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+    }
+
+    /// Decodes this value as `type` (for params and results).
+    public func decode<Value: Decodable>(as type: Value.Type = Value.self) throws -> Value {
+        try JSONDecoder().decode(type, from: JSONEncoder().encode(self))
+    }
+
+    /// Compact JSON text, keys in sorted order (the same value always gives the same text).
+    public var jsonText: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding a JSONValue cannot fail: every case maps to plain JSON (non-finite numbers
+        // are written as null, see encode(to:)).
+        guard let data = try? encoder.encode(self) else { return "null" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let context):
+            let underlying = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
+            return underlying ?? context.debugDescription
+        default:
+            return "\(error)"
+        }
+    }
+}
+
+extension JSONValue: Codable {
+    public init(from decoder: any Decoder) throws {
+        if var array = try? decoder.unkeyedContainer() {
+            var elements: [JSONValue] = []
+            while !array.isAtEnd { elements.append(try array.decode(JSONValue.self)) }
+            self = .array(elements)
+            return
+        }
+        if let object = try? decoder.container(keyedBy: AnyKey.self) {
+            var members: [String: JSONValue] = [:]
+            for key in object.allKeys { members[key.stringValue] = try object.decode(JSONValue.self, forKey: key) }
+            self = .object(members)
+            return
+        }
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() {
+            self = .null
+        } else if let value = try? single.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? single.decode(Int.self) {
+            self = .integer(value)
+        } else if let value = try? single.decode(Double.self) {
+            self = .number(value)
+        } else {
+            self = .string(try single.decode(String.self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .null:
+            var single = encoder.singleValueContainer()
+            try single.encodeNil()
+        case .bool(let value):
+            var single = encoder.singleValueContainer()
+            try single.encode(value)
+        case .integer(let value):
+            var single = encoder.singleValueContainer()
+            try single.encode(value)
+        case .number(let value):
+            var single = encoder.singleValueContainer()
+            if value.isFinite { try single.encode(value) } else { try single.encodeNil() }
+        case .string(let value):
+            var single = encoder.singleValueContainer()
+            try single.encode(value)
+        case .array(let elements):
+            var array = encoder.unkeyedContainer()
+            for element in elements { try array.encode(element) }
+        case .object(let members):
+            var object = encoder.container(keyedBy: AnyKey.self)
+            for (key, value) in members { try object.encode(value, forKey: AnyKey(key)) }
+        }
+    }
+}
+
+/// A coding key made from any string.
+struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ string: String) { stringValue = string }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { return nil }
+}
