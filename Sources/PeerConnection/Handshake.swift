@@ -1,0 +1,253 @@
+/// What a peer said about itself in `initialize`, with who TLS proved it to be.
+public struct PeerHello: Hashable, Sendable {
+    /// The peer ID its certificate's key hashes to (from the TLS handshake, not from the peer).
+    public var peerID: String
+    /// The display name it gave in `_meta`, if any.
+    public var displayName: String?
+    /// The protocol version it speaks.
+    public var protocolVersion: ProtocolVersion
+    /// `client_info` (from a connecting peer) or `agent_info` (from an accepting one).
+    public var info: JSONValue
+    /// `client_capabilities` or `agent_capabilities`.
+    public var capabilities: JSONValue
+}
+
+/// The `initialize` exchange that opens every connection, as a pure state machine: messages
+/// and time in, messages to send and decisions out. The connecting side sends `initialize`
+/// first; the accepting side checks the version and the peer ID the peer claims, asks the app
+/// (an invitation), then answers. Until that is done, nothing but `initialize` is served.
+///
+/// It runs after TLS has authenticated the peer: `remotePeerID` is what the peer's key proved.
+struct Handshake {
+    enum Role: Sendable { case connecting, accepting }
+
+    /// What this side says about itself.
+    struct Local: Sendable {
+        var peerID: String
+        var displayName: String
+        var protocolVersion: ProtocolVersion
+        /// `client_info` or `agent_info`: `{"name","title","version"}`.
+        var info: JSONValue
+        var capabilities: JSONValue = .object([:])
+        /// `auth_methods` (accepting side).
+        var authMethods: JSONValue = .array([])
+    }
+
+    enum Action: Hashable, Sendable {
+        /// Write this message.
+        case send(JSONRPCMessage)
+        /// Accepting side: ask the app whether to let this peer in (``decide(accept:at:)``).
+        case invite(PeerHello)
+        /// The handshake is done; the connection is the app's from now on.
+        case established(PeerHello)
+        /// After ``established(_:)``: a message for the app.
+        case deliver(JSONRPCMessage)
+        /// Close the connection, saying why.
+        case close(reason: String)
+    }
+
+    private enum State: Hashable {
+        case idle
+        /// Connecting side: `initialize` sent, its answer awaited.
+        case awaitingAnswer
+        /// Accepting side: waiting for the peer's `initialize`.
+        case awaitingInitialize
+        /// Accepting side: the app is asked about this peer; the request id to answer.
+        case awaitingDecision(JSONRPCID, PeerHello)
+        case established
+        case closed
+    }
+
+    let role: Role
+    let local: Local
+    let remotePeerID: String
+    /// How long the peer has to send (or answer) `initialize`.
+    let initializeTimeout: Duration
+    /// How long the app has to accept an invitation before it counts as declined.
+    let invitationTimeout: Duration
+
+    private var state: State = .idle
+    private(set) var deadline: Duration?
+    static let initializeID = JSONRPCID.integer(0)
+
+    init(role: Role, local: Local, remotePeerID: String, initializeTimeout: Duration = .seconds(5), invitationTimeout: Duration = .seconds(30)) {
+        self.role = role
+        self.local = local
+        self.remotePeerID = remotePeerID
+        self.initializeTimeout = initializeTimeout
+        self.invitationTimeout = invitationTimeout
+    }
+
+    var isEstablished: Bool { state == .established }
+
+    /// The channel is open (TLS and WebSocket done) at `now`.
+    mutating func start(at now: Duration) -> [Action] {
+        guard state == .idle else { return [] }
+        deadline = now + initializeTimeout
+        switch role {
+        case .accepting:
+            state = .awaitingInitialize
+            return []
+        case .connecting:
+            state = .awaitingAnswer
+            let params: JSONValue = .object([
+                "protocol_version": .string(local.protocolVersion.description),
+                "client_capabilities": local.capabilities,
+                "client_info": local.info,
+                "_meta": meta,
+            ])
+            return [.send(.request(id: Self.initializeID, method: "initialize", params: params))]
+        }
+    }
+
+    private var meta: JSONValue { .object(["peer_id": .string(local.peerID), "display_name": .string(local.displayName)]) }
+
+    /// A message arrived at `now`.
+    mutating func receive(_ message: JSONRPCMessage, at now: Duration) -> [Action] {
+        switch state {
+        case .established:
+            if case .request(let id, "initialize", _) = message {
+                return [.send(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, "already initialized")))]
+            }
+            return [.deliver(message)]
+        case .closed, .idle:
+            return []
+        case .awaitingAnswer:
+            return receiveAnswer(message)
+        case .awaitingInitialize:
+            if case .request(let id, "initialize", let params) = message { return receiveInitialize(id: id, params: params, at: now) }
+            return refuseEarly(message)
+        case .awaitingDecision:
+            if case .request(let id, "initialize", _) = message {
+                return [.send(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, "initialize was already received")))]
+            }
+            return refuseEarly(message)
+        }
+    }
+
+    /// Anything but `initialize` before the handshake is done: requests get -32002, other
+    /// messages are dropped (the connection layer counts them).
+    private func refuseEarly(_ message: JSONRPCMessage) -> [Action] {
+        guard case .request(let id, let method, _) = message else { return [] }
+        return [.send(.failure(id: id, JSONRPCError(JSONRPCError.notInitialized, "\"\(method)\" before initialize: send initialize first")))]
+    }
+
+    private mutating func receiveInitialize(id: JSONRPCID, params: JSONValue?, at now: Duration) -> [Action] {
+        let hello: PeerHello
+        switch readHello(params, infoKey: "client_info", capabilitiesKey: "client_capabilities") {
+        case .failure(let error):
+            return fail(id: id, error)
+        case .success(let read):
+            hello = read
+        }
+        guard hello.protocolVersion.isCompatible(with: local.protocolVersion) else {
+            return fail(id: id, incompatible(hello.protocolVersion))
+        }
+        state = .awaitingDecision(id, hello)
+        deadline = now + invitationTimeout
+        return [.invite(hello)]
+    }
+
+    private mutating func receiveAnswer(_ message: JSONRPCMessage) -> [Action] {
+        switch message {
+        case .response(Self.initializeID, let result):
+            switch readHello(result, infoKey: "agent_info", capabilitiesKey: "agent_capabilities") {
+            case .failure(let error):
+                return close("the peer's answer to initialize is unusable: \(error.message)")
+            case .success(let hello):
+                guard hello.protocolVersion.isCompatible(with: local.protocolVersion) else {
+                    return close(incompatible(hello.protocolVersion).message)
+                }
+                state = .established
+                deadline = nil
+                return [.established(hello)]
+            }
+        case .failure(Self.initializeID?, let error):
+            let what = switch error.code {
+            case JSONRPCError.declined: "the peer declined the connection"
+            case JSONRPCError.incompatibleVersion: "the peer refused our protocol version"
+            default: "the peer refused initialize"
+            }
+            return close("\(what): \(error.message) (\(error.code))")
+        default:
+            return refuseEarly(message)
+        }
+    }
+
+    /// The app's answer to ``Action/invite(_:)``.
+    mutating func decide(accept: Bool, at now: Duration) -> [Action] {
+        guard case .awaitingDecision(let id, let hello) = state else { return [] }
+        guard accept else { return fail(id: id, JSONRPCError(JSONRPCError.declined, "declined")) }
+        state = .established
+        deadline = nil
+        let result: JSONValue = .object([
+            "protocol_version": .string(local.protocolVersion.description),
+            "agent_capabilities": local.capabilities,
+            "auth_methods": local.authMethods,
+            "agent_info": local.info,
+            "_meta": meta,
+        ])
+        return [.send(.response(id: id, result: result)), .established(hello)]
+    }
+
+    /// Time passes: a peer that says nothing, or an app that does not decide, runs out of it.
+    mutating func advance(to now: Duration) -> [Action] {
+        guard let deadline, now >= deadline else { return [] }
+        switch state {
+        case .awaitingAnswer:
+            return close("no answer to initialize within \(initializeTimeout)")
+        case .awaitingInitialize:
+            return close("no initialize within \(initializeTimeout)")
+        case .awaitingDecision:
+            return decide(accept: false, at: now)
+        default:
+            return []
+        }
+    }
+
+    // MARK: Helpers
+
+    private func incompatible(_ theirs: ProtocolVersion) -> JSONRPCError {
+        JSONRPCError(
+            JSONRPCError.incompatibleVersion,
+            "protocol version \(theirs) is not compatible with \(local.protocolVersion) (the major numbers, and for 0.x the minor numbers, must match)")
+    }
+
+    /// Answers `id` with `error`, then closes.
+    private mutating func fail(id: JSONRPCID, _ error: JSONRPCError) -> [Action] {
+        [.send(.failure(id: id, error))] + close(error.message)
+    }
+
+    private mutating func close(_ reason: String) -> [Action] {
+        state = .closed
+        deadline = nil
+        return [.close(reason: reason)]
+    }
+
+    /// Reads `initialize`'s params or result; the peer ID it claims must be the one TLS proved.
+    private func readHello(_ value: JSONValue?, infoKey: String, capabilitiesKey: String) -> Result<PeerHello, JSONRPCError> {
+        func invalid(_ why: String) -> Result<PeerHello, JSONRPCError> { .failure(JSONRPCError(JSONRPCError.invalidParams, why)) }
+        guard case .object? = value, let value else { return invalid("initialize takes an object") }
+        guard let text = value["protocol_version"]?.stringValue else { return invalid("\"protocol_version\" (a string like \"0.2.2\") is missing") }
+        let version: ProtocolVersion
+        do {
+            version = try ProtocolVersion(parsing: text)
+        } catch {
+            return invalid(error.description)
+        }
+        var displayName: String?
+        if let meta = value["_meta"] {
+            guard case .object = meta else { return invalid("\"_meta\" must be an object") }
+            if let claimed = meta["peer_id"] {
+                guard claimed.stringValue == remotePeerID else {
+                    return invalid("\"_meta.peer_id\" is not the peer ID of the certificate this connection was made with")
+                }
+            }
+            displayName = meta["display_name"]?.stringValue
+        }
+        return .success(
+            PeerHello(
+                peerID: remotePeerID, displayName: displayName, protocolVersion: version,
+                info: value[infoKey] ?? .object([:]), capabilities: value[capabilitiesKey] ?? .object([:])))
+    }
+}
