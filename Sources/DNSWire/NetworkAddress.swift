@@ -31,6 +31,21 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// An address from its bytes in network order: 4 for IPv4, 16 for IPv6 (nil for any other
+    /// count). An IPv6 link-local address gets `linkScope`, the interface it belongs to; other
+    /// addresses need none.
+    public init?(bytes: some Collection<UInt8>, linkScope: Int?) {
+        switch bytes.count {
+        case 4:
+            self = .v4(IPv4Address(bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }))
+        case 16:
+            guard let v6 = IPv6Address(bytes: bytes) else { return nil }
+            self = .v6(v6, scope: v6.isLinkLocal ? linkScope : nil)
+        default:
+            return nil
+        }
+    }
+
     /// The address without an IPv6 scope, as records carry it.
     public var withoutScope: IPAddress {
         if case .v6(let address, _) = self { return .v6(address, scope: nil) }

@@ -51,23 +51,13 @@ public final class DatagramInbox: Sendable {
 
     /// Adds a datagram, or drops it when the inbox is full.
     func push(_ datagram: ReceivedDatagram) {
-        push(contentsOf: CollectionOfOne(datagram))
+        var one = [datagram]
+        push(taking: &one)
     }
 
-    /// Adds what one turn of the receive thread read, under one lock; what does not fit is
-    /// dropped and counted.
-    func push(contentsOf datagrams: some Sequence<ReceivedDatagram>) {
-        let signal: Bool = state.withLockedValue { state in
-            guard !state.closed else { return false }
-            var signal = false
-            for datagram in datagrams where state.append(datagram) { signal = true }
-            return signal
-        }
-        if signal { wake.yield() }
-    }
-
-    /// Like ``push(contentsOf:)``, but leaves `batch` empty: when the engine has taken all
-    /// there was (the usual case), the lists are swapped instead of copied one by one.
+    /// Adds what one turn of the receive thread read, under one lock, and leaves `batch`
+    /// empty; what does not fit is dropped and counted. When the engine has taken all there
+    /// was (the usual case), the lists are swapped instead of copied one by one.
     func push(taking batch: inout [ReceivedDatagram]) {
         let signal: Bool = state.withLockedValue { state in
             guard !state.closed else { return false }

@@ -245,16 +245,14 @@ final class DatagramReader {
 
     /// The sender; link-local IPv6 addresses get the interface as their scope.
     static func source(_ info: nearby_datagram) -> DNSWire.SocketAddress? {
-        let bytes = withUnsafeBytes(of: info.source) { Array($0) }
-        switch info.source_family {
-        case 4:
-            return DNSWire.SocketAddress(.v4(IPv4Address(bytes.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })), port: info.source_port)
-        case 6:
-            guard let v6 = IPv6Address(bytes: bytes) else { return nil }
-            return DNSWire.SocketAddress(.v6(v6, scope: v6.isLinkLocal ? Int(info.interface_index) : nil), port: info.source_port)
-        default:
-            return nil
+        let length = switch info.source_family {
+        case 4: 4
+        case 6: 16
+        default: 0
         }
+        // Read in place: no array per datagram.
+        let address = withUnsafeBytes(of: info.source) { IPAddress(bytes: $0.prefix(length), linkScope: Int(info.interface_index)) }
+        return address.map { DNSWire.SocketAddress($0, port: info.source_port) }
     }
 }
 

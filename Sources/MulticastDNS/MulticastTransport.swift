@@ -300,14 +300,7 @@ public final class MulticastTransport: Sendable {
         for entry in NetworkPlatform.interfaceAddresses() where entry.supportsMulticast && entry.isRunning {
             if let names, !names.contains(entry.name) { continue }
             if names == nil && entry.name == "lo" { continue }
-            let address: IPAddress
-            if entry.isIPv6 {
-                guard let v6 = IPv6Address(bytes: entry.address) else { continue }
-                address = .v6(v6, scope: v6.isLinkLocal ? entry.index : nil)
-            } else {
-                guard entry.address.count == 4 else { continue }
-                address = .v4(IPv4Address(entry.address.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }))
-            }
+            guard let address = IPAddress(bytes: entry.address, linkScope: entry.index) else { continue }
             var info = byIndex[entry.index] ?? InterfaceInfo(interface: NetworkInterface(index: entry.index, name: entry.name), addresses: [], networks: [])
             if !info.addresses.contains(address) {
                 info.addresses.append(address)

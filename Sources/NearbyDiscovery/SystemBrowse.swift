@@ -221,12 +221,8 @@ actor SystemObservationSource: ObservationSource {
 
     private static func address(of record: DNSSDRecord, on interface: NetworkInterface) -> IPAddress? {
         switch (record.type, record.rdata.count) {
-        case (DNSSD.typeA, 4):
-            let b = record.rdata
-            return .v4(IPv4Address(b[0], b[1], b[2], b[3]))
-        case (DNSSD.typeAAAA, 16):
-            guard let v6 = IPv6Address(bytes: record.rdata) else { return nil }
-            return .v6(v6, scope: v6.isLinkLocal ? interface.index : nil)
+        case (DNSSD.typeA, 4), (DNSSD.typeAAAA, 16):
+            return IPAddress(bytes: record.rdata, linkScope: interface.index)
         default:
             return nil  // malformed data from the daemon is ignored, never trusted
         }

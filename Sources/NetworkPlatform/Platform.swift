@@ -93,21 +93,4 @@ public enum NetworkPlatform {
             return nil
         }
     }
-
-    /// Names of the interfaces that are up and running (IFF_UP and IFF_RUNNING).
-    public static func runningInterfaceNames() -> Set<String> {
-        var names: Set<String> = []
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { return names }
-        defer { freeifaddrs(list) }
-        var cursor = list
-        while let entry = cursor {
-            let flags = Int32(bitPattern: entry.pointee.ifa_flags)
-            if flags & Int32(IFF_UP) != 0 && flags & Int32(IFF_RUNNING) != 0, let name = entry.pointee.ifa_name {
-                names.insert(String(cString: name))
-            }
-            cursor = entry.pointee.ifa_next
-        }
-        return names
-    }
 }

@@ -135,6 +135,16 @@ struct IPAddressTests {
         #expect(IPv6Address(input) == nil)
     }
 
+    @Test("addresses from bytes: 4 or 16 of them; only IPv6 link-local ones take the interface as scope")
+    func addressFromBytes() throws {
+        #expect(IPAddress(bytes: [198, 18, 1, 2], linkScope: 3) == .v4(IPv4Address(198, 18, 1, 2)))
+        let linkLocal = try #require(IPv6Address("fe80::1"))
+        #expect(IPAddress(bytes: linkLocal.bytes, linkScope: 3) == .v6(linkLocal, scope: 3))
+        let routable = try #require(IPv6Address("fd6e:6272:1::2"))
+        #expect(IPAddress(bytes: routable.bytes, linkScope: 3) == .v6(routable, scope: nil))
+        for count in [0, 3, 5, 15, 17] { #expect(IPAddress(bytes: [UInt8](repeating: 1, count: count), linkScope: nil) == nil) }
+    }
+
     @Test("link-local detection")
     func linkLocal() {
         #expect(IPv6Address("fe80::1")?.isLinkLocal == true)
