@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
     ],
     targets: [
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
@@ -90,8 +91,31 @@ let package = Package(
         .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], swiftSettings: strict),
         // One authenticated channel between two peers (issue 10, being built): so far the
         // JSON-RPC 2.0 messages and the protocol-version rule, pure values.
-        .target(name: "PeerConnection", swiftSettings: strict),
-        .testTarget(name: "PeerConnectionTests", dependencies: ["PeerConnection"], swiftSettings: strict),
+        .target(
+            name: "PeerConnection",
+            dependencies: [
+                "PeerTrust",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PeerConnectionTests",
+            dependencies: [
+                "PeerConnection", "PeerTrust",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // Real TLS connections on 127.0.0.1 (no multicast, no lab): trust, handshake and framing end to end.
+        .testTarget(name: "ConnectionLoopbackTests", dependencies: ["PeerConnection", "PeerTrust"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",

@@ -1,7 +1,10 @@
+public import PeerTrust
+
 /// What a peer said about itself in `initialize`, with who TLS proved it to be.
 public struct PeerHello: Hashable, Sendable {
-    /// The peer ID its certificate's key hashes to (from the TLS handshake, not from the peer).
-    public var peerID: String
+    /// The peer ID its certificate's key hashes to (from the TLS handshake, not from the peer);
+    /// nil on an insecure (`ws://`) connection, where nothing proves who the peer is.
+    public var peerID: PeerID?
     /// The display name it gave in `_meta`, if any.
     public var displayName: String?
     /// The protocol version it speaks.
@@ -18,12 +21,13 @@ public struct PeerHello: Hashable, Sendable {
 /// (an invitation), then answers. Until that is done, nothing but `initialize` is served.
 ///
 /// It runs after TLS has authenticated the peer: `remotePeerID` is what the peer's key proved.
-struct Handshake {
+struct Handshake: Sendable {
     enum Role: Sendable { case connecting, accepting }
 
     /// What this side says about itself.
     struct Local: Sendable {
-        var peerID: String
+        /// Nil on an insecure connection without an identity.
+        var peerID: PeerID?
         var displayName: String
         var protocolVersion: ProtocolVersion
         /// `client_info` or `agent_info`: `{"name","title","version"}`.
@@ -60,7 +64,9 @@ struct Handshake {
 
     let role: Role
     let local: Local
-    let remotePeerID: String
+    /// What TLS proved; nil on an insecure connection (then `_meta.peer_id` is not checked,
+    /// and not believed either).
+    let remotePeerID: PeerID?
     /// How long the peer has to send (or answer) `initialize`.
     let initializeTimeout: Duration
     /// How long the app has to accept an invitation before it counts as declined.
@@ -70,7 +76,7 @@ struct Handshake {
     private(set) var deadline: Duration?
     static let initializeID = JSONRPCID.integer(0)
 
-    init(role: Role, local: Local, remotePeerID: String, initializeTimeout: Duration = .seconds(5), invitationTimeout: Duration = .seconds(30)) {
+    init(role: Role, local: Local, remotePeerID: PeerID?, initializeTimeout: Duration = .seconds(5), invitationTimeout: Duration = .seconds(30)) {
         self.role = role
         self.local = local
         self.remotePeerID = remotePeerID
@@ -100,7 +106,11 @@ struct Handshake {
         }
     }
 
-    private var meta: JSONValue { .object(["peer_id": .string(local.peerID), "display_name": .string(local.displayName)]) }
+    private var meta: JSONValue {
+        var members: [String: JSONValue] = ["display_name": .string(local.displayName)]
+        if let peerID = local.peerID { members["peer_id"] = .string(peerID.description) }
+        return .object(members)
+    }
 
     /// A message arrived at `now`.
     mutating func receive(_ message: JSONRPCMessage, at now: Duration) -> [Action] {
@@ -238,8 +248,8 @@ struct Handshake {
         var displayName: String?
         if let meta = value["_meta"] {
             guard case .object = meta else { return invalid("\"_meta\" must be an object") }
-            if let claimed = meta["peer_id"] {
-                guard claimed.stringValue == remotePeerID else {
+            if let claimed = meta["peer_id"], let remotePeerID {
+                guard claimed.stringValue.flatMap({ PeerID($0) }) == remotePeerID else {
                     return invalid("\"_meta.peer_id\" is not the peer ID of the certificate this connection was made with")
                 }
             }

@@ -21,6 +21,8 @@ public struct PeerIdentity: Sendable, Equatable {
     /// The leaf certificate.
     public var certificate: Certificate { certificateChain[0] }
     public var peerID: PeerID { certificate.peerID }
+    /// The private key as PKCS#8 DER, for this package's TLS layer (never printed or logged).
+    package var privateKeyPKCS8: [UInt8] { privateKey.pkcs8 }
 
     init(certificateChain: [Certificate], privateKey: PrivateKey, displayName: String?) throws(PeerTrustError) {
         guard let leaf = certificateChain.first else { throw PeerTrustError(.malformed, "an identity needs a certificate") }

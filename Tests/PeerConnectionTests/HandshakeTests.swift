@@ -1,3 +1,4 @@
+import PeerTrust
 import Testing
 
 @testable import PeerConnection
@@ -11,10 +12,11 @@ extension Handshake {
 
 @Suite("initialize handshake")
 struct HandshakeTests {
-    static let clientID = "CLIENTPEERID"
-    static let serverID = "SERVERPEERID"
+    // Peer IDs are hashes of keys; any 32 bytes make one.
+    static let clientID = PeerID(bytes: [UInt8](repeating: 0xC1, count: 32))!
+    static let serverID = PeerID(bytes: [UInt8](repeating: 0x5E, count: 32))!
 
-    func local(_ id: String, _ name: String, version: String = "0.2.2") -> Handshake.Local {
+    func local(_ id: PeerID, _ name: String, version: String = "0.2.2") -> Handshake.Local {
         Handshake.Local(
             peerID: id, displayName: name, protocolVersion: ProtocolVersion(version) ?? ProtocolVersion(major: 0),
             info: .object(["name": .string("nearby"), "title": .string("Nearby"), "version": .string("0.1.0")]))
@@ -24,7 +26,7 @@ struct HandshakeTests {
         Handshake(role: .connecting, local: local(Self.clientID, "Laptop", version: version), remotePeerID: Self.serverID)
     }
 
-    func server(version: String = "0.2.2", peer: String = clientID) -> Handshake {
+    func server(version: String = "0.2.2", peer: PeerID = clientID) -> Handshake {
         Handshake(role: .accepting, local: local(Self.serverID, "Build Box", version: version), remotePeerID: peer)
     }
 
@@ -50,7 +52,7 @@ struct HandshakeTests {
         let request = try #require(sent(a.start(at: .zero)).first)
         guard case .request(_, "initialize", let params?) = request else { Issue.record("not initialize: \(request)"); return }
         #expect(params["protocol_version"] == .string("0.2.2"))
-        #expect(params["_meta"]?["peer_id"] == .string(Self.clientID))
+        #expect(params["_meta"]?["peer_id"] == .string(Self.clientID.description))
         #expect(params["client_info"]?["name"] == .string("nearby"))
         #expect(b.start(at: .zero).isEmpty)
         // Round trip through the wire format, as the connection will do.
@@ -166,7 +168,7 @@ struct HandshakeTests {
         var b = server()
         _ = b.start(at: .zero)
         let ok = b.receive(.request(id: .integer(0), method: "initialize",
-                                    params: .object(["protocol_version": .string("0.2"), "_meta": .object(["peer_id": .string(Self.clientID)])])))
+                                    params: .object(["protocol_version": .string("0.2"), "_meta": .object(["peer_id": .string(Self.clientID.description)])])))
         guard case .invite? = ok.first else { Issue.record("\(ok)"); return }
     }
 }

@@ -1,0 +1,62 @@
+public import Logging
+public import PeerTrust
+
+/// How this side connects and accepts: who it is, whom it trusts, what it speaks, and how long
+/// it waits. The defaults are the ones the README documents.
+public struct PeerConnectionConfiguration: Sendable {
+    /// This side's identity: its certificate goes to every peer. Nil only with ``insecure``.
+    public var identity: PeerIdentity?
+    /// Judges the peer's certificate chain during the TLS handshake.
+    public var trust: TrustEvaluator
+    /// Replaces ``trust`` when set: the chain (leaf first), the peer ID expected (if any) and the
+    /// peer's role in, a verdict out. Runs off the event loop; it may read files.
+    public var judge: (@Sendable (_ chain: [Certificate], _ expectedPeerID: PeerID?, _ role: PeerRole) -> TrustVerdict)?
+    /// The protocol version this side speaks in `initialize`.
+    public var protocolVersion: ProtocolVersion
+    /// `client_info` / `agent_info`: `{"name", "title", "version"}`.
+    public var info: JSONValue
+    /// `client_capabilities` / `agent_capabilities`.
+    public var capabilities: JSONValue = .object([:])
+    /// Plain `ws://` without TLS: nothing proves who the peer is. Only for bridges that have no TLS.
+    public var insecure = false
+    /// TCP connect, TLS and the WebSocket upgrade must be done within this.
+    public var setupTimeout: Duration = .seconds(10)
+    /// The peer must send (or answer) `initialize` within this, once the WebSocket is open.
+    public var initializeTimeout: Duration = .seconds(5)
+    /// The app must accept an invitation within this, or it counts as declined.
+    public var invitationTimeout: Duration = .seconds(30)
+    /// How long ``PeerConnection/request(_:params:timeout:)`` waits by default; nil: forever.
+    public var requestTimeout: Duration? = .seconds(30)
+    /// A peer silent this long is dead (pings go out after a third of it); zero: never.
+    public var deadPeerTimeout: Duration = .seconds(30)
+    /// The largest message accepted, in bytes; a larger one closes the connection with 1009.
+    public var maximumMessageSize = 1 << 20
+    /// Where the connection says what it does; silent unless the handler's level asks.
+    public var logger = Logger(label: "nearby.connection", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// - Parameters:
+    ///   - identity: this side's identity.
+    ///   - trust: whom to trust (for example `TrustEvaluator(policy: try .pinned(store))`).
+    ///   - protocolVersion: the version spoken in `initialize`.
+    ///   - name: `info.name`; `title` and `version` complete `info`.
+    public init(
+        identity: PeerIdentity?, trust: TrustEvaluator, protocolVersion: ProtocolVersion = ProtocolVersion(major: 0, minor: 2, patch: 2),
+        name: String = "nearby", title: String = "Nearby", version: String = "0.2.0"
+    ) {
+        self.identity = identity
+        self.trust = trust
+        self.protocolVersion = protocolVersion
+        info = .object(["name": .string(name), "title": .string(title), "version": .string(version)])
+    }
+
+    func verdict(chain: [Certificate], expected: PeerID?, role: PeerRole) -> TrustVerdict {
+        if let judge { return judge(chain, expected, role) }
+        return trust.evaluate(chain: chain, expectedPeerID: expected, role: role)
+    }
+
+    func local() -> Handshake.Local {
+        Handshake.Local(
+            peerID: insecure ? nil : identity?.peerID, displayName: identity?.displayName ?? PeerIdentity.defaultDisplayName(),
+            protocolVersion: protocolVersion, info: info, capabilities: capabilities)
+    }
+}

@@ -1,0 +1,53 @@
+public import DNSWire
+public import PeerTrust
+
+/// Why a connection could not be made, or a request not answered, in words a person can act on.
+public struct PeerConnectionError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of problem this is. New codes may be added; switch with a `default`.
+    public typealias Code = OpenKind<PeerConnectionError>
+
+    public var code: Code
+    public var message: String
+    /// With `untrusted`: every reason our trust policy gave.
+    public var reasons: [TrustReason]
+    /// With `remote`: the error the peer answered with.
+    public var remoteError: JSONRPCError?
+
+    public init(_ code: Code, _ message: String, reasons: [TrustReason] = []) {
+        self.code = code
+        self.message = message
+        self.reasons = reasons
+    }
+
+    init(remote error: JSONRPCError) {
+        self.init(.remote, "the peer answered with an error: \(error.message) (\(error.code))")
+        remoteError = error
+    }
+
+    public var description: String {
+        reasons.isEmpty ? message : message + ": " + reasons.map(\.message).joined(separator: "; ")
+    }
+}
+
+extension OpenKind where Owner == PeerConnectionError {
+    /// No TCP connection: refused, unreachable, or the name did not resolve.
+    public static var unreachable: Self { Self("unreachable") }
+    /// Our trust policy rejected the peer's certificate (see ``PeerConnectionError/reasons``).
+    public static var untrusted: Self { Self("untrusted") }
+    /// The TLS handshake failed otherwise: the peer refused our certificate, or speaks no TLS 1.3.
+    public static var tls: Self { Self("tls") }
+    /// The WebSocket upgrade failed (not a WebSocket server, or not on path `/`).
+    public static var upgrade: Self { Self("upgrade") }
+    /// `initialize` failed: declined, incompatible versions, a wrong `_meta.peer_id`, or no answer.
+    public static var handshake: Self { Self("handshake") }
+    /// The connection ended.
+    public static var closed: Self { Self("closed") }
+    /// No answer in time.
+    public static var timeout: Self { Self("timeout") }
+    /// The peer answered a request with a JSON-RPC error (``PeerConnectionError/remoteError``).
+    public static var remote: Self { Self("remote") }
+    /// The caller asked for something impossible (a bad address, a duplicate request id).
+    public static var invalidInput: Self { Self("invalidInput") }
+    /// The caller's task was cancelled.
+    public static var cancelled: Self { Self("cancelled") }
+}

@@ -1,0 +1,161 @@
+import NIOCore
+import NIOConcurrencyHelpers
+import NIOPosix
+import NIOSSL
+public import PeerTrust
+
+/// Accepts connections from peers: TLS judged by the configuration's trust policy, then
+/// `initialize`, then an ``AcceptPolicy`` decision. Each connection that gets through
+/// arrives on ``events`` as `.connected`; each one refused, with the reason, as `.rejected`.
+public final class PeerListener: Sendable {
+    /// Which authenticated peers get in.
+    public enum AcceptPolicy: Sendable {
+        /// Peers the trust policy trusts; others are refused in the TLS handshake.
+        case trusted
+        /// Any peer that proves its key in TLS, trusted or not (see ``PeerConnection/verdict``).
+        case all
+        /// The app decides for each peer (an ``Invitation``); undecided after the
+        /// configuration's `invitationTimeout`, it is declined.
+        case ask(@Sendable (Invitation) async -> Bool)
+    }
+
+    /// A peer that has proven its key and sent `initialize`, waiting to be let in.
+    public struct Invitation: Sendable {
+        public let peer: PeerHello
+        /// What the trust policy says about it (nil on an insecure listener).
+        public let verdict: TrustVerdict?
+        public let address: String
+        public let port: Int
+        /// The name to show: the one it gave in `initialize`, else its certificate's.
+        public var displayName: String {
+            if let name = peer.displayName, !name.isEmpty { return name }
+            if case .trusted(let trusted)? = verdict { return trusted.displayName }
+            return peer.peerID?.short ?? "unknown peer"
+        }
+        public var isTrusted: Bool { verdict?.isTrusted ?? false }
+    }
+
+    /// A connection that did not get through, and why.
+    public struct Rejection: Sendable {
+        public let address: String
+        public let port: Int
+        /// The key the peer proved, when TLS got that far.
+        public let peerID: PeerID?
+        public let error: PeerConnectionError
+    }
+
+    public enum Event: Sendable {
+        case connected(PeerConnection)
+        case rejected(Rejection)
+    }
+
+    /// The port listened on (the one the system chose when 0 was asked for).
+    public let port: Int
+    public let events: AsyncStream<Event>
+    private let channel: any Channel
+    private let continuation: AsyncStream<Event>.Continuation
+    private let live = NIOLockedValueBox<[ObjectIdentifier: PeerConnection]>([:])
+
+    private init(channel: any Channel, events: AsyncStream<Event>, continuation: AsyncStream<Event>.Continuation) {
+        self.channel = channel
+        self.events = events
+        self.continuation = continuation
+        port = channel.localAddress?.port ?? 0
+    }
+
+    /// Starts listening on `host` (default: every address, IPv6 and IPv4) and `port` (0: any free one).
+    public static func listen(
+        host: String = "::", port: Int, configuration: PeerConnectionConfiguration, accept: AcceptPolicy = .trusted
+    ) async throws(PeerConnectionError) -> PeerListener {
+        guard (0...65535).contains(port) else { throw PeerConnectionError(.invalidInput, "port \(port) is out of range; use 0-65535") }
+        let tls: NIOSSLContext?
+        if configuration.insecure {
+            tls = nil
+        } else {
+            guard let identity = configuration.identity else {
+                throw PeerConnectionError(.invalidInput, "a secure listener needs an identity (or the insecure option for ws://)")
+            }
+            tls = try TLS.context(identity: identity, server: true)
+        }
+        let (events, continuation) = AsyncStream.makeStream(of: Event.self)
+        let decide: @Sendable (PeerProof?, SocketAddress?) -> SessionHandler.Decide?
+        switch accept {
+        case .trusted, .all:
+            decide = { _, _ in nil }
+        case .ask(let ask):
+            decide = { proof, address in
+                let verdict = proof?.verdict
+                return { hello in
+                    await ask(Invitation(peer: hello, verdict: verdict, address: address?.ipAddress ?? "?", port: address?.port ?? 0))
+                }
+            }
+        }
+        let requireTrust: Bool = if case .trusted = accept { true } else { false }
+        let side = Setup.Side(
+            role: .accepting, configuration: configuration, tls: tls, expected: nil, requireTrust: requireTrust, decide: decide, host: "")
+        let liveBox = NIOLockedValueBox<PeerListener?>(nil)
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 1024)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let start = ContinuousClock.now
+                    let opened = try Setup.configure(channel, side: side)
+                    let address = channel.remoteAddress
+                    opened.whenComplete { outcome in
+                        switch outcome {
+                        case .failure(let error):
+                            let proof = try? channel.pipeline.syncOperations.handler(type: SetupWatcher.self).proof
+                            continuation.yield(.rejected(Rejection(
+                                address: address?.ipAddress ?? "?", port: address?.port ?? 0, peerID: proof?.peerID,
+                                error: error as? PeerConnectionError ?? PeerConnectionError(.closed, "\(error)"))))
+                        case .success(let open):
+                            open.session.established.futureResult.whenComplete { outcome in
+                                switch outcome {
+                                case .failure(let error):
+                                    continuation.yield(.rejected(Rejection(
+                                        address: address?.ipAddress ?? "?", port: address?.port ?? 0, peerID: open.proof?.peerID,
+                                        error: error as? PeerConnectionError ?? PeerConnectionError(.handshake, "\(error)"))))
+                                case .success(let hello):
+                                    let connection = PeerConnection(
+                                        role: .accepting, peer: hello, proof: open.proof, channel: channel, session: open.session,
+                                        requestTimeout: configuration.requestTimeout, setupDuration: ContinuousClock.now - start)
+                                    liveBox.withLockedValue { $0 }?.track(connection)
+                                    continuation.yield(.connected(connection))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        do {
+            let channel = try await bootstrap.bind(host: host, port: port).get()
+            let listener = PeerListener(channel: channel, events: events, continuation: continuation)
+            liveBox.withLockedValue { $0 = listener }
+            return listener
+        } catch {
+            throw PeerConnectionError(.invalidInput, "cannot listen on \(host) port \(port): \(error)")
+        }
+    }
+
+    private func track(_ connection: PeerConnection) {
+        let key = ObjectIdentifier(connection)
+        live.withLockedValue { $0[key] = connection }
+        connection.channel.closeFuture.whenComplete { [live] _ in live.withLockedValue { _ = $0.removeValue(forKey: key) } }
+    }
+
+    /// The connections that are open now.
+    public var connections: [PeerConnection] { live.withLockedValue { Array($0.values) } }
+
+    /// Stops accepting, closes every open connection with 1001 ("going away") and waits for them.
+    public func close() async {
+        try? await channel.close()
+        await withTaskGroup(of: Void.self) { group in
+            for connection in connections {
+                group.addTask { await connection.close(code: 1001, reason: "the server is shutting down") }
+            }
+        }
+        continuation.finish()
+    }
+}

@@ -1,0 +1,393 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOWebSocket
+import PeerTrust
+
+/// A message from the peer for the app. Requests carry a way to answer them.
+public struct IncomingMessage: Sendable {
+    /// The message as received.
+    public let message: JSONRPCMessage
+    let reply: ReplyRoute?
+
+    /// The method of a request or notification.
+    public var method: String? {
+        switch message {
+        case .request(_, let method, _), .notification(let method, _): method
+        default: nil
+        }
+    }
+
+    /// The params of a request or notification.
+    public var params: JSONValue? {
+        switch message {
+        case .request(_, _, let params), .notification(_, let params): params
+        default: nil
+        }
+    }
+
+    /// Answers a request with `result` (ignored for anything but a request, and after the
+    /// first answer). Inside a batch, the answers go out together once every request in it is answered.
+    public func respond(with result: JSONValue) {
+        reply?.send(.success(result))
+    }
+
+    /// Answers a request with `result` encoded as JSON.
+    public func respond(with result: some Encodable) throws {
+        respond(with: try JSONValue(encoding: result))
+    }
+
+    /// Answers a request with an error.
+    public func respond(withError error: JSONRPCError) {
+        reply?.send(.failure(error))
+    }
+}
+
+/// Where an answer to one incoming request goes.
+struct ReplyRoute: Sendable {
+    let id: JSONRPCID
+    let batch: Int?
+    let session: NIOLoopBound<SessionHandler>
+
+    func send(_ outcome: Result<JSONValue, JSONRPCError>) {
+        let session = self.session
+        let (id, batch) = (id, batch)
+        session.eventLoop.execute { session.value.reply(id: id, batch: batch, outcome) }
+    }
+}
+
+/// How many messages a connection received, sent and refused.
+public struct ConnectionStatistics: Hashable, Sendable {
+    public var messagesReceived = 0
+    public var messagesSent = 0
+    /// Text that was not JSON-RPC (answered with -32700 or -32600).
+    public var malformed = 0
+    /// Notifications that arrived before `initialize` and were dropped.
+    public var droppedBeforeInitialize = 0
+    /// Requests we gave up waiting for (timeout or cancellation).
+    public var requestsAbandoned = 0
+}
+
+/// The JSON-RPC layer of a connection, on its event loop: runs the ``Handshake``, matches
+/// responses to the requests that are waiting for them, hands everything else to the app, and
+/// collects the answers to a batch.
+final class SessionHandler: ChannelDuplexHandler {
+    typealias InboundIn = String
+    typealias OutboundIn = Never
+    typealias OutboundOut = OutboundFrame
+
+    /// Asks the app about a peer that wants in (accepting side); nil admits everyone.
+    typealias Decide = @Sendable (PeerHello) async -> Bool
+
+    private var handshake: Handshake
+    private let decide: Decide?
+    let logger: Logger
+    /// Fulfilled when the handshake is done, failed when it is not.
+    let established: EventLoopPromise<PeerHello>
+    /// Fulfilled with the reason when the connection is over.
+    let ended: EventLoopPromise<String>
+    let incoming: AsyncStream<IncomingMessage>
+    private let continuation: AsyncStream<IncomingMessage>.Continuation
+
+    private var context: ChannelHandlerContext?
+    private var pending: [JSONRPCID: (promise: EventLoopPromise<JSONValue>, timeout: Scheduled<Void>?)] = [:]
+    private var batches: [Int: Batch] = [:]
+    private var nextBatch = 0
+    private var handshakeTimer: Scheduled<Void>?
+    private var endReason: String?
+    private(set) var statistics = ConnectionStatistics()
+
+    private struct Batch {
+        var outstanding: Int
+        var answers: [JSONValue]
+    }
+
+    init(handshake: Handshake, decide: Decide?, eventLoop: any EventLoop, logger: Logger) {
+        self.handshake = handshake
+        self.decide = decide
+        self.logger = logger
+        established = eventLoop.makePromise()
+        ended = eventLoop.makePromise()
+        (incoming, continuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    }
+
+    private static func now(_ context: ChannelHandlerContext) -> Duration {
+        .nanoseconds(context.eventLoop.now.uptimeNanoseconds)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { start(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        apply(handshake.start(at: Self.now(context)), context: context)
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let text = unwrapInboundIn(data)
+        let frame = JSONRPCFrame(parsing: text)
+        let now = Self.now(context)
+        guard handshake.isEstablished, frame.isBatch else {
+            // One message (or a batch before the handshake is done: each entry on its own).
+            for entry in frame.entries {
+                statistics.messagesReceived += 1
+                switch entry {
+                case .invalid(let owed):
+                    statistics.malformed += 1
+                    logger.debug("answered malformed input: \(owed.jsonText)")
+                    send(owed, context: context)
+                case .message(let message):
+                    if !handshake.isEstablished, case .notification(let method, _) = message {
+                        statistics.droppedBeforeInitialize += 1
+                        logger.info("dropped notification \"\(method)\" that came before initialize")
+                    }
+                    apply(handshake.receive(message, at: now), context: context)
+                }
+            }
+            context.flush()
+            return
+        }
+        receiveBatch(frame, context: context)
+    }
+
+    private func receiveBatch(_ frame: JSONRPCFrame, context: ChannelHandlerContext) {
+        let token = nextBatch
+        nextBatch &+= 1
+        var batch = Batch(outstanding: 0, answers: [])
+        var requests: [JSONRPCMessage] = []
+        for entry in frame.entries {
+            statistics.messagesReceived += 1
+            switch entry {
+            case .invalid(let owed):
+                statistics.malformed += 1
+                batch.answers.append(owed.json)
+            case .message(let message):
+                if case .request = message { batch.outstanding += 1 }
+                requests.append(message)
+            }
+        }
+        batches[token] = batch
+        for message in requests {
+            if case .request(let id, "initialize", _) = message {
+                reply(id: id, batch: token, .failure(JSONRPCError(JSONRPCError.invalidRequest, "already initialized")))
+                continue
+            }
+            route(message, batch: token, context: context)
+        }
+        finishBatchIfAnswered(token, context: context)
+    }
+
+    private func finishBatchIfAnswered(_ token: Int, context: ChannelHandlerContext) {
+        guard let batch = batches[token], batch.outstanding == 0 else { return }
+        batches[token] = nil
+        // A batch of notifications alone is not answered (JSON-RPC 2.0 §6).
+        guard !batch.answers.isEmpty else { return }
+        write(JSONValue.array(batch.answers).jsonText, context: context)
+        context.flush()
+    }
+
+    /// A message after the handshake: a response someone awaits, or something for the app.
+    private func route(_ message: JSONRPCMessage, batch: Int?, context: ChannelHandlerContext) {
+        switch message {
+        case .response(let id, let result):
+            if let waiting = pending.removeValue(forKey: id) {
+                waiting.timeout?.cancel()
+                waiting.promise.succeed(result)
+                return
+            }
+        case .failure(let id?, let error):
+            if let waiting = pending.removeValue(forKey: id) {
+                waiting.timeout?.cancel()
+                waiting.promise.fail(PeerConnectionError(remote: error))
+                return
+            }
+        case .request(let id, _, _):
+            let route = ReplyRoute(id: id, batch: batch, session: NIOLoopBound(self, eventLoop: context.eventLoop))
+            continuation.yield(IncomingMessage(message: message, reply: route))
+            return
+        default:
+            break
+        }
+        continuation.yield(IncomingMessage(message: message, reply: nil))
+    }
+
+    /// The app's answer to request `id` (on the event loop).
+    func reply(id: JSONRPCID, batch: Int?, _ outcome: Result<JSONValue, JSONRPCError>) {
+        guard let context else { return }
+        let message: JSONRPCMessage =
+            switch outcome {
+            case .success(let result): .response(id: id, result: result)
+            case .failure(let error): .failure(id: id, error)
+            }
+        if let batch {
+            guard var collected = batches[batch] else { return }
+            collected.outstanding -= 1
+            collected.answers.append(message.json)
+            batches[batch] = collected
+            finishBatchIfAnswered(batch, context: context)
+        } else {
+            send(message, context: context)
+            context.flush()
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let ended = event as? WebSocketEnded {
+            finish(ended.reason)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish("the connection closed")
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("connection error: \(error)")
+        finish("connection error: \(error)")
+        context.close(promise: nil)
+    }
+
+    /// The connection is over: everyone waiting hears why, once.
+    private func finish(_ reason: String) {
+        guard endReason == nil else { return }
+        endReason = reason
+        handshakeTimer?.cancel()
+        let error = PeerConnectionError(.closed, reason)
+        established.fail(error)
+        for (_, waiting) in pending {
+            waiting.timeout?.cancel()
+            waiting.promise.fail(error)
+        }
+        pending = [:]
+        continuation.finish()
+        ended.succeed(reason)
+    }
+
+    // MARK: Handshake actions
+
+    private func apply(_ actions: [Handshake.Action], context: ChannelHandlerContext) {
+        for action in actions {
+            switch action {
+            case .send(let message):
+                send(message, context: context)
+            case .invite(let hello):
+                invite(hello, context: context)
+            case .established(let hello):
+                logger.debug("initialized", metadata: ["peer": "\(hello.peerID?.short ?? "(insecure)")"])
+                established.succeed(hello)
+            case .deliver(let message):
+                route(message, batch: nil, context: context)
+            case .close(let reason):
+                context.flush()
+                let error = PeerConnectionError(.handshake, reason)
+                established.fail(error)
+                finish(reason)
+                context.write(wrapOutboundOut(.close(.policyViolation, reason: reason)), promise: nil)
+            }
+        }
+        context.flush()
+        scheduleHandshakeTimer(context: context)
+    }
+
+    private func invite(_ hello: PeerHello, context: ChannelHandlerContext) {
+        guard let decide else {
+            apply(handshake.decide(accept: true, at: Self.now(context)), context: context)
+            return
+        }
+        Self.ask(decide, about: hello, session: NIOLoopBound(self, eventLoop: context.eventLoop))
+    }
+
+    /// Asks the app off the event loop; its answer comes back on it.
+    private static func ask(_ decide: @escaping Decide, about hello: PeerHello, session: NIOLoopBound<SessionHandler>) {
+        Task {
+            let accepted = await decide(hello)
+            session.eventLoop.execute { session.value.decided(accepted) }
+        }
+    }
+
+    private func decided(_ accepted: Bool) {
+        guard let context else { return }
+        apply(handshake.decide(accept: accepted, at: Self.now(context)), context: context)
+    }
+
+    private func scheduleHandshakeTimer(context: ChannelHandlerContext) {
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+        guard let deadline = handshake.deadline, endReason == nil else { return }
+        let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+        handshakeTimer = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(clamping: nanoseconds(deadline)))) {
+            let handler = session.value
+            guard let context = handler.context else { return }
+            handler.apply(handler.handshake.advance(to: Self.now(context)), context: context)
+        }
+    }
+
+    // MARK: Outbound
+
+    private func send(_ message: JSONRPCMessage, context: ChannelHandlerContext) {
+        write(message.jsonText, context: context)
+    }
+
+    private func write(_ text: String, context: ChannelHandlerContext) {
+        statistics.messagesSent += 1
+        context.write(wrapOutboundOut(.text(text)), promise: nil)
+    }
+
+    /// Sends request `id` and completes `promise` with its answer, or with `.timeout` after `timeout`.
+    func request(id: JSONRPCID, method: String, params: JSONValue?, timeout: TimeAmount?, promise: EventLoopPromise<JSONValue>) {
+        guard let context, endReason == nil else {
+            return promise.fail(PeerConnectionError(.closed, endReason ?? "the connection is not open"))
+        }
+        guard handshake.isEstablished else {
+            return promise.fail(PeerConnectionError(.closed, "the connection is not initialized"))
+        }
+        guard pending[id] == nil else {
+            return promise.fail(PeerConnectionError(.invalidInput, "request id \(id) is already waiting for an answer"))
+        }
+        var timer: Scheduled<Void>?
+        if let timeout {
+            let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+            timer = context.eventLoop.scheduleTask(in: timeout) {
+                session.value.abandon(id, PeerConnectionError(.timeout, "no answer to \"\(method)\" within \(timeout.nanoseconds / 1_000_000) ms"))
+            }
+        }
+        pending[id] = (promise, timer)
+        send(.request(id: id, method: method, params: params), context: context)
+        context.flush()
+    }
+
+    /// Stops waiting for request `id`; the peer is told with a `$/cancelRequest` notification.
+    func abandon(_ id: JSONRPCID, _ error: PeerConnectionError) {
+        guard let waiting = pending.removeValue(forKey: id) else { return }
+        statistics.requestsAbandoned += 1
+        waiting.timeout?.cancel()
+        waiting.promise.fail(error)
+        guard let context, endReason == nil else { return }
+        send(.notification(method: "$/cancelRequest", params: .object(["id": id.json])), context: context)
+        context.flush()
+    }
+
+    /// Writes raw text as one message (already-encoded JSON-RPC from a user or a tool).
+    func sendText(_ text: String, promise: EventLoopPromise<Void>) {
+        guard let context, endReason == nil else {
+            return promise.fail(PeerConnectionError(.closed, endReason ?? "the connection is not open"))
+        }
+        statistics.messagesSent += 1
+        context.writeAndFlush(wrapOutboundOut(.text(text)), promise: promise)
+    }
+
+    func close(code: WebSocketErrorCode, reason: String) {
+        guard let context else { return }
+        context.writeAndFlush(wrapOutboundOut(.close(code, reason: reason)), promise: nil)
+    }
+}

@@ -1,0 +1,223 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import NIOWebSocket
+import PeerTrust
+
+/// What set-up hands over once the WebSocket is open: the session (its handshake about to run)
+/// and what TLS proved.
+///
+/// Unchecked: it is made on the connection's event loop and read only in callbacks that run there.
+struct OpenedChannel: @unchecked Sendable {
+    let session: SessionHandler
+    let proof: PeerProof?
+}
+
+/// Builds one connection's pipeline, on either side: TLS (unless insecure), the HTTP upgrade
+/// to a WebSocket on path `/`, then ``WebSocketMessageHandler`` and ``SessionHandler``.
+enum Setup {
+    struct Side: Sendable {
+        var role: PeerConnection.Role
+        var configuration: PeerConnectionConfiguration
+        var tls: NIOSSLContext?
+        var expected: PeerID?
+        var requireTrust: Bool
+        /// Accepting side: builds the app's decision for one connection from what TLS proved.
+        var decide: (@Sendable (PeerProof?, SocketAddress?) -> SessionHandler.Decide?)?
+        /// Connecting side: the Host header.
+        var host: String
+    }
+
+    static func configure(_ channel: any Channel, side: Side) throws -> EventLoopFuture<OpenedChannel> {
+        let eventLoop = channel.eventLoop
+        let opened = eventLoop.makePromise(of: OpenedChannel.self)
+        let proof = side.tls == nil ? nil : PeerProof()
+        let pipeline = channel.pipeline.syncOperations
+        let configuration = side.configuration
+        if let tls = side.tls, let proof {
+            let bound = NIOLoopBound(proof, eventLoop: eventLoop)
+            let verify = TLS.verifier(
+                configuration: configuration, role: side.role == .connecting ? .connecting : .accepting, expected: side.expected,
+                requireTrust: side.requireTrust, proof: bound)
+            if side.role == .connecting {
+                try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: nil, customVerificationCallback: verify))
+            } else {
+                try pipeline.addHandler(NIOSSLServerHandler(context: tls, customVerificationCallback: verify))
+            }
+        }
+        let watcher = SetupWatcher(opened: opened, proof: proof, timeout: configuration.setupTimeout, logger: configuration.logger)
+        try pipeline.addHandler(watcher)
+
+        let limit = configuration.maximumMessageSize
+        let boundProof = proof.map { NIOLoopBound($0, eventLoop: eventLoop) }
+        @Sendable func openSession(_ channel: any Channel) -> EventLoopFuture<Void> {
+            channel.eventLoop.makeCompletedFuture {
+                let proof = boundProof?.value
+                let handshake = Handshake(
+                    role: side.role == .connecting ? .connecting : .accepting, local: configuration.local(), remotePeerID: proof?.peerID,
+                    initializeTimeout: configuration.initializeTimeout, invitationTimeout: configuration.invitationTimeout)
+                let session = SessionHandler(
+                    handshake: handshake, decide: side.decide?(proof, channel.remoteAddress), eventLoop: channel.eventLoop,
+                    logger: configuration.logger)
+                let messages = WebSocketMessageHandler(
+                    masksFrames: side.role == .connecting, maximumMessageSize: limit, deadPeerTimeout: configuration.deadPeerTimeout,
+                    logger: configuration.logger)
+                let sync = channel.pipeline.syncOperations
+                try sync.addHandler(messages)
+                try sync.addHandler(session)
+                opened.succeed(OpenedChannel(session: session, proof: proof))
+            }
+        }
+
+        switch side.role {
+        case .connecting:
+            let requester = UpgradeRequester(host: side.host)
+            let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: limit, automaticErrorHandling: true) { channel, _ in
+                channel.pipeline.removeHandler(requester).flatMap { openSession(channel) }
+            }
+            try pipeline.addHTTPClientHandlers(withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
+            try pipeline.addHandler(requester)
+        case .accepting:
+            let refuser = NotAWebSocket()
+            let upgrader = NIOWebSocketServerUpgrader(
+                maxFrameSize: limit, automaticErrorHandling: true,
+                shouldUpgrade: { channel, head in
+                    channel.eventLoop.makeSucceededFuture(head.uri == "/" || head.uri.hasPrefix("/?") ? HTTPHeaders() : nil)
+                },
+                upgradePipelineHandler: { channel, _ in
+                    channel.pipeline.removeHandler(refuser).flatMap { openSession(channel) }
+                })
+            try pipeline.configureHTTPServerPipeline(withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
+            try pipeline.addHandler(refuser)
+        }
+        return opened.futureResult
+    }
+
+    /// Turns a failure during set-up into words: our own trust verdict first, then what TLS said.
+    static func describe(_ error: any Error, proof: PeerProof?) -> PeerConnectionError {
+        if let refusal = proof?.refusal { return refusal }
+        if let error = error as? PeerConnectionError { return error }
+        let text = "\(error)"
+        if error is NIOSSLError || text.contains("SSL") || text.contains("TLS") {
+            if text.contains("VERSION") || text.contains("UNSUPPORTED_PROTOCOL") {
+                return PeerConnectionError(.tls, "the peer does not speak TLS 1.3 (\(text))")
+            }
+            if text.contains("ALERT") {
+                return PeerConnectionError(.tls, "the peer refused the TLS handshake; it may not trust our certificate (\(text))")
+            }
+            return PeerConnectionError(.tls, "the TLS handshake failed (\(text))")
+        }
+        if error is NIOHTTPClientUpgradeError || error is HTTPParserError {
+            return PeerConnectionError(.upgrade, "the peer is not a WebSocket server on path / (\(text))")
+        }
+        return PeerConnectionError(.closed, text)
+    }
+}
+
+/// Fails set-up with the first error, an early close or the set-up timeout; then only passes
+/// everything on.
+final class SetupWatcher: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+    let opened: EventLoopPromise<OpenedChannel>
+    let proof: PeerProof?
+    let timeout: Duration
+    let logger: Logger
+    private var done = false
+    private var timer: Scheduled<Void>?
+
+    init(opened: EventLoopPromise<OpenedChannel>, proof: PeerProof?, timeout: Duration, logger: Logger) {
+        self.opened = opened
+        self.proof = proof
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        let opened = self.opened
+        let timeout = self.timeout
+        timer = context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds(timeout))) {
+            opened.fail(PeerConnectionError(.timeout, "no TLS and WebSocket set-up within \(seconds(timeout))"))
+            channel.close(promise: nil)
+        }
+        let watcher = NIOLoopBound(self, eventLoop: context.eventLoop)
+        opened.futureResult.whenComplete { _ in
+            watcher.value.timer?.cancel()
+            watcher.value.done = true
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !done {
+            opened.fail(Setup.describe(error, proof: proof))
+            context.close(promise: nil)
+        }
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !done {
+            opened.fail(Setup.describe(PeerConnectionError(.closed, "the peer closed the connection during set-up"), proof: proof))
+        }
+        context.fireChannelInactive()
+    }
+}
+
+/// Connecting side: asks for the WebSocket (`GET /` with the upgrade headers the upgrader adds).
+final class UpgradeRequester: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+    let host: String
+
+    init(host: String) { self.host = host }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { request(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        request(context: context)
+        context.fireChannelActive()
+    }
+
+    private func request(context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: host)
+        headers.add(name: "Content-Length", value: "0")
+        context.write(wrapOutboundOut(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/", headers: headers))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // A response that is not the upgrade: the upgrade handler has already failed set-up.
+        context.close(promise: nil)
+    }
+}
+
+/// Accepting side: anything but a WebSocket upgrade on `/` gets a short HTTP answer and a close.
+final class NotAWebSocket: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(let head) = unwrapInboundIn(data) else { return }
+        let (status, body): (HTTPResponseStatus, String) =
+            head.uri == "/"
+            ? (.upgradeRequired, "this is a WebSocket endpoint: connect with a WebSocket client (JSON-RPC 2.0 over wss://)\n")
+            : (.notFound, "the WebSocket endpoint is at path /\n")
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Length", value: String(body.utf8.count))
+        headers.add(name: "Connection", value: "close")
+        if status == .upgradeRequired { headers.add(name: "Upgrade", value: "websocket") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+    }
+}

@@ -1,0 +1,84 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PeerTrust
+
+/// What the TLS handshake learned about the peer, kept for the layers above. Touched only on
+/// the connection's event loop.
+final class PeerProof {
+    /// The chain the peer presented, leaf first (parsed), once it arrived.
+    var presented: [Certificate] = []
+    /// Our policy's verdict on it.
+    var verdict: TrustVerdict?
+    /// Why we refused the peer in the TLS handshake, if we did.
+    var refusal: PeerConnectionError?
+
+    var peerID: PeerID? { presented.first?.peerID }
+}
+
+/// TLS 1.3 with a certificate on each side; the peer's chain is judged by PeerTrust, not by
+/// BoringSSL's own verifier.
+enum TLS {
+    static func context(identity: PeerIdentity, server: Bool) throws(PeerConnectionError) -> NIOSSLContext {
+        do {
+            let chain = try identity.certificateChain.map { NIOSSLCertificateSource.certificate(try NIOSSLCertificate(bytes: $0.der, format: .der)) }
+            let key = NIOSSLPrivateKeySource.privateKey(try NIOSSLPrivateKey(bytes: identity.privateKeyPKCS8, format: .der))
+            var configuration =
+                server
+                ? TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: key)
+                : TLSConfiguration.makeClientConfiguration()
+            if !server {
+                configuration.certificateChain = chain
+                configuration.privateKey = key
+            }
+            configuration.minimumTLSVersion = .tlsv13
+            configuration.maximumTLSVersion = .tlsv13
+            // Require the peer's certificate; who it is, the verification callback decides.
+            configuration.certificateVerification = .noHostnameVerification
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw PeerConnectionError(.invalidInput, "this identity cannot be used for TLS: \(error)")
+        }
+    }
+
+    /// The verification callback for one connection.
+    /// - Parameters:
+    ///   - role: the peer's role, as PeerTrust names it (`.connecting`: we connect to it).
+    ///   - requireTrust: refuse chains the policy rejects (else only record the verdict, for
+    ///     invitations and pairing, which decide later).
+    static func verifier(
+        configuration: PeerConnectionConfiguration, role: PeerRole, expected: PeerID?, requireTrust: Bool,
+        proof: NIOLoopBound<PeerProof>
+    ) -> NIOSSLCustomVerificationCallback {
+        let ownID = configuration.identity?.peerID
+        return { certificates, promise in
+            let eventLoop = promise.futureResult.eventLoop
+            let work = NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { () -> ([Certificate], TrustVerdict) in
+                let chain = try certificates.map { try Certificate(der: try $0.toDERBytes()) }
+                guard !chain.isEmpty else { return ([], .rejected([TrustReason(.noCertificate, "the peer sent no certificate")])) }
+                return (chain, configuration.verdict(chain: chain, expected: expected, role: role))
+            }
+            work.whenComplete { outcome in
+                let record = proof.value
+                switch outcome {
+                case .failure(let error):
+                    record.refusal = PeerConnectionError(.untrusted, "the peer's certificate could not be read: \(error)")
+                    promise.succeed(.failed)
+                case .success((let chain, let verdict)):
+                    record.presented = chain
+                    record.verdict = verdict
+                    if let ownID, chain.first?.peerID == ownID {
+                        record.refusal = PeerConnectionError(.untrusted, "this is a connection to ourselves (the peer has our own identity, \(ownID.short))")
+                        promise.succeed(.failed)
+                    } else if case .rejected(let reasons) = verdict, requireTrust || reasons.contains(where: { $0.code == .peerIDMismatch }) {
+                        record.refusal = PeerConnectionError(.untrusted, "the peer's certificate is not trusted", reasons: reasons)
+                        promise.succeed(.failed)
+                    } else {
+                        promise.succeed(.certificateVerified)
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+import Logging
+import NIOCore
+import NIOWebSocket
+
+/// What the layers above the WebSocket write: a text message, or the end of the connection.
+enum OutboundFrame: Sendable {
+    case text(String)
+    case close(WebSocketErrorCode, reason: String)
+}
+
+/// Sent up the pipeline once, when the WebSocket is about to end, with the reason in words.
+struct WebSocketEnded: Sendable {
+    var code: WebSocketErrorCode?
+    var reason: String
+    /// True when the peer ended it (a close frame, or the connection dropped).
+    var byPeer: Bool
+}
+
+/// Turns WebSocket frames into whole text messages and back (RFC 6455): reassembles fragments
+/// up to `maximumMessageSize` (over it: close 1009), answers pings, runs the close handshake,
+/// and pings a quiet peer so a dead one is noticed within `deadPeerTimeout` (``Liveness``).
+/// Binary frames close the connection with 1003: JSON-RPC travels in text frames.
+final class WebSocketMessageHandler: ChannelDuplexHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = String
+    typealias OutboundIn = OutboundFrame
+    typealias OutboundOut = WebSocketFrame
+
+    /// A client masks every frame it sends (RFC 6455 §5.3); a server never does.
+    let masksFrames: Bool
+    let maximumMessageSize: Int
+    let deadPeerTimeout: Duration
+    /// How long to wait for the peer's close frame after sending ours.
+    let closeTimeout: TimeAmount
+    let logger: Logger
+
+    private var liveness: Liveness?
+    private var tickTask: Scheduled<Void>?
+    private var partial: ByteBuffer?
+    private var closeSent = false
+    private var ended = false
+
+    init(masksFrames: Bool, maximumMessageSize: Int, deadPeerTimeout: Duration, closeTimeout: TimeAmount = .seconds(2), logger: Logger) {
+        self.masksFrames = masksFrames
+        self.maximumMessageSize = maximumMessageSize
+        self.deadPeerTimeout = deadPeerTimeout
+        self.closeTimeout = closeTimeout
+        self.logger = logger
+    }
+
+    private static func now(_ context: ChannelHandlerContext) -> Duration {
+        .nanoseconds(context.eventLoop.now.uptimeNanoseconds)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startLiveness(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        startLiveness(context: context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        tickTask?.cancel()
+    }
+
+    private func startLiveness(context: ChannelHandlerContext) {
+        guard liveness == nil, deadPeerTimeout > .zero else { return }
+        liveness = Liveness(deadAfter: deadPeerTimeout, now: Self.now(context))
+        scheduleTick(context: context)
+    }
+
+    private func scheduleTick(context: ChannelHandlerContext) {
+        guard let liveness else { return }
+        tickTask?.cancel()
+        let due = NIODeadline.uptimeNanoseconds(UInt64(clamping: nanoseconds(liveness.nextTick)))
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        tickTask = context.eventLoop.scheduleTask(deadline: due) {
+            let (handler, context) = loopBound.value
+            handler.tick(context: context)
+        }
+    }
+
+    private func tick(context: ChannelHandlerContext) {
+        guard var state = liveness, !ended else { return }
+        let action = state.tick(at: Self.now(context))
+        liveness = state
+        switch action {
+        case .wait:
+            break
+        case .ping:
+            logger.trace("pinging a quiet peer")
+            write(context: context, opcode: .ping, data: context.channel.allocator.buffer(capacity: 0), promise: nil)
+            context.flush()
+        case .dead(let silence):
+            end(context: context, WebSocketEnded(code: nil, reason: "the peer sent nothing for \(seconds(silence)) (dead peer: unplugged, stopped or unreachable)", byPeer: true))
+            context.close(promise: nil)
+            return
+        }
+        scheduleTick(context: context)
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if var state = liveness {
+            state.heard(at: Self.now(context))
+            liveness = state
+        }
+        switch frame.opcode {
+        case .ping:
+            guard !closeSent else { return }
+            write(context: context, opcode: .pong, data: frame.unmaskedData, promise: nil)
+            context.flush()
+        case .pong:
+            break
+        case .connectionClose:
+            receivedClose(context: context, frame: frame)
+        case .text:
+            guard partial == nil else { return protocolError(context: context, "a new text message began before the last one ended") }
+            receivedData(context: context, frame: frame)
+        case .continuation:
+            guard partial != nil else { return protocolError(context: context, "a continuation frame without a message to continue") }
+            receivedData(context: context, frame: frame)
+        case .binary:
+            fail(context: context, .unacceptableData, "binary frames are not used here: JSON-RPC messages travel in text frames")
+        default:
+            protocolError(context: context, "unknown opcode \(frame.opcode)")
+        }
+    }
+
+    private func receivedData(context: ChannelHandlerContext, frame: WebSocketFrame) {
+        var data = frame.unmaskedData
+        let size = (partial?.readableBytes ?? 0) + data.readableBytes
+        guard size <= maximumMessageSize else {
+            partial = nil
+            return fail(context: context, .messageTooLarge, "a message of more than \(maximumMessageSize) bytes (the limit)")
+        }
+        if frame.fin && partial == nil {
+            return deliver(context: context, data)
+        }
+        if partial == nil { partial = context.channel.allocator.buffer(capacity: size) }
+        partial?.writeBuffer(&data)
+        if frame.fin, let whole = partial {
+            partial = nil
+            deliver(context: context, whole)
+        }
+    }
+
+    private func deliver(context: ChannelHandlerContext, _ buffer: ByteBuffer) {
+        guard !closeSent else { return }
+        guard let text = try? buffer.getUTF8ValidatedString(at: buffer.readerIndex, length: buffer.readableBytes) else {
+            return fail(context: context, .dataInconsistentWithMessage, "a text message that is not valid UTF-8")
+        }
+        context.fireChannelRead(wrapInboundOut(text))
+    }
+
+    private func receivedClose(context: ChannelHandlerContext, frame: WebSocketFrame) {
+        var data = frame.unmaskedData
+        let code = data.readWebSocketErrorCode()
+        let reason = data.readString(length: data.readableBytes) ?? ""
+        if closeSent {
+            // Our close answered: the handshake is complete.
+            context.close(promise: nil)
+            return
+        }
+        let words = code.map { "the peer closed the connection (\(describe($0))\(reason.isEmpty ? "" : ": \(reason)"))" } ?? "the peer closed the connection"
+        end(context: context, WebSocketEnded(code: code, reason: words, byPeer: true))
+        closeSent = true
+        var echo = context.channel.allocator.buffer(capacity: 2)
+        if let code { echo.write(webSocketErrorCode: code) }
+        write(context: context, opcode: .connectionClose, data: echo, promise: nil)
+        context.flush()
+        context.close(promise: nil)
+    }
+
+    private func protocolError(context: ChannelHandlerContext, _ why: String) {
+        fail(context: context, .protocolError, why)
+    }
+
+    /// The peer broke a rule: say which, close with `code`.
+    private func fail(context: ChannelHandlerContext, _ code: WebSocketErrorCode, _ why: String) {
+        logger.info("closing the connection: \(why)")
+        sendClose(context: context, code: code, reason: why, byPeer: false)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        tickTask?.cancel()
+        end(context: context, WebSocketEnded(code: nil, reason: "the connection was lost before a close frame arrived", byPeer: true))
+        context.fireChannelInactive()
+    }
+
+    private func end(context: ChannelHandlerContext, _ event: WebSocketEnded) {
+        guard !ended else { return }
+        ended = true
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    // MARK: Outbound
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .text(let text):
+            guard !closeSent else {
+                promise?.fail(ChannelError.outputClosed)
+                return
+            }
+            write(context: context, opcode: .text, data: context.channel.allocator.buffer(string: text), promise: promise)
+        case .close(let code, let reason):
+            sendClose(context: context, code: code, reason: reason, byPeer: false)
+            promise?.succeed()
+        }
+    }
+
+    private func sendClose(context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String, byPeer: Bool) {
+        guard !closeSent else { return }
+        closeSent = true
+        end(context: context, WebSocketEnded(code: code, reason: reason, byPeer: byPeer))
+        var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        data.write(webSocketErrorCode: code)
+        // A close frame's payload is at most 125 bytes (RFC 6455 §5.5).
+        data.writeString(String(decoding: reason.utf8.prefix(123), as: UTF8.self))
+        write(context: context, opcode: .connectionClose, data: data, promise: nil)
+        context.flush()
+        let channel = context.channel
+        context.eventLoop.scheduleTask(in: closeTimeout) { channel.close(promise: nil) }
+    }
+
+    private func write(context: ChannelHandlerContext, opcode: WebSocketOpcode, data: ByteBuffer, promise: EventLoopPromise<Void>?) {
+        let frame = WebSocketFrame(fin: true, opcode: opcode, maskKey: masksFrames ? .random() : nil, data: data)
+        context.write(wrapOutboundOut(frame), promise: promise)
+    }
+}
+
+private func describe(_ code: WebSocketErrorCode) -> String {
+    switch code {
+    case .normalClosure: "1000, normal"
+    case .goingAway: "1001, going away"
+    case .protocolError: "1002, protocol error"
+    case .unacceptableData: "1003, unacceptable data"
+    case .dataInconsistentWithMessage: "1007, invalid data"
+    case .policyViolation: "1008, policy violation"
+    case .messageTooLarge: "1009, message too large"
+    case .unexpectedServerError: "1011, server error"
+    default: "code \(UInt16(webSocketErrorCode: code))"
+    }
+}
+
+func nanoseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
+}
+
+func seconds(_ duration: Duration) -> String {
+    let value = Double(nanoseconds(duration)) / 1e9
+    return value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+}
