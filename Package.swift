@@ -120,7 +120,7 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "PeerTrust", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -55,7 +55,7 @@ public final class PeerConnection: Sendable {
         self.requestTimeout = requestTimeout
         self.setupDuration = setupDuration
         let address = channel.remoteAddress
-        remoteAddress = address?.ipAddress ?? "?"
+        remoteAddress = displayAddress(address)
         remotePort = address?.port ?? 0
     }
 
@@ -137,4 +137,10 @@ public final class PeerConnection: Sendable {
         let session = self.session
         return (try? await channel.eventLoop.submit { session.value.statistics }.get()) ?? ConnectionStatistics()
     }
+}
+
+/// An address as people write it: an IPv4 peer on a dual-stack socket without its `::ffff:`.
+func displayAddress(_ address: SocketAddress?) -> String {
+    guard let text = address?.ipAddress else { return "?" }
+    return text.hasPrefix("::ffff:") && text.contains(".") ? String(text.dropFirst(7)) : text
 }

@@ -86,7 +86,7 @@ public final class PeerListener: Sendable {
             decide = { proof, address in
                 let verdict = proof?.verdict
                 return { hello in
-                    await ask(Invitation(peer: hello, verdict: verdict, address: address?.ipAddress ?? "?", port: address?.port ?? 0))
+                    await ask(Invitation(peer: hello, verdict: verdict, address: displayAddress(address), port: address?.port ?? 0))
                 }
             }
         }
@@ -108,14 +108,14 @@ public final class PeerListener: Sendable {
                         case .failure(let error):
                             let proof = try? channel.pipeline.syncOperations.handler(type: SetupWatcher.self).proof
                             continuation.yield(.rejected(Rejection(
-                                address: address?.ipAddress ?? "?", port: address?.port ?? 0, peerID: proof?.peerID,
+                                address: displayAddress(address), port: address?.port ?? 0, peerID: proof?.peerID,
                                 error: error as? PeerConnectionError ?? PeerConnectionError(.closed, "\(error)"))))
                         case .success(let open):
                             open.session.established.futureResult.whenComplete { outcome in
                                 switch outcome {
                                 case .failure(let error):
                                     continuation.yield(.rejected(Rejection(
-                                        address: address?.ipAddress ?? "?", port: address?.port ?? 0, peerID: open.proof?.peerID,
+                                        address: displayAddress(address), port: address?.port ?? 0, peerID: open.proof?.peerID,
                                         error: error as? PeerConnectionError ?? PeerConnectionError(.handshake, "\(error)"))))
                                 case .success(let hello):
                                     let connection = PeerConnection(

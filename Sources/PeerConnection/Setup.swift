@@ -101,13 +101,17 @@ enum Setup {
         if let error = error as? PeerConnectionError { return error }
         let text = "\(error)"
         if error is NIOSSLError || text.contains("SSL") || text.contains("TLS") {
+            // BoringSSL's reason is the upper-case word after "OPENSSL_internal:".
+            let reason = text.components(separatedBy: "OPENSSL_internal:").dropFirst().first?
+                .prefix(while: { $0.isUppercase || $0.isNumber || $0 == "_" }).lowercased().replacingOccurrences(of: "_", with: " ")
+            let detail = reason.map { "BoringSSL: \($0)" } ?? text
             if text.contains("VERSION") || text.contains("UNSUPPORTED_PROTOCOL") {
-                return PeerConnectionError(.tls, "the peer does not speak TLS 1.3 (\(text))")
+                return PeerConnectionError(.tls, "the peer does not speak TLS 1.3 (\(detail))")
             }
             if text.contains("ALERT") {
-                return PeerConnectionError(.tls, "the peer refused the TLS handshake; it may not trust our certificate (\(text))")
+                return PeerConnectionError(.tls, "the peer refused the TLS handshake; it may not trust our certificate (\(detail))")
             }
-            return PeerConnectionError(.tls, "the TLS handshake failed (\(text))")
+            return PeerConnectionError(.tls, "the TLS handshake failed (\(detail))")
         }
         if error is NIOHTTPClientUpgradeError || error is HTTPParserError {
             return PeerConnectionError(.upgrade, "the peer is not a WebSocket server on path / (\(text))")
@@ -188,8 +192,8 @@ final class UpgradeRequester: ChannelInboundHandler, RemovableChannelHandler, Se
 
     private func request(context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
+        // No Content-Length: a GET has no body, and some servers (Python's websockets) refuse one.
         headers.add(name: "Host", value: host)
-        headers.add(name: "Content-Length", value: "0")
         context.write(wrapOutboundOut(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/", headers: headers))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }

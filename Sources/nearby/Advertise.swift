@@ -97,7 +97,7 @@ struct Advertise: AsyncParsableCommand {
         let ad = try await discovery.advertise(
             name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init))
         if network.json {
-            var members: [(String, JSONValue)] = [
+            var members: [(String, OutputValue)] = [
                 ("event", .string("advertising")), ("name", .string(ad.name)), ("type", .string(serviceType.description)),
                 ("domain", .string(serviceType.domain.description)), ("port", .number(Double(port))),
             ]

@@ -63,7 +63,7 @@ struct Browse: AsyncParsableCommand {
             return network.json ? JSONText.object([("event", .string(kind))]) : kind
         }
         if network.json {
-            var members: [(String, JSONValue)] = [
+            var members: [(String, OutputValue)] = [
                 ("event", .string(kind)), ("name", .string(service.name)), ("type", .string(service.type.description)),
                 ("domain", .string(service.domain.description)), ("interface", .string(service.interface.name)),
             ]

@@ -25,7 +25,7 @@ struct IdentityCommand: AsyncParsableCommand {
 func printIdentity(_ identity: PeerIdentity, store: IdentityStore, json: Bool, event: String? = nil) {
     let leaf = identity.certificate
     if json {
-        var members: [(String, JSONValue)] = []
+        var members: [(String, OutputValue)] = []
         if let event { members.append(("event", .string(event))) }
         members += [
             ("peerID", .string(identity.peerID.description)), ("short", .string(identity.peerID.short)),

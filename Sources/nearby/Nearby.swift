@@ -18,10 +18,13 @@ struct Nearby: AsyncParsableCommand {
               nearby decode capture.pcap          show the mDNS packets of a tcpdump capture
               nearby identity show                this peer's identity and peer ID
               nearby trust check peer.pem         judge a certificate chain
+              nearby serve "Build Box" _openagents._tcp 9099     accept authenticated peers
+              nearby connect --host 192.168.1.20 --port 9099     talk JSON-RPC to one
             """,
         version: "0.2.0",
         subcommands: [
-            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, IdentityCommand.self, TrustCommand.self,
+            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, Serve.self, ConnectCommand.self, IdentityCommand.self,
+            TrustCommand.self,
         ]
     )
 

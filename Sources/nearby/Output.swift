@@ -18,7 +18,7 @@ func addressesText(_ resolved: ResolvedService) -> [String] {
     }
 }
 
-func resolvedMembers(_ resolved: ResolvedService) -> [(String, JSONValue)] {
+func resolvedMembers(_ resolved: ResolvedService) -> [(String, OutputValue)] {
     [
         ("host", .string(resolved.host.description)), ("port", .number(Double(resolved.port))),
         ("addresses", .array(addressesText(resolved).map { .string($0) })), ("txt", txtJSON(resolved.info)),

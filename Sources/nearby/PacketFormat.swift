@@ -2,7 +2,7 @@ import DNSWire
 
 /// TXT discovery info as the JSON object the CLI prints: `"k":"v"`, `"k":""` for `k=`,
 /// `"k":true` for a boolean attribute, `{"base64":"…"}` for a value that is not UTF-8.
-func txtJSON(_ info: DiscoveryInfo) -> JSONValue {
+func txtJSON(_ info: DiscoveryInfo) -> OutputValue {
     .object(info.entries.map { entry in
         switch entry.value {
         case .flag: return (entry.key, .bool(true))
@@ -139,10 +139,10 @@ enum PacketText {
 /// The JSON form of a packet.
 enum PacketJSON {
     static func packet(_ decoded: DecodedMessage, datagram: CapturedDatagram, number: Int, file: String)
-        -> [(String, JSONValue)]
+        -> [(String, OutputValue)]
     {
         let message = decoded.message
-        var members: [(String, JSONValue)] = [("packet", .number(Double(number))), ("file", .string(file))]
+        var members: [(String, OutputValue)] = [("packet", .number(Double(number))), ("file", .string(file))]
         if !datagram.source.isEmpty {
             members += [
                 ("time", .number((datagram.time * 1000).rounded() / 1000)),
@@ -179,8 +179,8 @@ enum PacketJSON {
         return members
     }
 
-    static func record(_ record: ResourceRecord) -> JSONValue {
-        var members: [(String, JSONValue)] = [
+    static func record(_ record: ResourceRecord) -> OutputValue {
+        var members: [(String, OutputValue)] = [
             ("name", .string(record.name.description)), ("type", .string(record.type.description)),
             ("ttl", .number(Double(record.ttl))), ("cacheFlush", .bool(record.cacheFlush)),
         ]

@@ -2,19 +2,28 @@ public import ArgumentParser
 import Foundation
 import PeerTrust
 
-/// Where identities and trust stores live.
-struct StateOptions: ParsableArguments {
+/// Where the identity and the trust store live.
+struct StateDirectory: ParsableArguments {
     @Option(name: .customLong("state-dir"), help: ArgumentHelp(
         "Directory of the identity and trust store (default: $NEARBY_STATE_DIR, else $XDG_STATE_HOME/nearby, else ~/.local/state/nearby).",
         valueName: "dir"))
     var stateDirectory: String?
 
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
-
     var directory: URL { stateDirectory.map { URL(fileURLWithPath: $0) } ?? IdentityStore.defaultDirectory }
     var identities: IdentityStore { IdentityStore(directory: directory) }
     var trust: TrustStore { TrustStore(directory: directory.appendingPathComponent("trust")) }
+}
+
+/// The state directory and --json, for the identity and trust commands.
+struct StateOptions: ParsableArguments {
+    @OptionGroup var location: StateDirectory
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    var directory: URL { location.directory }
+    var identities: IdentityStore { location.identities }
+    var trust: TrustStore { location.trust }
 }
 
 /// Reads a whole file named on the command line ("-": standard input); bad input exits 2.
@@ -63,7 +72,7 @@ func inputError(_ error: PeerTrustError) -> any Error {
     }
 }
 
-func certificateMembers(_ certificate: Certificate) -> [(String, JSONValue)] {
+func certificateMembers(_ certificate: Certificate) -> [(String, OutputValue)] {
     [
         ("subject", .string(certificate.subject)), ("issuer", .string(certificate.issuer)),
         ("notBefore", .string(iso8601(certificate.notBefore))), ("notAfter", .string(iso8601(certificate.notAfter))),

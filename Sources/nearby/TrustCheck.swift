@@ -89,7 +89,7 @@ struct TrustCheck: AsyncParsableCommand {
                     ("verdict", .string("rejected")), ("peerID", .string(presented[0].peerID.description)),
                     ("role", .string(role.rawValue)), ("at", .string(iso8601(time))),
                     ("reasons", .array(reasons.map { reason in
-                        var members: [(String, JSONValue)] = [("message", .string(reason.message))]
+                        var members: [(String, OutputValue)] = [("message", .string(reason.message))]
                         members.append(("code", .string(reason.code.description)))
                         if let depth = reason.depth { members.append(("depth", .number(Double(depth)))) }
                         return .object(members)

@@ -42,7 +42,7 @@ struct TrustList: AsyncParsableCommand {
                 printLine(JSONText.object([("kind", .string("anchor")), ("peerID", .string(anchor.peerID.description))] + certificateMembers(anchor)))
             }
             for pin in pins {
-                var members: [(String, JSONValue)] = [("kind", .string("pin")), ("peerID", .string(pin.peerID.description))]
+                var members: [(String, OutputValue)] = [("kind", .string("pin")), ("peerID", .string(pin.peerID.description))]
                 if let name = pin.name { members.append(("name", .string(name))) }
                 members.append(("pinnedAt", .string(iso8601(pin.pinnedAt))))
                 printLine(JSONText.object(members))
@@ -114,7 +114,7 @@ struct TrustPin: AsyncParsableCommand {
             throw RuntimeFailure(error.message)
         }
         if state.json {
-            var members: [(String, JSONValue)] = [("event", .string("pinned")), ("peerID", .string(id.description))]
+            var members: [(String, OutputValue)] = [("event", .string("pinned")), ("peerID", .string(id.description))]
             if let name { members.append(("name", .string(name))) }
             printLine(JSONText.object(members))
         } else {

@@ -72,7 +72,7 @@ struct DecodeOutputTests {
     }
 }
 
-extension JSONValue {
+extension OutputValue {
     fileprivate func isBase64(of bytes: [UInt8]) -> Bool {
         guard case .object(let members) = self, case .object(let inner)? = members.first?.1,
             case .string(let text)? = inner.first?.1

@@ -1,0 +1,105 @@
+public import ArgumentParser
+import Foundation
+import Logging
+import PeerConnection
+import PeerTrust
+
+/// TRUST: whom `serve` admits and whom `connect` believes.
+struct TrustOptions: ParsableArguments {
+    @Option(name: .customLong("anchor"), help: ArgumentHelp("Trust peers whose chain leads to the certificates in this PEM file (repeatable).", valueName: "file"))
+    var anchors: [String] = []
+    @Flag(name: .customLong("system-roots"), help: "Trust peers whose chain leads to the system's root certificates.")
+    var systemRoots = false
+    @Flag(help: "Trust the peers pinned in the trust store (the default when no other TRUST option is given).")
+    var pinned = false
+    @Flag(name: .customLong("trust-on-first-use"), help: ArgumentHelp(
+        "Pin a peer never seen before on its first connection, and say so (like ssh's accept-new). A peer whose name is pinned under another key is refused."))
+    var trustOnFirstUse = false
+
+    /// Anchors (read from their files now) and system roots, as policies.
+    func anchorsAndRoots() throws -> [TrustPolicy] {
+        var parts: [TrustPolicy] = []
+        for file in anchors {
+            do {
+                parts.append(.anchors(try Certificate.chain(contentsOf: URL(fileURLWithPath: file))))
+            } catch {
+                throw ValidationError("--anchor \(file): \(error.message)")
+            }
+        }
+        if systemRoots { parts.append(.systemRoots) }
+        return parts
+    }
+
+    /// The verdict function: the policy the options describe, and with --trust-on-first-use,
+    /// pinning of peers never seen before. Pins are read again for every peer, so pins made
+    /// meanwhile (by another command, or on first use) count.
+    func judge(_ store: TrustStore, announce: @escaping @Sendable (PeerID, String) -> Void) throws
+        -> @Sendable ([Certificate], PeerID?, PeerRole) -> TrustVerdict
+    {
+        let fixed = try anchorsAndRoots()
+        let usePins = pinned || trustOnFirstUse || fixed.isEmpty
+        let tofu = trustOnFirstUse
+        return { chain, expected, role in
+            let pins = usePins ? ((try? store.pins()) ?? []) : []
+            let parts = fixed + (usePins ? [TrustPolicy.pinned(Set(pins.map(\.peerID)))] : [])
+            let verdict = TrustEvaluator(policy: parts.count == 1 ? parts[0] : .anyOf(parts)).evaluate(
+                chain: chain, expectedPeerID: expected, role: role)
+            guard tofu, case .rejected(let reasons) = verdict, let leaf = chain.first else { return verdict }
+            // Only a peer nobody has vouched for is pinned: not one whose key contradicts the
+            // peer ID expected, and not one whose name is pinned under another key.
+            guard !reasons.contains(where: { $0.code == .peerIDMismatch }) else { return verdict }
+            let name = leaf.commonName.isEmpty ? leaf.subject : leaf.commonName
+            if let other = pins.first(where: { $0.name == name && $0.peerID != leaf.peerID }) {
+                return .rejected([TrustReason(
+                    .notPinned,
+                    "\"\(name)\" is pinned with peer ID \(other.peerID.short), but this peer's key is \(leaf.peerID.short): its key changed, or it is an impostor (nearby trust pin \(leaf.peerID) if the change is expected)")])
+            }
+            do {
+                try store.pin(leaf.peerID, name: name)
+            } catch {
+                return .rejected(reasons + [TrustReason(.other, "could not pin it on first use: \(error)")])
+            }
+            announce(leaf.peerID, name)
+            return TrustEvaluator(policy: .pinned([leaf.peerID])).evaluate(chain: chain, expectedPeerID: expected, role: role)
+        }
+    }
+}
+
+/// What a connection says about itself, and how it is carried.
+struct ChannelOptions: ParsableArguments {
+    @Option(name: .customLong("protocol-version"), help: ArgumentHelp(
+        "Protocol version spoken in initialize; peers must share the major number (and the minor one for 0.x).", valueName: "version"))
+    var protocolVersion: String = "0.2.2"
+    @Flag(help: "Plain ws:// without TLS: nothing proves who the peer is. Only for bridges that have no TLS.")
+    var insecure = false
+    func version() throws -> ProtocolVersion {
+        do { return try ProtocolVersion(parsing: protocolVersion) } catch { throw ValidationError("--protocol-version: \(error.description)") }
+    }
+
+    /// The connection configuration for `identity` (loaded or created in the state directory).
+    func configuration(state: StateDirectory, trust: TrustOptions, json: Bool, logger: Logger) throws -> PeerConnectionConfiguration {
+        let identity: PeerIdentity
+        do { identity = try state.identities.loadOrCreate() } catch { throw inputError(error) }
+        let store = state.trust
+        var configuration = PeerConnectionConfiguration(
+            identity: insecure ? nil : identity, trust: TrustEvaluator(policy: .pinned([])), protocolVersion: try version())
+        configuration.insecure = insecure
+        configuration.logger = logger
+        configuration.judge = try trust.judge(store) { peerID, name in
+            printEvent(json, [("event", .string("pinned")), ("peerID", .string(peerID.description)), ("name", .string(name))],
+                       text: "pinned \"\(name)\" (peer ID \(peerID)) on first use")
+        }
+        if insecure {
+            FileHandle.standardError.write(Data("nearby: warning: --insecure: plain ws:// without TLS; anyone on the path can read and change the messages, and nothing proves who the peer is\n".utf8))
+        }
+        return configuration
+    }
+}
+
+/// Prints an event: a JSON object, or a line of text.
+func printEvent(_ json: Bool, _ members: [(String, OutputValue)], text: @autoclosure () -> String) {
+    printLine(json ? JSONText.object(members) : text())
+}
+
+/// A PeerConnection JSON value, for output (copied as its JSON text).
+func output(_ value: JSONValue) -> OutputValue { .raw(value.jsonText) }

@@ -1,0 +1,210 @@
+public import ArgumentParser
+import Foundation
+import NearbyDiscovery
+import PeerConnection
+import PeerTrust
+
+enum AcceptChoice: String, ExpressibleByArgument, CaseIterable {
+    case trusted, all, ask
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Advertise a service and accept authenticated peers on it (JSON-RPC 2.0 over TLS 1.3 WebSockets).",
+        discussion: """
+            Listens on PORT, advertises NAME with TXT id=<peer ID> and pv=<protocol version> added \
+            to the entries given, and answers `ping` (with {}) and `echo` (with its params). Runs \
+            until SIGINT or SIGTERM, then closes every connection (1001) and withdraws the service.
+
+            --accept trusted (default): peers that pass TRUST; others are refused in the TLS \
+            handshake. all: any peer that proves its key. ask: each peer is an invitation: a \
+            question on the terminal, or with --json an "invitation" event answered by an \
+            `accept` or `decline` line on stdin (oldest invitation first). Unanswered in 30 s: declined.
+
+            TRUST: --anchor FILE..., --system-roots, --pinned, --trust-on-first-use (default: --pinned).
+
+            Examples:
+              nearby serve "Build Box" _openagents._tcp 9099
+              nearby serve "Build Box" _openagents._tcp 9099 --accept ask --json
+              nearby serve "Bridge" _openagents._tcp 9099 --no-advertise --trust-on-first-use
+            """)
+
+    @Argument(help: "Instance name people see (UTF-8, up to 63 bytes).")
+    var name: String
+    @Argument(help: "Service type, e.g. _openagents._tcp.")
+    var type: String
+    @Argument(help: "TCP port to listen on, 1-65535 (0: any free port, printed when listening).")
+    var port: Int
+    @Argument(help: "More TXT entries: key=value, key= or key.")
+    var txt: [String] = []
+    @Option(help: ArgumentHelp("Which peers get in: trusted, all, ask.", valueName: "trusted|all|ask"))
+    var accept: AcceptChoice = .trusted
+    @Flag(name: .customLong("no-advertise"), help: "Do not advertise; peers connect with `nearby connect --host H --port P`.")
+    var noAdvertise = false
+    @OptionGroup(title: "TRUST") var trust: TrustOptions
+    @OptionGroup var channel: ChannelOptions
+    @OptionGroup var state: StateDirectory
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535, or 0 for any free port") }
+        _ = try channel.version()
+        if !noAdvertise {
+            let serviceType = try parseType(type)
+            do { _ = try ServiceInstanceName(name, type: serviceType) } catch { throw ValidationError(error.description) }
+            do { _ = try DiscoveryInfo(txt) } catch { throw ValidationError(error.description) }
+        }
+        if accept != .trusted, trust.trustOnFirstUse {
+            throw ValidationError("--trust-on-first-use goes with --accept trusted (with all or ask, untrusted peers are not refused anyway)")
+        }
+    }
+
+    func run() async throws {
+        let json = network.json
+        let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: network.logger)
+        let policy: PeerListener.AcceptPolicy
+        switch accept {
+        case .trusted: policy = .trusted
+        case .all: policy = .all
+        case .ask: policy = .ask(Invitations(json: json).ask)
+        }
+        let listener: PeerListener
+        do {
+            listener = try await PeerListener.listen(port: port, configuration: configuration, accept: policy)
+        } catch {
+            throw RuntimeFailure(error.description)
+        }
+        let peerID = configuration.identity?.peerID.description ?? ""
+        var discovery: NearbyDiscovery?
+        var advertisedName = name
+        if !noAdvertise {
+            let serviceType = try parseType(type)
+            var entries = txt
+            if !peerID.isEmpty { entries.append("id=\(peerID)") }
+            entries.append("pv=\(configuration.protocolVersion)")
+            let info: DiscoveryInfo
+            do { info = try DiscoveryInfo(entries) } catch { throw ValidationError(error.description) }
+            let started = try await network.start()
+            discovery = started
+            do {
+                advertisedName = try await started.advertise(name, type: serviceType, port: UInt16(listener.port), info: info).name
+            } catch {
+                await listener.close()
+                throw RuntimeFailure("cannot advertise: \(error)")
+            }
+        }
+        printEvent(
+            json,
+            [("event", .string("listening")), ("name", .string(advertisedName)), ("type", .string(type)), ("port", .number(Double(listener.port))),
+             ("peerID", peerID.isEmpty ? .null : .string(peerID))],
+            text: "Listening on port \(listener.port) as \"\(advertisedName)\" (\(type))\(peerID.isEmpty ? ", insecure" : ", peer ID \(peerID)")")
+        let serving = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for await event in listener.events {
+                    switch event {
+                    case .rejected(let rejection):
+                        printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
+                    case .connected(let connection):
+                        printConnected(json, connection)
+                        group.addTask { await Self.serve(connection, json: json) }
+                    }
+                }
+            }
+        }
+        await waitForTermination()
+        await listener.close()
+        serving.cancel()
+        await discovery?.shutdown()
+    }
+
+    /// Answers `ping` and `echo`; anything else is printed (and a request answered -32601).
+    static func serve(_ connection: PeerConnection, json: Bool) async {
+        let who = connection.peerID?.description
+        for await message in connection.incoming {
+            switch message.method {
+            case "ping":
+                message.respond(with: JSONValue.object([:]))
+            case "echo":
+                message.respond(with: message.params ?? .null)
+            default:
+                printMessage(json, peerID: who, message.message)
+                if case .request(_, let method, _) = message.message {
+                    message.respond(withError: JSONRPCError(JSONRPCError.methodNotFound, "no method \"\(method)\" here (this server answers ping and echo)"))
+                }
+            }
+        }
+        let reason = await connection.closed()
+        printEvent(
+            json, [("event", .string("disconnected")), ("peerID", who.map { .string($0) } ?? .null), ("reason", .string(reason))],
+            text: "Disconnected \(connection.peer.displayName ?? who ?? connection.remoteAddress): \(reason)")
+    }
+}
+
+/// `--accept ask`: one question at a time, answered on the terminal or by stdin lines.
+final class Invitations: Sendable {
+    let json: Bool
+    private let lines: LineReader
+
+    init(json: Bool) {
+        self.json = json
+        lines = LineReader.standardInput
+    }
+
+    func ask(_ invitation: PeerListener.Invitation) async -> Bool {
+        let peerID = invitation.peer.peerID?.description
+        if json {
+            printLine(JSONText.object([
+                ("event", .string("invitation")), ("peerID", peerID.map { .string($0) } ?? .null), ("name", .string(invitation.displayName)),
+                ("trusted", .bool(invitation.isTrusted)), ("address", .string(invitation.address)),
+            ]))
+        } else {
+            printLine(
+                "\"\(invitation.displayName)\" (peer ID \(peerID ?? "none"), \(invitation.isTrusted ? "trusted" : "not trusted"), from \(invitation.address)) wants to connect. Accept? [y/N]"
+            )
+        }
+        while let line = await lines.next() {
+            let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
+            if ["accept", "y", "yes"].contains(where: { answer == $0 || answer.hasPrefix($0 + " ") }) { return true }
+            if ["decline", "n", "no", ""].contains(where: { answer == $0 || (!$0.isEmpty && answer.hasPrefix($0 + " ")) }) { return false }
+            FileHandle.standardError.write(Data("nearby: answer accept or decline (y or n), not \"\(line)\"\n".utf8))
+        }
+        return false
+    }
+}
+
+func printConnected(_ json: Bool, _ connection: PeerConnection) {
+    let peer = connection.peer
+    let infoKey = connection.role == .connecting ? "agentInfo" : "clientInfo"
+    let ms = Double(nanoseconds(connection.setupDuration)) / 1e6
+    printEvent(
+        json,
+        [
+            ("event", .string("connected")), ("peerID", peer.peerID.map { .string($0.description) } ?? .null),
+            ("name", peer.displayName.map { .string($0) } ?? .null), ("role", .string(connection.role.rawValue)),
+            ("address", .string(connection.remoteAddress)), ("port", .number(Double(connection.remotePort))),
+            ("protocolVersion", .string(peer.protocolVersion.description)), (infoKey, output(peer.info)),
+            ("ms", .number((ms * 10).rounded() / 10)),
+        ],
+        text: "Connected to \"\(peer.displayName ?? "?")\" (peer ID \(peer.peerID?.description ?? "none: insecure"), \(connection.remoteAddress) port \(connection.remotePort), protocol \(peer.protocolVersion), \(connection.role.rawValue), \(String(format: "%.1f", ms)) ms)"
+    )
+}
+
+func printRejection(_ json: Bool, address: String, peerID: PeerID?, error: PeerConnectionError) {
+    let reasons = error.reasons.isEmpty ? [error.message] : error.reasons.map(\.message)
+    printEvent(
+        json,
+        [("event", .string("rejected")), ("address", .string(address)), ("peerID", peerID.map { .string($0.description) } ?? .null),
+         ("reasons", .array(reasons.map { .string($0) }))],
+        text: "Rejected \(address)\(peerID.map { " (peer ID \($0.short))" } ?? ""): \(error.message)" + error.reasons.map { "\n  - \($0.message)" }.joined())
+}
+
+func printMessage(_ json: Bool, peerID: String?, _ message: JSONRPCMessage) {
+    printEvent(
+        json, [("event", .string("message")), ("peerID", peerID.map { .string($0) } ?? .null), ("message", .raw(message.jsonText))],
+        text: message.jsonText)
+}
+
+func nanoseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""A JSON-RPC 2.0 peer over WebSockets (the `websockets` package and Python's ssl), written
+independently of Nearby, for interoperability tests and the connection benchmark.
+
+  ws_peer.py client URL --identity PEM --trust PEM [--version V] [--count N]
+      connects (wss:// with a client certificate, or ws://), sends initialize, ping and echo,
+      prints one JSON line per answer and exits 0 when all came back right.
+  ws_peer.py server PORT [--identity PEM --trust PEM] [--version V]
+      serves initialize, ping and echo; with --identity it requires a client certificate
+      that chains to --trust. Prints {"event":"listening","port":P} when ready.
+
+--identity: a PEM file with our certificate and private key (Nearby's identity.pem).
+--trust: PEM certificates to trust; a self-signed leaf is its own anchor.
+"""
+import argparse
+import asyncio
+import json
+import ssl
+import sys
+
+import websockets
+
+
+def context(server, identity, trust):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(identity)
+    ctx.load_verify_locations(trust)
+    # A pinned self-signed certificate is its own trust anchor; no host names are involved.
+    ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def say(**members):
+    print(json.dumps(members), flush=True)
+
+
+async def client(args):
+    ctx = context(False, args.identity, args.trust) if args.url.startswith("wss:") else None
+    async with websockets.connect(args.url, ssl=ctx, max_size=2**20) as ws:
+        next_id = 0
+
+        async def call(method, params=None):
+            nonlocal next_id
+            next_id += 1
+            message = {"jsonrpc": "2.0", "id": next_id, "method": method}
+            if params is not None:
+                message["params"] = params
+            await ws.send(json.dumps(message))
+            answer = json.loads(await ws.recv())
+            if answer.get("id") != next_id:
+                raise SystemExit(f"answer to {method} has id {answer.get('id')}, not {next_id}")
+            return answer
+
+        init = await call("initialize", {
+            "protocol_version": args.version,
+            "client_capabilities": {},
+            "client_info": {"name": "ws_peer.py", "title": "Python websockets peer", "version": websockets.__version__},
+            "_meta": {"display_name": "Python Peer"},
+        })
+        say(method="initialize", answer=init)
+        if "result" not in init:
+            return 1
+        ok = True
+        for _ in range(args.count):
+            ping = await call("ping")
+            echo = await call("echo", {"text": "héllo", "n": [1, 2, 3]})
+            ok = ok and ping.get("result") == {} and echo.get("result") == {"text": "héllo", "n": [1, 2, 3]}
+        say(method="ping", answer=ping)
+        say(method="echo", answer=echo)
+        return 0 if ok else 1
+
+
+async def server(args):
+    ctx = context(True, args.identity, args.trust) if args.identity else None
+
+    async def handle(ws):
+        initialized = False
+        async for text in ws:
+            try:
+                message = json.loads(text)
+            except ValueError:
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}))
+                continue
+            method, mid = message.get("method"), message.get("id")
+            if method == "initialize":
+                initialized = True
+                result = {
+                    "protocol_version": args.version, "agent_capabilities": {}, "auth_methods": [],
+                    "agent_info": {"name": "ws_peer.py", "title": "Python websockets peer", "version": websockets.__version__},
+                    "_meta": {"display_name": "Python Peer"},
+                }
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}))
+            elif not initialized:
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32002, "message": "not initialized"}}))
+            elif method == "ping":
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": mid, "result": {}}))
+            elif method == "echo":
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": mid, "result": message.get("params")}))
+            elif mid is not None:
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}}))
+
+    async with websockets.serve(handle, args.host, args.port, ssl=ctx, max_size=2**20) as running:
+        port = running.sockets[0].getsockname()[1]
+        say(event="listening", port=port)
+        await asyncio.Future()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    c = sub.add_parser("client")
+    c.add_argument("url")
+    c.add_argument("--count", type=int, default=1)
+    s = sub.add_parser("server")
+    s.add_argument("port", type=int)
+    s.add_argument("--host", default="0.0.0.0")
+    for p in (c, s):
+        p.add_argument("--identity")
+        p.add_argument("--trust")
+        p.add_argument("--version", default="0.2.2")
+    args = parser.parse_args()
+    try:
+        sys.exit(asyncio.run(client(args) if args.mode == "client" else server(args)))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
