@@ -33,7 +33,7 @@ struct TrustTests {
         #expect(connection.verdict?.isTrusted == true)
         #expect(try await connection.request("ping") == .object([:]))
         #expect(try await connection.request("echo", params: .array([.integer(1), .string("two")])) == .array([.integer(1), .string("two")]))
-        #expect(await connection.close() .contains("1000") || true)
+        await connection.close()
         await echo.stop()
     }
 
@@ -156,7 +156,7 @@ struct InvitationTests {
         await asking.stop()
         let open = try await EchoServer(Peers.configuration(server), accept: .all)
         let two = try await PeerConnection.connect(host: "127.0.0.1", port: open.port, configuration: Peers.configuration(client, pinning: [server]))
-        #expect(try await two.request("echo", params: .string("hi")) == .string("hi"))
+        #expect(try await two.request("echo", params: .array([.string("hi")])) == .array([.string("hi")]))
         await two.close()
         await open.stop()
     }

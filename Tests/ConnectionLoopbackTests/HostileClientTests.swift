@@ -1,0 +1,204 @@
+import Foundation
+import PeerConnection
+import PeerTrust
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A plain TCP client on 127.0.0.1 that writes what it is given and reads until the server
+/// closes (or `limit` passes). Blocking calls with short socket timeouts: test code only.
+func rawExchange(port: Int, send bytes: [UInt8], limit: Double = 5) -> (received: [UInt8], closedBy: Double?) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return ([], nil) }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { return ([], nil) }
+    var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    if !bytes.isEmpty { _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+    let start = Date()
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while Date().timeIntervalSince(start) < limit {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count == 0 { return (received, Date().timeIntervalSince(start)) }
+        if count > 0 { received += buffer[0..<count] } else if errno != EAGAIN && errno != EWOULDBLOCK { return (received, Date().timeIntervalSince(start)) }
+    }
+    return (received, nil)
+}
+
+@Suite("loopback: hostile and careless clients")
+struct HostileClientTests {
+    @Test("garbage bytes instead of TLS: refused and reported; the server goes on serving")
+    func garbage() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        let echo = try await EchoServer(Peers.configuration(server, pinning: [client]))
+        let exchange = await Task.detached { rawExchange(port: echo.port, send: Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8) + (0..<512).map { UInt8(truncatingIfNeeded: $0 &* 37) }) }.value
+        #expect(exchange.closedBy != nil)
+        let rejection = try #require(await echo.nextRejection())
+        #expect(rejection.error.code == .tls)
+        let connection = try await PeerConnection.connect(host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client, pinning: [server]))
+        #expect(try await connection.request("ping") == .object([:]))
+        await connection.close()
+        await echo.stop()
+    }
+
+    @Test("a client that connects and says nothing is closed after the set-up timeout, with a reason")
+    func silentClient() async throws {
+        let server = try Peers.identity("Build Box")
+        var configuration = Peers.configuration(server)
+        configuration.setupTimeout = .milliseconds(300)
+        let echo = try await EchoServer(configuration)
+        let exchange = await Task.detached { rawExchange(port: echo.port, send: [], limit: 5) }.value
+        let closedAfter = try #require(exchange.closedBy, "the server never closed the silent connection")
+        #expect(closedAfter >= 0.25)
+        let rejection = try #require(await echo.nextRejection())
+        #expect(rejection.error.code == .timeout)
+        await echo.stop()
+    }
+
+    @Test("a TLS 1.2-only client is refused in the handshake (openssl s_client -tls1_2)")
+    func tls12Client() async throws {
+        let server = try Peers.identity("Build Box")
+        let echo = try await EchoServer(Peers.configuration(server))
+        let output = try await Task.detached { try opensslClient(port: echo.port, arguments: ["-tls1_2"]) }.value
+        #expect(!output.contains("Protocol  : TLSv1.2"), "a TLS 1.2 session was set up: \(output)")
+        let rejection = try #require(await echo.nextRejection())
+        #expect(rejection.error.code == .tls)
+        #expect(rejection.error.message.contains("TLS 1.3"))
+        await echo.stop()
+    }
+
+    @Test("openssl s_client -tls1_3 negotiates TLS 1.3 and is asked for a certificate")
+    func tls13CertificateRequest() async throws {
+        let server = try Peers.identity("Build Box")
+        let echo = try await EchoServer(Peers.configuration(server))
+        let output = try await Task.detached { try opensslClient(port: echo.port, arguments: ["-tls1_3"]) }.value
+        #expect(output.contains("TLSv1.3"), "\(output)")
+        #expect(output.contains("Acceptable client certificate CA names") || output.contains("Requested Signature Algorithms"), "\(output)")
+        await echo.stop()
+    }
+
+    @Test("an oversized message closes the connection with 1009; the server goes on serving")
+    func oversized() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        var configuration = Peers.configuration(server, pinning: [client])
+        configuration.maximumMessageSize = 4096
+        let echo = try await EchoServer(configuration)
+        let connection = try await PeerConnection.connect(host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client, pinning: [server]))
+        try await connection.send(text: JSONRPCMessage.notification(method: "big", params: .string(String(repeating: "x", count: 8192))).jsonText)
+        let reason = await connection.closed()
+        #expect(reason.contains("1009"), "\(reason)")
+        let again = try await PeerConnection.connect(host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client, pinning: [server]))
+        #expect(try await again.request("echo", params: .array([.string(String(repeating: "y", count: 3000))])) == .array([.string(String(repeating: "y", count: 3000))]))
+        await again.close()
+        await echo.stop()
+    }
+
+    @Test("10,000 malformed lines: each answered -32700, and the connection is still alive")
+    func tenThousandMalformed() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        let echo = try await EchoServer(Peers.configuration(server, pinning: [client]))
+        let connection = try await PeerConnection.connect(host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client, pinning: [server]))
+        let count = 10_000
+        let reader = Task {
+            var parseErrors = 0
+            for await message in connection.incoming {
+                if case .failure(nil, let error) = message.message, error.code == JSONRPCError.parseError { parseErrors += 1 }
+                if parseErrors == count { break }
+            }
+            return parseErrors
+        }
+        for index in 0..<count { try await connection.send(text: "{not json \(index)") }
+        #expect(await reader.value == count)
+        #expect(try await connection.request("ping") == .object([:]))
+        await connection.close()
+        await echo.stop()
+    }
+}
+
+@Suite("loopback: requests")
+struct RequestTests {
+    @Test("a request nobody answers times out; a cancelled one tells the peer; Codable params and results")
+    func timeoutCancelCodable() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        let echo = try await EchoServer(Peers.configuration(server, pinning: [client]))
+        let connection = try await PeerConnection.connect(host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client, pinning: [server]))
+        do {
+            _ = try await connection.request("slow", timeout: .milliseconds(200))
+            Issue.record("slow was answered")
+        } catch {
+            #expect(error.code == .timeout)
+        }
+        let waiting = Task { try await connection.request("slow", timeout: .seconds(30)) }
+        try await Task.sleep(for: .milliseconds(50))
+        waiting.cancel()
+        do {
+            _ = try await waiting.value
+            Issue.record("a cancelled request returned")
+        } catch let error as PeerConnectionError {
+            #expect(error.code == .cancelled)
+        }
+        do {
+            _ = try await connection.request("nope")
+            Issue.record("nope was answered")
+        } catch {
+            #expect(error.code == .remote)
+            #expect(error.remoteError?.code == JSONRPCError.methodNotFound)
+        }
+        struct Point: Codable, Equatable { var x: Int; var y: Int }
+        let point: Point = try await connection.request("echo", params: Point(x: 3, y: -4))
+        #expect(point == Point(x: 3, y: 4 - 8))
+        #expect((await connection.statistics()).requestsAbandoned == 2)
+        await connection.close()
+        await echo.stop()
+    }
+
+    @Test("a batch is answered as one array once every request in it is answered")
+    func batch() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        let echo = try await EchoServer(Peers.configuration(server, pinning: [client]))
+        let connection = try await PeerConnection.connect(host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client, pinning: [server]))
+        try await connection.send(text: #"[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","method":"note"},{"jsonrpc":"2.0","id":"b","method":"echo","params":[5]},7]"#)
+        var answers: [JSONRPCMessage] = []
+        for await message in connection.incoming {
+            answers.append(message.message)
+            if answers.count == 3 { break }
+        }
+        #expect(answers.contains(.response(id: .string("a"), result: .object([:]))))
+        #expect(answers.contains(.response(id: .string("b"), result: .array([.integer(5)]))))
+        #expect(answers.contains { if case .failure(nil, let error) = $0 { error.code == JSONRPCError.invalidRequest } else { false } })
+        await connection.close()
+        await echo.stop()
+    }
+}
+
+/// Runs `openssl s_client` against 127.0.0.1:port without a client certificate; returns its output.
+func opensslClient(port: Int, arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    process.arguments = ["s_client", "-connect", "127.0.0.1:\(port)", "-brief", "-state"] + arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    let input = Pipe()
+    process.standardInput = input
+    try process.run()
+    input.fileHandleForWriting.closeFile()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
