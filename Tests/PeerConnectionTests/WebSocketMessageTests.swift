@@ -1,0 +1,155 @@
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+
+@testable import PeerConnection
+
+/// The WebSocket layer on an EmbeddedChannel: frames in, frames out, time moved by hand.
+struct WebSocketHarness {
+    let channel: EmbeddedChannel
+    let loop: EmbeddedEventLoop
+    let ends: EndLog
+
+    init(limit: Int = 64, deadAfter: Duration = .seconds(30), masks: Bool = false) throws {
+        loop = EmbeddedEventLoop()
+        channel = EmbeddedChannel(loop: loop)
+        ends = EndLog()
+        let handler = WebSocketMessageHandler(
+            masksFrames: masks, maximumMessageSize: limit, deadPeerTimeout: deadAfter, logger: Logger(label: "test"))
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.pipeline.syncOperations.addHandler(ends)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+    }
+
+    func frame(_ opcode: WebSocketOpcode, _ text: String, fin: Bool = true) throws {
+        try channel.writeInbound(WebSocketFrame(fin: fin, opcode: opcode, data: ByteBuffer(string: text)))
+    }
+
+    /// Frames written so far.
+    func written() throws -> [WebSocketFrame] {
+        var frames: [WebSocketFrame] = []
+        while let frame = try channel.readOutbound(as: WebSocketFrame.self) { frames.append(frame) }
+        return frames
+    }
+
+    func messages() throws -> [String] {
+        var texts: [String] = []
+        while let text = try channel.readInbound(as: String.self) { texts.append(text) }
+        return texts
+    }
+}
+
+/// Catches the "WebSocket ended" event the handler sends up.
+final class EndLog: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = String
+    var ended: [WebSocketEnded] = []
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? WebSocketEnded { ended.append(event) }
+    }
+}
+
+func closeCode(_ frame: WebSocketFrame) -> WebSocketErrorCode? {
+    var data = frame.unmaskedData
+    return data.readWebSocketErrorCode()
+}
+
+@Suite("WebSocket messages")
+struct WebSocketMessageTests {
+    @Test("fragments make one message; a message over the limit closes with 1009 and says so")
+    func fragmentsAndLimit() throws {
+        let harness = try WebSocketHarness(limit: 16)
+        try harness.frame(.text, "hello ", fin: false)
+        try harness.frame(.continuation, "world")
+        #expect(try harness.messages() == ["hello world"])
+        try harness.frame(.text, "0123456789", fin: false)
+        try harness.frame(.continuation, "0123456789")
+        #expect(try harness.messages().isEmpty)
+        let close = try #require(try harness.written().first)
+        #expect(close.opcode == .connectionClose && closeCode(close) == .messageTooLarge)
+        #expect(harness.ends.ended.first?.reason.contains("16 bytes") == true)
+    }
+
+    @Test("binary frames close with 1003; invalid UTF-8 with 1007; a stray continuation with 1002")
+    func refusals() throws {
+        let binary = try WebSocketHarness()
+        try binary.channel.writeInbound(WebSocketFrame(fin: true, opcode: .binary, data: ByteBuffer(bytes: [1, 2])))
+        #expect(try binary.written().first.flatMap(closeCode) == .unacceptableData)
+        let invalid = try WebSocketHarness()
+        try invalid.channel.writeInbound(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: [0xC3, 0x28])))
+        #expect(try invalid.written().first.flatMap(closeCode) == .dataInconsistentWithMessage)
+        let stray = try WebSocketHarness()
+        try stray.frame(.continuation, "x")
+        #expect(try stray.written().first.flatMap(closeCode) == .protocolError)
+    }
+
+    @Test("a ping is answered with a pong carrying the same data; a close is echoed and the channel closed")
+    func pingAndClose() throws {
+        let harness = try WebSocketHarness()
+        try harness.frame(.ping, "abc")
+        let pong = try #require(try harness.written().first)
+        #expect(pong.opcode == .pong && pong.unmaskedData == ByteBuffer(string: "abc"))
+        var payload = ByteBuffer()
+        payload.write(webSocketErrorCode: .goingAway)
+        payload.writeString("bye")
+        try harness.channel.writeInbound(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload))
+        let echo = try #require(try harness.written().first)
+        #expect(echo.opcode == .connectionClose && closeCode(echo) == .goingAway)
+        #expect(harness.ends.ended.first?.byPeer == true)
+        #expect(harness.ends.ended.first?.reason.contains("bye") == true)
+        #expect(!harness.channel.isActive)
+    }
+
+    @Test("a quiet peer is pinged after a third of the timeout; one that stays silent is dead after it")
+    func deadPeer() throws {
+        let harness = try WebSocketHarness(deadAfter: .seconds(30))
+        harness.loop.advanceTime(by: .seconds(9))
+        #expect(try harness.written().isEmpty)
+        harness.loop.advanceTime(by: .seconds(1))
+        #expect(try harness.written().map(\.opcode) == [.ping])
+        // It answers: alive, and the clock starts again.
+        try harness.frame(.pong, "")
+        harness.loop.advanceTime(by: .seconds(9))
+        #expect(try harness.written().isEmpty)
+        harness.loop.advanceTime(by: .seconds(1))
+        #expect(try harness.written().map(\.opcode) == [.ping])
+        // Now it says nothing at all: more pings, then dead 30 s after the last frame.
+        harness.loop.advanceTime(by: .seconds(19))
+        #expect(harness.channel.isActive)
+        harness.loop.advanceTime(by: .seconds(1))
+        #expect(!harness.channel.isActive)
+        #expect(harness.ends.ended.first?.reason.contains("dead peer") == true)
+    }
+
+    @Test("a client masks what it sends; a server does not")
+    func masking() throws {
+        let client = try WebSocketHarness(masks: true)
+        try client.channel.writeOutbound(OutboundFrame.text("hi"))
+        let sent = try #require(try client.written().first)
+        // The frame encoder applies the mask on the wire; the frame holds the plain text and the key.
+        #expect(sent.maskKey != nil && sent.data == ByteBuffer(string: "hi"))
+        let server = try WebSocketHarness(masks: false)
+        try server.channel.writeOutbound(OutboundFrame.text("hi"))
+        #expect(try server.written().first?.maskKey == nil)
+    }
+}
+
+@Suite("liveness")
+struct LivenessTests {
+    @Test("pings go out every third of the timeout while the peer is silent; it is dead at the timeout")
+    func schedule() {
+        var liveness = Liveness(deadAfter: .seconds(30), now: .zero)
+        #expect(liveness.nextTick == .seconds(10))
+        #expect(liveness.tick(at: .seconds(5)) == .wait)
+        #expect(liveness.tick(at: .seconds(10)) == .ping)
+        #expect(liveness.nextTick == .seconds(20))
+        #expect(liveness.tick(at: .seconds(20)) == .ping)
+        liveness.heard(at: .seconds(21))
+        #expect(liveness.nextTick == .seconds(31))
+        #expect(liveness.tick(at: .seconds(31)) == .ping)
+        #expect(liveness.tick(at: .seconds(41)) == .ping)
+        #expect(liveness.tick(at: .seconds(51)) == .dead(silentFor: .seconds(30)))
+    }
+}
