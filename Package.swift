@@ -138,8 +138,13 @@ let package = Package(
         // README's Swift examples, built as they are shown (NearbyCLITests checks README against them).
         .executableTarget(
             name: "readme-discovery", dependencies: ["NearbyDiscovery"], path: "Tools/ReadmeExamples/Discovery", swiftSettings: strict),
+        .executableTarget(
+            name: "readme-connection", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ReadmeExamples/Connection", swiftSettings: strict),
         .executableTarget(name: "readme-trust", dependencies: ["PeerTrust"], path: "Tools/ReadmeExamples/Trust", swiftSettings: strict),
         .executableTarget(name: "readme-wire", dependencies: ["DNSWire"], path: "Tools/ReadmeExamples/Wire", swiftSettings: strict),
+        // Channel benchmark: `Tools/bench-connection` runs it against `nearby serve` and compares with Python websockets.
+        .executableTarget(
+            name: "nearby-connection-bench", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ConnectionBenchmark", swiftSettings: strict),
         // Codec benchmark: `Tools/bench-codec` builds it in release mode and compares with python-zeroconf.
         .executableTarget(
             name: "nearby-codec-bench",

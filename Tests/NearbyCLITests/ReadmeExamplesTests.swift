@@ -27,7 +27,7 @@ struct ReadmeExamplesTests {
         return blocks
     }
 
-    static let examples = ["Discovery", "Trust", "Wire"]
+    static let examples = ["Discovery", "Trust", "Connection", "Wire"]
 
     @Test("README shows exactly the example programs that are built", arguments: Array(examples.enumerated()))
     func readmeShowsTheBuiltCode(_ example: (offset: Int, element: String)) throws {
@@ -53,6 +53,14 @@ struct ReadmeExamplesTests {
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    @Test("the PeerConnection example connects on 127.0.0.1 and echoes")
+    func connectionExampleRuns() throws {
+        let (status, output) = try Self.run("readme-connection")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("connected to Build Box Build Box bridge"), "\(output)")
+        #expect(output.contains("echo: hello"), "\(output)")
     }
 
     @Test("the DNSWire example runs to the end")

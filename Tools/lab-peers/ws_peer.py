@@ -5,6 +5,10 @@ independently of Nearby, for interoperability tests and the connection benchmark
   ws_peer.py client URL --identity PEM --trust PEM [--version V] [--count N]
       connects (wss:// with a client certificate, or ws://), sends initialize, ping and echo,
       prints one JSON line per answer and exits 0 when all came back right.
+  ws_peer.py bench setup|roundtrips|idle URL N --identity PEM --trust PEM
+      the figures of Tools/bench-connection, from this side: N set-ups (TCP, TLS, WebSocket,
+      initialize), round trips for N seconds on one connection, or N idle connections held
+      until stdin closes. One JSON line per figure.
   ws_peer.py server PORT [--identity PEM --trust PEM] [--version V]
       serves initialize, ping and echo; with --identity it requires a client certificate
       that chains to --trust. Prints {"event":"listening","port":P} when ready.
@@ -73,6 +77,61 @@ async def client(args):
         return 0 if ok else 1
 
 
+INITIALIZE = {
+    "protocol_version": "0.2.2", "client_capabilities": {},
+    "client_info": {"name": "ws_peer.py", "title": "Python websockets peer", "version": websockets.__version__},
+}
+
+
+async def open_initialized(url, ctx):
+    ws = await websockets.connect(url, ssl=ctx, max_size=2**20, ping_interval=None)
+    await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE}))
+    answer = json.loads(await ws.recv())
+    if "result" not in answer:
+        raise RuntimeError(f"initialize refused: {answer}")
+    return ws
+
+
+async def bench(args):
+    import time
+    ctx = context(False, args.identity, args.trust) if args.url.startswith("wss:") else None
+    if args.figure == "setup":
+        times, failures = [], 0
+        for _ in range(args.n):
+            start = time.perf_counter()
+            try:
+                ws = await open_initialized(args.url, ctx)
+                times.append((time.perf_counter() - start) * 1e3)
+                await ws.close()
+            except Exception:
+                failures += 1
+        times.sort()
+        pick = lambda q: times[min(len(times) - 1, int(len(times) * q))] if times else 0
+        say(figure="setup", count=len(times), failures=failures, median_ms=pick(0.5), p95_ms=pick(0.95), p99_ms=pick(0.99))
+    elif args.figure == "roundtrips":
+        ws = await open_initialized(args.url, ctx)
+        params = {"text": "hello", "n": [1, 2, 3]}
+        done, start = 0, time.perf_counter()
+        end = start + args.n
+        while time.perf_counter() < end:
+            done += 1
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": done, "method": "echo", "params": params}))
+            json.loads(await ws.recv())
+        say(figure="roundtrips", count=done, failures=0, per_second=done / (time.perf_counter() - start))
+        await ws.close()
+    else:
+        opened, failures = [], 0
+        for batch in range(0, args.n, 50):
+            results = await asyncio.gather(*(open_initialized(args.url, ctx) for _ in range(batch, min(args.n, batch + 50))), return_exceptions=True)
+            opened += [r for r in results if not isinstance(r, Exception)]
+            failures += sum(1 for r in results if isinstance(r, Exception))
+        say(figure="idle", open=len(opened), failures=failures)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        for ws in opened:
+            await ws.close()
+    return 0
+
+
 async def server(args):
     ctx = context(True, args.identity, args.trust) if args.identity else None
 
@@ -114,16 +173,21 @@ def main():
     c = sub.add_parser("client")
     c.add_argument("url")
     c.add_argument("--count", type=int, default=1)
+    b = sub.add_parser("bench")
+    b.add_argument("figure", choices=["setup", "roundtrips", "idle"])
+    b.add_argument("url")
+    b.add_argument("n", type=int)
     s = sub.add_parser("server")
     s.add_argument("port", type=int)
     s.add_argument("--host", default="0.0.0.0")
-    for p in (c, s):
+    for p in (c, s, b):
         p.add_argument("--identity")
         p.add_argument("--trust")
         p.add_argument("--version", default="0.2.2")
     args = parser.parse_args()
     try:
-        sys.exit(asyncio.run(client(args) if args.mode == "client" else server(args)))
+        run = {"client": client, "server": server, "bench": bench}[args.mode]
+        sys.exit(asyncio.run(run(args)))
     except KeyboardInterrupt:
         pass
 
