@@ -27,24 +27,28 @@ public enum JSONValue: Hashable, Sendable {
     }
 
     /// Parses JSON text.
-    /// - Throws: ``JSONRPCError`` with code -32700 (parse error) saying what is wrong.
+    /// - Throws: ``JSONRPCError`` with code -32700 (parse error) saying what is wrong and where.
     public init(parsing text: some StringProtocol) throws(JSONRPCError) {
-        try self.init(parsing: Data(text.utf8))
+        do {
+            self = try JSONTextCodec.parse(text.utf8)
+        } catch {
+            throw JSONRPCError(JSONRPCError.parseError, "not valid JSON: \(error.message)")
+        }
     }
 
     /// Parses JSON text given as UTF-8 bytes.
-    /// - Throws: ``JSONRPCError`` with code -32700 (parse error) saying what is wrong.
+    /// - Throws: ``JSONRPCError`` with code -32700 (parse error) saying what is wrong and where.
     public init(parsing data: Data) throws(JSONRPCError) {
         do {
-            self = try JSONDecoder().decode(JSONValue.self, from: data)
+            self = try JSONTextCodec.parse(data)
         } catch {
-            throw JSONRPCError(JSONRPCError.parseError, "not valid JSON: \(Self.reason(error))")
+            throw JSONRPCError(JSONRPCError.parseError, "not valid JSON: \(error.message)")
         }
     }
 
     /// Encodes any `Encodable` value as a JSON value (for params and results).
     public init(encoding value: some Encodable) throws {
-        self = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+        self = try JSONTextCodec.parse(JSONEncoder().encode(value))
     }
 
     /// Decodes this value as `type` (for params and results).
@@ -53,23 +57,11 @@ public enum JSONValue: Hashable, Sendable {
     }
 
     /// Compact JSON text, keys in sorted order (the same value always gives the same text).
+    /// Non-finite numbers, which JSON cannot carry, are written as null.
     public var jsonText: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding a JSONValue cannot fail: every case maps to plain JSON (non-finite numbers
-        // are written as null, see encode(to:)).
-        guard let data = try? encoder.encode(self) else { return "null" }
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    private static func reason(_ error: any Error) -> String {
-        switch error {
-        case DecodingError.dataCorrupted(let context):
-            let underlying = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            return underlying ?? context.debugDescription
-        default:
-            return "\(error)"
-        }
+        var out = ""
+        JSONTextCodec.write(self, to: &out)
+        return out
     }
 }
 
