@@ -24,15 +24,7 @@ extension PeerConnection {
         host: String, port: Int, expecting: PeerID? = nil, configuration: PeerConnectionConfiguration
     ) async throws(PeerConnectionError) -> PeerConnection {
         guard (1...65535).contains(port) else { throw PeerConnectionError(.invalidInput, "port \(port) is out of range; use 1-65535") }
-        let tls: NIOSSLContext?
-        if configuration.insecure {
-            tls = nil
-        } else {
-            guard let identity = configuration.identity else {
-                throw PeerConnectionError(.invalidInput, "a secure connection needs an identity (or the insecure option for ws://)")
-            }
-            tls = try TLS.context(identity: identity, server: false)
-        }
+        let tls = try TLS.context(for: configuration, server: false)
         let start = ContinuousClock.now
         let side = Setup.Side(
             role: .connecting, configuration: configuration, tls: tls, expected: expecting, requireTrust: true, decide: nil,

@@ -3,7 +3,7 @@
 /// server's CPU per message. Strict RFC 8259: no trailing commas, comments, leading zeros,
 /// control characters in strings or lone surrogates; nesting deeper than ``maximumDepth`` is
 /// refused rather than recursed into.
-enum JSONTextCodec {
+package enum JSONTextCodec {
     static let maximumDepth = 256
 
     struct Failure: Error {
@@ -283,7 +283,8 @@ enum JSONTextCodec {
         }
     }
 
-    static func writeString(_ text: String, to out: inout String) {
+    /// `text` as a JSON string, quotes included (also used by the command-line tool's output).
+    package static func writeString(_ text: String, to out: inout String) {
         out += "\""
         var plain = true
         for byte in text.utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {

@@ -68,15 +68,7 @@ public final class PeerListener: Sendable {
         host: String = "::", port: Int, configuration: PeerConnectionConfiguration, accept: AcceptPolicy = .trusted
     ) async throws(PeerConnectionError) -> PeerListener {
         guard (0...65535).contains(port) else { throw PeerConnectionError(.invalidInput, "port \(port) is out of range; use 0-65535") }
-        let tls: NIOSSLContext?
-        if configuration.insecure {
-            tls = nil
-        } else {
-            guard let identity = configuration.identity else {
-                throw PeerConnectionError(.invalidInput, "a secure listener needs an identity (or the insecure option for ws://)")
-            }
-            tls = try TLS.context(identity: identity, server: true)
-        }
+        let tls = try TLS.context(for: configuration, server: true)
         let (events, continuation) = AsyncStream.makeStream(of: Event.self)
         let decide: @Sendable (PeerProof?, SocketAddress?) -> SessionHandler.Decide?
         switch accept {

@@ -20,6 +20,15 @@ final class PeerProof {
 /// TLS 1.3 with a certificate on each side; the peer's chain is judged by PeerTrust, not by
 /// BoringSSL's own verifier.
 enum TLS {
+    /// The TLS context a configuration asks for: nil when it is insecure (plain `ws://`).
+    static func context(for configuration: PeerConnectionConfiguration, server: Bool) throws(PeerConnectionError) -> NIOSSLContext? {
+        if configuration.insecure { return nil }
+        guard let identity = configuration.identity else {
+            throw PeerConnectionError(.invalidInput, "a secure \(server ? "listener" : "connection") needs an identity (or the insecure option, for ws://)")
+        }
+        return try context(identity: identity, server: server)
+    }
+
     static func context(identity: PeerIdentity, server: Bool) throws(PeerConnectionError) -> NIOSSLContext {
         do {
             let chain = try identity.certificateChain.map { NIOSSLCertificateSource.certificate(try NIOSSLCertificate(bytes: $0.der, format: .der)) }

@@ -1,3 +1,5 @@
+import PeerConnection
+
 /// A JSON value whose objects keep their keys in the order written, so that command output
 /// reads the way the documentation shows it (`{"event":…,"name":…}`).
 indirect enum OutputValue {
@@ -46,20 +48,6 @@ enum JSONText {
     }
 
     private static func writeString(_ text: String, to out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
+        JSONTextCodec.writeString(text, to: &out)
     }
 }

@@ -30,8 +30,13 @@ struct ConnectionLabTests {
     /// Starts `nearby serve` in h1 and waits for its "listening" event.
     func serve(_ lab: Lab, _ arguments: [String], stdin: String? = nil) async throws -> (LabProcess, port: Int) {
         let command = ([Self.nearby, "serve"] + arguments + ["--json"]).map { "'\($0)'" }.joined(separator: " ")
-        let shell = stdin.map { "printf '\($0)' | \(command)" } ?? "\(command) < /dev/null"
-        let process = try lab.start(["exec", "h1", "--", "sh", "-c", "exec 2>&1; " + shell])
+        var input = "/dev/null"
+        if let stdin {
+            input = try Lab.temporaryDirectory().appendingPathComponent("stdin").path
+            try stdin.write(toFile: input, atomically: true, encoding: .utf8)
+        }
+        // `exec`, so that the stop signal reaches nearby itself, not a shell that would leave it running.
+        let process = try lab.start(["exec", "h1", "--", "sh", "-c", "exec 2>&1; exec \(command) < '\(input)'"])
         let line = try await process.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
         let port = try #require(jsonLines(line).first?["port"] as? Int)
         return (process, port)
@@ -174,7 +179,7 @@ struct ConnectionLabTests {
         let client = try await identity(lab, "Laptop")
         try await pin(lab, server.peerID, in: client.directory)
         let (asking, port) = try await serve(
-            lab, ["Build Box", "_openagents._tcp", "9417", "--no-advertise", "--accept", "ask", "--state-dir", server.directory], stdin: "accept\\n")
+            lab, ["Build Box", "_openagents._tcp", "9417", "--no-advertise", "--accept", "ask", "--state-dir", server.directory], stdin: "accept\n")
         try await lab.withProcesses([asking]) {
             let admitted = try await connect(lab, ["--host", Self.h1, "--port", String(port), "--state-dir", client.directory], lines: [#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#])
             #expect(admitted.status == 0, "\(admitted.output)")
