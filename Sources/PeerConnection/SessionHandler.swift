@@ -111,10 +111,6 @@ final class SessionHandler: ChannelDuplexHandler {
         (incoming, continuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     }
 
-    private static func now(_ context: ChannelHandlerContext) -> Duration {
-        .nanoseconds(context.eventLoop.now.uptimeNanoseconds)
-    }
-
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         if context.channel.isActive { start(context: context) }
@@ -126,7 +122,7 @@ final class SessionHandler: ChannelDuplexHandler {
     }
 
     private func start(context: ChannelHandlerContext) {
-        apply(handshake.start(at: Self.now(context)), context: context)
+        apply(handshake.start(at: uptime(context)), context: context)
     }
 
     // MARK: Inbound
@@ -134,7 +130,7 @@ final class SessionHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let text = unwrapInboundIn(data)
         let frame = JSONRPCFrame(parsing: text)
-        let now = Self.now(context)
+        let now = uptime(context)
         guard handshake.isEstablished, frame.isBatch else {
             // One message (or a batch before the handshake is done: each entry on its own).
             for entry in frame.entries {
@@ -301,7 +297,7 @@ final class SessionHandler: ChannelDuplexHandler {
 
     private func invite(_ hello: PeerHello, context: ChannelHandlerContext) {
         guard let decide else {
-            apply(handshake.decide(accept: true, at: Self.now(context)), context: context)
+            apply(handshake.decide(accept: true, at: uptime(context)), context: context)
             return
         }
         Self.ask(decide, about: hello, session: NIOLoopBound(self, eventLoop: context.eventLoop))
@@ -317,7 +313,7 @@ final class SessionHandler: ChannelDuplexHandler {
 
     private func decided(_ accepted: Bool) {
         guard let context else { return }
-        apply(handshake.decide(accept: accepted, at: Self.now(context)), context: context)
+        apply(handshake.decide(accept: accepted, at: uptime(context)), context: context)
     }
 
     private func scheduleHandshakeTimer(context: ChannelHandlerContext) {
@@ -328,7 +324,7 @@ final class SessionHandler: ChannelDuplexHandler {
         handshakeTimer = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(clamping: nanoseconds(deadline)))) {
             let handler = session.value
             guard let context = handler.context else { return }
-            handler.apply(handler.handshake.advance(to: Self.now(context)), context: context)
+            handler.apply(handler.handshake.advance(to: uptime(context)), context: context)
         }
     }
 

@@ -122,7 +122,7 @@ enum Setup {
 
 /// Fails set-up with the first error, an early close or the set-up timeout; then only passes
 /// everything on.
-final class SetupWatcher: ChannelInboundHandler {
+final class SetupWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
     let opened: EventLoopPromise<OpenedChannel>
     let proof: PeerProof?
@@ -147,9 +147,12 @@ final class SetupWatcher: ChannelInboundHandler {
             channel.close(promise: nil)
         }
         let watcher = NIOLoopBound(self, eventLoop: context.eventLoop)
-        opened.futureResult.whenComplete { _ in
+        let pipeline = context.pipeline
+        opened.futureResult.whenComplete { outcome in
             watcher.value.timer?.cancel()
             watcher.value.done = true
+            // Once the session runs, every message would pass through here for nothing.
+            if case .success = outcome { pipeline.syncOperations.removeHandler(watcher.value, promise: nil) }
         }
     }
 

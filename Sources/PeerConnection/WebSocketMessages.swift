@@ -48,10 +48,6 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
         self.logger = logger
     }
 
-    private static func now(_ context: ChannelHandlerContext) -> Duration {
-        .nanoseconds(context.eventLoop.now.uptimeNanoseconds)
-    }
-
     func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { startLiveness(context: context) }
     }
@@ -67,7 +63,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
 
     private func startLiveness(context: ChannelHandlerContext) {
         guard liveness == nil, deadPeerTimeout > .zero else { return }
-        liveness = Liveness(deadAfter: deadPeerTimeout, now: Self.now(context))
+        liveness = Liveness(deadAfter: deadPeerTimeout, now: uptime(context))
         scheduleTick(context: context)
     }
 
@@ -84,7 +80,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
 
     private func tick(context: ChannelHandlerContext) {
         guard var state = liveness, !ended else { return }
-        let action = state.tick(at: Self.now(context))
+        let action = state.tick(at: uptime(context))
         liveness = state
         switch action {
         case .wait:
@@ -106,7 +102,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         if var state = liveness {
-            state.heard(at: Self.now(context))
+            state.heard(at: uptime(context))
             liveness = state
         }
         switch frame.opcode {
@@ -248,7 +244,13 @@ private func describe(_ code: WebSocketErrorCode) -> String {
     }
 }
 
-func nanoseconds(_ duration: Duration) -> Int64 {
+/// The event loop's clock as a duration (an EmbeddedEventLoop's clock is moved by hand in tests).
+func uptime(_ context: ChannelHandlerContext) -> Duration {
+    .nanoseconds(context.eventLoop.now.uptimeNanoseconds)
+}
+
+/// A duration in whole nanoseconds (also used by the command-line tool).
+package func nanoseconds(_ duration: Duration) -> Int64 {
     let (seconds, attoseconds) = duration.components
     return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
 }

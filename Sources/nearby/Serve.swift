@@ -203,8 +203,3 @@ func printMessage(_ json: Bool, peerID: String?, _ message: JSONRPCMessage) {
         json, [("event", .string("message")), ("peerID", peerID.map { .string($0) } ?? .null), ("message", .raw(message.jsonText))],
         text: message.jsonText)
 }
-
-func nanoseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
-}

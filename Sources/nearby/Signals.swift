@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import PeerConnection
 
 /// Waits for SIGINT or SIGTERM, or until `timeout` has passed.
 func waitForTermination(timeout: Duration? = nil) async {
@@ -15,9 +16,7 @@ func waitForTermination(timeout: Duration? = nil) async {
             Signals.keep(source)
         }
         if let timeout {
-            let parts = timeout.components
-            let nanoseconds = Int(parts.seconds) * 1_000_000_000 + Int(parts.attoseconds / 1_000_000_000)
-            queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { resumed.resume() }
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds(timeout)))) { resumed.resume() }
         }
     }
 }
