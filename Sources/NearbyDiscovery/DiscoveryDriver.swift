@@ -147,3 +147,39 @@ extension DiscoveryDriver {
         return result
     }
 }
+
+extension DiscoveryDriver {
+    /// The addresses of `host` (A and AAAA), as the source observes them: what arrives until
+    /// `settleTime` after the first address (a responder may send IPv4 and IPv6 in separate
+    /// packets), or nothing once `timeout` has passed. IPv4 first, then IPv6.
+    static func addresses(
+        of host: DomainName, timeout: Duration, settleTime: Duration, source: any ObservationSource, logger: Logger
+    ) async -> [IPAddress] {
+        let (observed, sink) = AsyncStream<[DiscoveryObservation]>.makeStream()
+        await source.start(sink: ObservationSink(deliver: { sink.yield($0) }))
+        await source.watch(.host(host, nil))
+        let clock = ContinuousClock()
+        let timer = Task {
+            try? await clock.sleep(for: timeout)
+            sink.finish()
+        }
+        var found: [IPAddress] = []
+        var settling: Task<Void, Never>?
+        for await batch in observed {
+            for case .addressAdded(let name, _, let address) in batch where name == host && !found.contains(address) {
+                found.append(address)
+            }
+            if !found.isEmpty, settling == nil {
+                settling = Task {
+                    try? await clock.sleep(for: settleTime)
+                    sink.finish()
+                }
+            }
+        }
+        timer.cancel()
+        settling?.cancel()
+        await source.stop()
+        logger.debug("\(host) has \(found.isEmpty ? "no address within \(timeout)" : found.map(\.description).joined(separator: ", "))")
+        return found.filter { if case .v4 = $0 { true } else { false } } + found.filter { if case .v6 = $0 { true } else { false } }
+    }
+}

@@ -240,6 +240,14 @@ public protocol DiscoveryBackend: Sendable {
     func hostName() async -> DomainName
     /// Withdraws everything with goodbyes and releases the network.
     func shutdown() async
+    /// The addresses of a host such as `buildbox.local.` (A and AAAA records over mDNS),
+    /// IPv4 first; empty when nothing answers within `timeout`.
+    func addresses(of host: DomainName, timeout: Duration) async -> [IPAddress]
+}
+
+extension DiscoveryBackend {
+    /// Backends written before host look-ups existed find no addresses.
+    public func addresses(of host: DomainName, timeout: Duration) async -> [IPAddress] { [] }
 }
 
 /// Which DNS-SD implementation does the work.
@@ -339,6 +347,24 @@ public final class NearbyDiscovery: Sendable {
         backend.serviceTypes()
     }
 
+    /// The addresses of a host on the local link, such as `buildbox.local` (the host of a
+    /// resolved service, or a name a person typed), asked for over mDNS. IPv4 first, then
+    /// IPv6; link-local IPv6 addresses carry their interface.
+    /// - Throws: ``DiscoveryError``: `invalidInput` for a name that is not a host name,
+    ///   `timeout` when nothing answers within `timeout`.
+    public func addresses(ofHost name: String, timeout: Duration = .seconds(3)) async throws(DiscoveryError) -> [IPAddress] {
+        let host: DomainName
+        do { host = try DomainName(parsing: name) } catch {
+            throw DiscoveryError(.invalidInput, "\"\(name)\" is not a host name: \(error)")
+        }
+        guard host.labelCount >= 2 else {
+            throw DiscoveryError(.invalidInput, "\"\(name)\" is not a host name on the local link; write it as name.local")
+        }
+        let found = await backend.addresses(of: host, timeout: timeout)
+        guard !found.isEmpty else { throw DiscoveryError(.timeout, "no address for \(host) within \(timeout)") }
+        return found
+    }
+
     /// Withdraws every advertisement with goodbyes and releases the network.
     public func shutdown() async {
         await backend.shutdown()
@@ -400,13 +426,13 @@ public struct EmbeddedBackend: DiscoveryBackend {
     public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
         DiscoveryDriver.browse(
             type, resolve: resolve, settleTime: Self.settleTime,
-            source: EmbeddedObservationSource(engine: engine, browsing: type.domainName, type: type), logger: logger)
+            source: EmbeddedObservationSource(engine: engine, browsing: type.domainName), logger: logger)
     }
 
     public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
         await DiscoveryDriver.resolve(
             instance, timeout: timeout, settleTime: Self.settleTime,
-            source: EmbeddedObservationSource(engine: engine, browsing: nil, type: instance.type), logger: logger)
+            source: EmbeddedObservationSource(engine: engine, browsing: nil), logger: logger)
     }
 
     public func serviceTypes() -> AsyncStream<ServiceType> {
@@ -428,5 +454,11 @@ public struct EmbeddedBackend: DiscoveryBackend {
 
     public func shutdown() async {
         await engine.shutdown()
+    }
+
+    public func addresses(of host: DomainName, timeout: Duration) async -> [IPAddress] {
+        await DiscoveryDriver.addresses(
+            of: host, timeout: timeout, settleTime: Self.settleTime,
+            source: EmbeddedObservationSource(engine: engine, browsing: nil), logger: logger)
     }
 }

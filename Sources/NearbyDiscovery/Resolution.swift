@@ -10,7 +10,6 @@ actor EmbeddedObservationSource: ObservationSource {
     let engine: MulticastDNSEngine
     /// The PTR name to follow (nil for a resolve by name).
     let browsing: DomainName?
-    let type: ServiceType
     private var group: QueryGroup?
     private var forwarder: Task<Void, Never>?
     /// Engine queries per watched name and type, shared by watches on several interfaces.
@@ -21,10 +20,9 @@ actor EmbeddedObservationSource: ObservationSource {
         var type: RecordType
     }
 
-    init(engine: MulticastDNSEngine, browsing: DomainName?, type: ServiceType) {
+    init(engine: MulticastDNSEngine, browsing: DomainName?) {
         self.engine = engine
         self.browsing = browsing
-        self.type = type
     }
 
     func start(sink: ObservationSink) async {

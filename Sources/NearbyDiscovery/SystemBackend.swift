@@ -100,6 +100,12 @@ public struct SystemBackend: DiscoveryBackend {
             source: SystemObservationSource(type: instance.type, interface: interface, browses: false, logger: logger), logger: logger)
     }
 
+    public func addresses(of host: DomainName, timeout: Duration) async -> [IPAddress] {
+        await DiscoveryDriver.addresses(
+            of: host, timeout: timeout, settleTime: Self.settleTime,
+            source: SystemObservationSource(type: nil, interface: interface, browses: false, logger: logger), logger: logger)
+    }
+
     public func serviceTypes() -> AsyncStream<ServiceType> {
         let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
         let task = Task { [interfaceIndex] in

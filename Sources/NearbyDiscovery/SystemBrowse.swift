@@ -15,7 +15,8 @@ func networkInterface(index: UInt32) -> NetworkInterface {
 /// says ``DiscoveryObservation/interrupted(_:)`` and opens a new browse every
 /// ``SystemBackend/retryInterval`` until one succeeds: ``DiscoveryObservation/restored``.
 actor SystemObservationSource: ObservationSource {
-    let type: ServiceType
+    /// The type browsed (nil for a host look-up).
+    let type: ServiceType?
     /// The interface the backend is limited to; nil for all.
     let interface: NetworkInterface?
     /// Browse the type (false: a resolve by name).
@@ -28,7 +29,7 @@ actor SystemObservationSource: ObservationSource {
 
     let logger: Logger
 
-    init(type: ServiceType, interface: NetworkInterface?, browses: Bool, logger: Logger = NearbyDiscovery.silentLogger) {
+    init(type: ServiceType?, interface: NetworkInterface?, browses: Bool, logger: Logger = NearbyDiscovery.silentLogger) {
         self.type = type
         self.interface = interface
         self.browses = browses
@@ -58,7 +59,7 @@ actor SystemObservationSource: ObservationSource {
 
     /// Opens the dns_sd browse; its end (the daemon went away) starts the retries.
     private func openBrowse() async -> DNSSDError? {
-        guard let sink else { return nil }
+        guard let sink, let type else { return nil }
         do {
             let operation = try await DNSSD.browse(type: type.dnssdType(), domain: type.domain.description, interfaceIndex: interfaceIndex)
             browse = operation

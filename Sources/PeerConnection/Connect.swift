@@ -23,30 +23,73 @@ extension PeerConnection {
     public static func connect(
         host: String, port: Int, expecting: PeerID? = nil, configuration: PeerConnectionConfiguration
     ) async throws(PeerConnectionError) -> PeerConnection {
-        guard (1...65535).contains(port) else { throw PeerConnectionError(.invalidInput, "port \(port) is out of range; use 1-65535") }
-        let tls = try TLS.context(for: configuration, server: false)
-        let start = ContinuousClock.now
         let side = Setup.Side(
-            role: .connecting, configuration: configuration, tls: tls, expected: expecting, requireTrust: true, decide: nil,
-            host: host.contains(":") ? "[\(host)]" : host)
-        let made = NIOLockedValueBox<EventLoopFuture<PeerConnection>?>(nil)
+            role: .connecting, configuration: configuration, tls: nil, expected: expecting, requireTrust: true, decide: nil, host: "")
+        return try await dial(host: host, port: port, side: side) { opening, open, channel, duration throws(PeerConnectionError) in
+            guard case .initialized(let hello) = opening else { throw PeerConnectionError(.handshake, "the peer paired instead of initializing") }
+            return PeerConnection(
+                role: .connecting, peer: hello, proof: open.proof, channel: channel, session: open.session,
+                requestTimeout: configuration.requestTimeout, setupDuration: duration)
+        }
+    }
+
+    /// Pairs with a peer that does not trust us yet (nor we it): connects over TLS, runs the
+    /// commit-then-reveal exchange, asks `confirm` whether the other device shows the same
+    /// 6-digit code, and pins the peer in `store` once both people said yes. The connection is
+    /// closed afterwards; connect again under the pinned trust policy.
+    ///
+    /// - Parameters:
+    ///   - host: as in ``connect(host:port:expecting:configuration:)``.
+    ///   - expecting: when set, a peer with another key is refused before pairing starts.
+    ///   - store: where the peer is pinned.
+    ///   - confirm: asks the person; true when both devices show the same code.
+    /// - Throws: ``PeerConnectionError``: `pairing` (refused, declined on either side, a wrong
+    ///   reveal, too slow), `unreachable`, `tls`, `upgrade`, `invalidInput`.
+    public static func pair(
+        host: String, port: Int, expecting: PeerID? = nil, configuration: PeerConnectionConfiguration, store: TrustStore,
+        timeout: Duration = .seconds(60), confirm: @escaping @Sendable (PairingRequest) async -> Bool
+    ) async throws(PeerConnectionError) -> PairingResult {
+        guard configuration.identity != nil, !configuration.insecure else {
+            throw PeerConnectionError(.invalidInput, "pairing needs an identity and TLS (it proves both keys)")
+        }
+        // Not trusted yet: that is what pairing is for. Our own key and a key other than the
+        // one expected are still refused in the TLS handshake.
+        let side = Setup.Side(
+            role: .connecting, configuration: configuration, tls: nil, expected: expecting, requireTrust: false, decide: nil, host: "",
+            pairing: PairingSetup(side: .initiate, store: store, confirm: confirm, timeout: timeout))
+        return try await dial(host: host, port: port, side: side) { opening, _, _, _ throws(PeerConnectionError) in
+            guard case .paired(let result) = opening else { throw PeerConnectionError(.pairing, "the peer initialized instead of pairing") }
+            return result
+        }
+    }
+
+    /// Connects to `host:port` with `side`'s pipeline and waits for its opening to end.
+    private static func dial<Outcome: Sendable>(
+        host: String, port: Int, side template: Setup.Side,
+        make: @escaping @Sendable (Opening, OpenedChannel, any Channel, Duration) throws(PeerConnectionError) -> Outcome
+    ) async throws(PeerConnectionError) -> Outcome {
+        guard (1...65535).contains(port) else { throw PeerConnectionError(.invalidInput, "port \(port) is out of range; use 1-65535") }
+        let configuration = template.configuration
+        var side = template
+        side.tls = try TLS.context(for: configuration, server: false)
+        side.host = host.contains(":") ? "[\(host)]" : host
+        let start = ContinuousClock.now
+        let made = NIOLockedValueBox<EventLoopFuture<Outcome>?>(nil)
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.nanoseconds(nanoseconds(configuration.setupTimeout)))
-            .channelInitializer { channel in
+            .channelInitializer { [side] channel in
                 channel.eventLoop.makeCompletedFuture {
                     let opened = try Setup.configure(channel, side: side)
                     // Everything the connection is made of is read on its event loop.
-                    let connection = opened.flatMap { open in
-                        open.session.established.futureResult.map { hello in
-                            PeerConnection(
-                                role: .connecting, peer: hello, proof: open.proof, channel: channel, session: open.session,
-                                requestTimeout: configuration.requestTimeout, setupDuration: ContinuousClock.now - start)
+                    let outcome = opened.flatMap { open in
+                        open.session.established.futureResult.flatMapThrowing { opening in
+                            try make(opening, open, channel, ContinuousClock.now - start)
                         }
                     }
-                    connection.whenFailure { _ in channel.close(promise: nil) }
-                    made.withLockedValue { $0 = connection }
+                    outcome.whenFailure { _ in channel.close(promise: nil) }
+                    made.withLockedValue { $0 = outcome }
                 }
             }
         let address = try literalAddress(host, port: port)
@@ -59,11 +102,11 @@ extension PeerConnection {
         } catch {
             throw PeerConnectionError(.unreachable, "cannot connect to \(host) port \(port): \(error)")
         }
-        guard let connection = made.withLockedValue({ $0 }) else {
+        guard let outcome = made.withLockedValue({ $0 }) else {
             throw PeerConnectionError(.unreachable, "cannot connect to \(host) port \(port)")
         }
         do {
-            return try await connection.get()
+            return try await outcome.get()
         } catch let error as PeerConnectionError {
             throw error
         } catch {
@@ -82,7 +125,8 @@ extension PeerConnection {
             socket.sin6_port = in_port_t(UInt16(port).bigEndian)
             socket.sin6_addr = v6
             if parts.count == 2 {
-                let index = if_nametoindex(parts[1])
+                // A zone is an interface name (eth0) or its index (2), as IPAddress writes it.
+                let index = UInt32(parts[1]) ?? if_nametoindex(parts[1])
                 guard index != 0 else {
                     throw PeerConnectionError(.invalidInput, "no network interface \"\(parts[1])\" (in \(host)); `ip link` lists them")
                 }

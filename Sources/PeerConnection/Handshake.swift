@@ -48,6 +48,9 @@ struct Handshake: Sendable {
         case deliver(JSONRPCMessage)
         /// Close the connection, saying why.
         case close(reason: String)
+        /// Accepting side, when pairing is offered: the peer asked to pair instead of
+        /// initializing; this connection now belongs to a ``PairingExchange``.
+        case pair(id: JSONRPCID, params: JSONValue?)
     }
 
     private enum State: Hashable {
@@ -59,6 +62,8 @@ struct Handshake: Sendable {
         /// Accepting side: the app is asked about this peer; the request id to answer.
         case awaitingDecision(JSONRPCID, PeerHello)
         case established
+        /// The connection pairs instead (accepting side); the handshake has nothing more to do.
+        case pairing
         case closed
     }
 
@@ -71,13 +76,19 @@ struct Handshake: Sendable {
     let initializeTimeout: Duration
     /// How long the app has to accept an invitation before it counts as declined.
     let invitationTimeout: Duration
+    /// Accepting side: a `pair/request` before `initialize` turns the connection into a pairing.
+    let offersPairing: Bool
 
     private var state: State = .idle
     private(set) var deadline: Duration?
     static let initializeID = JSONRPCID.integer(0)
 
-    init(role: Role, local: Local, remotePeerID: PeerID?, initializeTimeout: Duration = .seconds(5), invitationTimeout: Duration = .seconds(30)) {
+    init(
+        role: Role, local: Local, remotePeerID: PeerID?, initializeTimeout: Duration = .seconds(5), invitationTimeout: Duration = .seconds(30),
+        offersPairing: Bool = false
+    ) {
         self.role = role
+        self.offersPairing = offersPairing
         self.local = local
         self.remotePeerID = remotePeerID
         self.initializeTimeout = initializeTimeout
@@ -120,12 +131,17 @@ struct Handshake: Sendable {
                 return [.send(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, "already initialized")))]
             }
             return [.deliver(message)]
-        case .closed, .idle:
+        case .closed, .idle, .pairing:
             return []
         case .awaitingAnswer:
             return receiveAnswer(message)
         case .awaitingInitialize:
             if case .request(let id, "initialize", let params) = message { return receiveInitialize(id: id, params: params, at: now) }
+            if offersPairing, remotePeerID != nil, case .request(let id, "pair/request", let params) = message {
+                state = .pairing
+                deadline = nil
+                return [.pair(id: id, params: params)]
+            }
             return refuseEarly(message)
         case .awaitingDecision:
             if case .request(let id, "initialize", _) = message {

@@ -53,6 +53,9 @@ public struct JSONRPCError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let notInitialized = -32002
     /// -32003 (Nearby): the accepting side declined the connection.
     public static let declined = -32003
+    /// -32004 (Nearby): pairing refused or failed: not offered here, too many failed
+    /// attempts, another pairing in progress, or a reveal that does not match its commitment.
+    public static let pairingFailed = -32004
 }
 
 /// One JSON-RPC 2.0 message.

@@ -48,6 +48,9 @@ extension OpenKind where Owner == PeerConnectionError {
     public static var remote: Self { Self("remote") }
     /// The caller asked for something impossible (a bad address, a duplicate request id).
     public static var invalidInput: Self { Self("invalidInput") }
+    /// Pairing failed: refused, declined by a person on either side, a reveal that does not
+    /// match its commitment, or not completed in time.
+    public static var pairing: Self { Self("pairing") }
     /// The caller's task was cancelled.
     public static var cancelled: Self { Self("cancelled") }
 }

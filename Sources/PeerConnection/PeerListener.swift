@@ -44,9 +44,33 @@ public final class PeerListener: Sendable {
         public let error: PeerConnectionError
     }
 
+    /// Pairing for peers that are not trusted yet (see ``PeerConnection/pair(host:port:expecting:configuration:store:timeout:confirm:)``).
+    /// With it, untrusted peers get through the TLS handshake, but may only pair (or, under
+    /// `.ask`, be invited); under `.trusted` their `initialize` is refused.
+    public struct PairingOffer: Sendable {
+        /// Where paired peers are pinned.
+        public var store: TrustStore
+        /// Asks the person whether the other device shows the same code; true pins (once the
+        /// other side said yes too).
+        public var confirm: @Sendable (PairingRequest) async -> Bool
+        /// A pairing must be done within this, people included.
+        public var timeout: Duration = .seconds(60)
+        /// Failed pairings (declined, wrong reveal, timed out) allowed within ``failureWindow``;
+        /// beyond that, pairing is refused until the oldest failure is older than the window.
+        public var maximumFailures = 5
+        public var failureWindow: Duration = .seconds(600)
+
+        public init(store: TrustStore, confirm: @escaping @Sendable (PairingRequest) async -> Bool) {
+            self.store = store
+            self.confirm = confirm
+        }
+    }
+
     public enum Event: Sendable {
         case connected(PeerConnection)
         case rejected(Rejection)
+        /// A peer paired with us: both people confirmed the code, and it is pinned.
+        case paired(PairingResult)
     }
 
     /// The port listened on (the one the system chose when 0 was asked for).
@@ -65,13 +89,19 @@ public final class PeerListener: Sendable {
 
     /// Starts listening on `host` (default: every address, IPv6 and IPv4) and `port` (0: any free one).
     public static func listen(
-        host: String = "::", port: Int, configuration: PeerConnectionConfiguration, accept: AcceptPolicy = .trusted
+        host: String = "::", port: Int, configuration: PeerConnectionConfiguration, accept: AcceptPolicy = .trusted,
+        pairing: PairingOffer? = nil
     ) async throws(PeerConnectionError) -> PeerListener {
         guard (0...65535).contains(port) else { throw PeerConnectionError(.invalidInput, "port \(port) is out of range; use 0-65535") }
         let tls = try TLS.context(for: configuration, server: true)
         let (events, continuation) = AsyncStream.makeStream(of: Event.self)
         let decide: @Sendable (PeerProof?, SocketAddress?) -> SessionHandler.Decide?
         switch accept {
+        case .trusted where pairing != nil:
+            // Untrusted peers got through TLS to pair; initializing is for trusted ones only.
+            decide = { proof, _ in
+                proof?.verdict?.isTrusted == true ? nil : { @Sendable _ in false }
+            }
         case .trusted, .all:
             decide = { _, _ in nil }
         case .ask(let ask):
@@ -82,9 +112,14 @@ public final class PeerListener: Sendable {
                 }
             }
         }
-        let requireTrust: Bool = if case .trusted = accept { true } else { false }
-        let side = Setup.Side(
+        let requireTrust: Bool = if case .trusted = accept, pairing == nil { true } else { false }
+        var side = Setup.Side(
             role: .accepting, configuration: configuration, tls: tls, expected: nil, requireTrust: requireTrust, decide: decide, host: "")
+        if let pairing {
+            let limiter = PairingLimiter(maximumFailures: pairing.maximumFailures, window: pairing.failureWindow)
+            side.pairing = PairingSetup(
+                side: .offer(NIOLockedValueBox(limiter)), store: pairing.store, confirm: pairing.confirm, timeout: pairing.timeout)
+        }
         let liveBox = NIOLockedValueBox<PeerListener?>(nil)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -106,10 +141,17 @@ public final class PeerListener: Sendable {
                             open.session.established.futureResult.whenComplete { outcome in
                                 switch outcome {
                                 case .failure(let error):
+                                    var refusal = error as? PeerConnectionError ?? PeerConnectionError(.handshake, "\(error)")
+                                    if refusal.code == .handshake, pairing != nil, case .trusted = accept,
+                                        case .rejected(let reasons)? = open.proof?.verdict
+                                    {
+                                        refusal = PeerConnectionError(.untrusted, "the peer is not trusted; it may pair first", reasons: reasons)
+                                    }
                                     continuation.yield(.rejected(Rejection(
-                                        address: displayAddress(address), port: address?.port ?? 0, peerID: open.proof?.peerID,
-                                        error: error as? PeerConnectionError ?? PeerConnectionError(.handshake, "\(error)"))))
-                                case .success(let hello):
+                                        address: displayAddress(address), port: address?.port ?? 0, peerID: open.proof?.peerID, error: refusal)))
+                                case .success(.paired(let result)):
+                                    continuation.yield(.paired(result))
+                                case .success(.initialized(let hello)):
                                     let connection = PeerConnection(
                                         role: .accepting, peer: hello, proof: open.proof, channel: channel, session: open.session,
                                         requestTimeout: configuration.requestTimeout, setupDuration: ContinuousClock.now - start)

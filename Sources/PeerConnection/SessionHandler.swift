@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import NIOWebSocket
 import PeerTrust
 
@@ -68,6 +69,25 @@ public struct ConnectionStatistics: Hashable, Sendable {
     public var requestsAbandoned = 0
 }
 
+/// How a connection's opening ended: initialized for the app, or paired (and then closed).
+enum Opening: Sendable {
+    case initialized(PeerHello)
+    case paired(PairingResult)
+}
+
+/// Pairing on one connection: the connecting side starts it (`nearby pair`), the accepting
+/// side offers it (a listener with a ``PairingOffer``), sharing one limiter per listener.
+struct PairingSetup: Sendable {
+    enum Side: Sendable {
+        case initiate
+        case offer(NIOLockedValueBox<PairingLimiter>)
+    }
+    var side: Side
+    var store: TrustStore
+    var confirm: @Sendable (PairingRequest) async -> Bool
+    var timeout: Duration
+}
+
 /// The JSON-RPC layer of a connection, on its event loop: runs the ``Handshake``, matches
 /// responses to the requests that are waiting for them, hands everything else to the app, and
 /// collects the answers to a batch.
@@ -82,8 +102,8 @@ final class SessionHandler: ChannelDuplexHandler {
     private var handshake: Handshake
     private let decide: Decide?
     let logger: Logger
-    /// Fulfilled when the handshake is done, failed when it is not.
-    let established: EventLoopPromise<PeerHello>
+    /// Fulfilled when the handshake (or a pairing) is done, failed when it is not.
+    let established: EventLoopPromise<Opening>
     /// Fulfilled with the reason when the connection is over.
     let ended: EventLoopPromise<String>
     let incoming: AsyncStream<IncomingMessage>
@@ -96,15 +116,28 @@ final class SessionHandler: ChannelDuplexHandler {
     private var handshakeTimer: Scheduled<Void>?
     private var endReason: String?
     private(set) var statistics = ConnectionStatistics()
+    private let pairingSetup: PairingSetup?
+    private var pairing: PairingExchange?
+    /// This connection holds its listener's one pairing slot.
+    private var holdsPairingSlot = false
+    /// The peer's certificate name and address, for pairing questions and pins.
+    private let remoteName: String
+    private let remoteAddress: String
 
     private struct Batch {
         var outstanding: Int
         var answers: [JSONValue]
     }
 
-    init(handshake: Handshake, decide: Decide?, eventLoop: any EventLoop, logger: Logger) {
+    init(
+        handshake: Handshake, decide: Decide?, eventLoop: any EventLoop, logger: Logger, pairing: PairingSetup? = nil,
+        remoteName: String = "", remoteAddress: String = ""
+    ) {
         self.handshake = handshake
         self.decide = decide
+        pairingSetup = pairing
+        self.remoteName = remoteName
+        self.remoteAddress = remoteAddress
         self.logger = logger
         established = eventLoop.makePromise()
         ended = eventLoop.makePromise()
@@ -122,6 +155,12 @@ final class SessionHandler: ChannelDuplexHandler {
     }
 
     private func start(context: ChannelHandlerContext) {
+        if case .initiate? = pairingSetup?.side {
+            guard pairing == nil, let exchange = makeExchange(.initiator) else { return }
+            pairing = exchange
+            applyPairing(withPairing { $0.start(at: uptime(context)) }, context: context)
+            return
+        }
         apply(handshake.start(at: uptime(context)), context: context)
     }
 
@@ -131,6 +170,20 @@ final class SessionHandler: ChannelDuplexHandler {
         let text = unwrapInboundIn(data)
         let frame = JSONRPCFrame(parsing: text)
         let now = uptime(context)
+        if pairing != nil {
+            for entry in frame.entries {
+                statistics.messagesReceived += 1
+                switch entry {
+                case .invalid(let owed):
+                    statistics.malformed += 1
+                    send(owed, context: context)
+                case .message(let message):
+                    applyPairing(withPairing { $0.receive(message, at: now) }, context: context)
+                }
+            }
+            context.flush()
+            return
+        }
         guard handshake.isEstablished, frame.isBatch else {
             // One message (or a batch before the handshake is done: each entry on its own).
             for entry in frame.entries {
@@ -257,6 +310,10 @@ final class SessionHandler: ChannelDuplexHandler {
     private func finish(_ reason: String) {
         guard endReason == nil else { return }
         endReason = reason
+        if pairing != nil, let context {
+            _ = withPairing { $0.connectionEnded(reason) }
+            releasePairingSlot(succeeded: false, context: context)
+        }
         handshakeTimer?.cancel()
         let error = PeerConnectionError(.closed, reason)
         established.fail(error)
@@ -280,7 +337,9 @@ final class SessionHandler: ChannelDuplexHandler {
                 invite(hello, context: context)
             case .established(let hello):
                 logger.debug("initialized", metadata: ["peer": "\(hello.peerID?.short ?? "(insecure)")"])
-                established.succeed(hello)
+                established.succeed(.initialized(hello))
+            case .pair(let id, let params):
+                beginPairing(id: id, params: params, context: context)
             case .deliver(let message):
                 route(message, batch: nil, context: context)
             case .close(let reason):
@@ -319,13 +378,112 @@ final class SessionHandler: ChannelDuplexHandler {
     private func scheduleHandshakeTimer(context: ChannelHandlerContext) {
         handshakeTimer?.cancel()
         handshakeTimer = nil
-        guard let deadline = handshake.deadline, endReason == nil else { return }
+        guard let deadline = pairing?.deadline ?? handshake.deadline, endReason == nil else { return }
         let session = NIOLoopBound(self, eventLoop: context.eventLoop)
         handshakeTimer = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(clamping: nanoseconds(deadline)))) {
             let handler = session.value
             guard let context = handler.context else { return }
-            handler.apply(handler.handshake.advance(to: uptime(context)), context: context)
+            if handler.pairing != nil {
+                handler.applyPairing(handler.withPairing { $0.advance(to: uptime(context)) }, context: context)
+            } else {
+                handler.apply(handler.handshake.advance(to: uptime(context)), context: context)
+            }
         }
+    }
+
+    // MARK: Pairing
+
+    private func makeExchange(_ role: PairingExchange.Role) -> PairingExchange? {
+        guard let setup = pairingSetup, let localID = handshake.local.peerID, let remoteID = handshake.remotePeerID else { return nil }
+        return PairingExchange(
+            role: role, localID: localID, remoteID: remoteID, localName: handshake.local.displayName,
+            fallbackName: remoteName.isEmpty ? remoteID.short : remoteName, nonce: PairingExchange.randomNonce(), timeout: setup.timeout)
+    }
+
+    private func withPairing(_ body: (inout PairingExchange) -> [PairingExchange.Action]) -> [PairingExchange.Action] {
+        guard var exchange = pairing else { return [] }
+        let actions = body(&exchange)
+        pairing = exchange
+        return actions
+    }
+
+    /// Accepting side: the peer sent `pair/request` instead of `initialize`.
+    private func beginPairing(id: JSONRPCID, params: JSONValue?, context: ChannelHandlerContext) {
+        guard case .offer(let limiter)? = pairingSetup?.side, var exchange = makeExchange(.responder) else {
+            return failPairing("pairing is not offered here", answering: id, context: context)
+        }
+        let now = uptime(context)
+        if let refusal = limiter.withLockedValue({ $0.admit(at: now) }) {
+            logger.info("pairing refused: \(refusal)")
+            return failPairing(refusal, answering: id, context: context)
+        }
+        holdsPairingSlot = true
+        let actions = exchange.receiveRequest(id: id, params: params, at: now)
+        pairing = exchange
+        applyPairing(actions, context: context)
+    }
+
+    private func failPairing(_ reason: String, answering id: JSONRPCID, context: ChannelHandlerContext) {
+        send(.failure(id: id, JSONRPCError(JSONRPCError.pairingFailed, reason)), context: context)
+        applyPairing([.failed(reason)], context: context)
+    }
+
+    private func releasePairingSlot(succeeded: Bool, context: ChannelHandlerContext) {
+        guard holdsPairingSlot, case .offer(let limiter)? = pairingSetup?.side else { return }
+        holdsPairingSlot = false
+        let now = uptime(context)
+        limiter.withLockedValue { $0.finished(succeeded: succeeded, at: now) }
+    }
+
+    private func applyPairing(_ actions: [PairingExchange.Action], context: ChannelHandlerContext) {
+        for action in actions {
+            switch action {
+            case .send(let message):
+                send(message, context: context)
+            case .showCode(let code, let name):
+                guard let setup = pairingSetup, let peerID = handshake.remotePeerID else { continue }
+                let request = PairingRequest(peerID: peerID, name: name, code: code, address: remoteAddress)
+                let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+                let confirm = setup.confirm
+                Task {
+                    let accepted = await confirm(request)
+                    session.eventLoop.execute { session.value.confirmed(accepted) }
+                }
+            case .paired(let code, let name):
+                guard let setup = pairingSetup, let peerID = handshake.remotePeerID else { continue }
+                releasePairingSlot(succeeded: true, context: context)
+                logger.info("paired", metadata: ["peer": "\(peerID.short)"])
+                let result = PairingResult(peerID: peerID, name: name, code: code)
+                let store = setup.store
+                let pinned = NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { try store.pin(peerID, name: name) }
+                let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+                pinned.whenComplete { outcome in
+                    let handler = session.value
+                    switch outcome {
+                    case .success:
+                        handler.established.succeed(.paired(result))
+                        handler.close(code: .normalClosure, reason: "paired")
+                    case .failure(let error):
+                        handler.established.fail(PeerConnectionError(.pairing, "both sides confirmed, but the pin could not be saved: \(error)"))
+                        handler.close(code: .unexpectedServerError, reason: "could not pin")
+                    }
+                }
+            case .failed(let reason):
+                releasePairingSlot(succeeded: false, context: context)
+                established.fail(PeerConnectionError(.pairing, reason))
+                context.flush()
+                finish(reason)
+                context.write(wrapOutboundOut(.close(.policyViolation, reason: reason)), promise: nil)
+            }
+        }
+        context.flush()
+        scheduleHandshakeTimer(context: context)
+    }
+
+    /// The person's answer to a pairing code, back on the event loop.
+    private func confirmed(_ accepted: Bool) {
+        guard let context, endReason == nil else { return }
+        applyPairing(withPairing { $0.confirm(accepted, at: uptime(context)) }, context: context)
     }
 
     // MARK: Outbound

@@ -28,6 +28,8 @@ enum Setup {
         var decide: (@Sendable (PeerProof?, SocketAddress?) -> SessionHandler.Decide?)?
         /// Connecting side: the Host header.
         var host: String
+        /// Pairing: started by this side, or offered to peers that ask.
+        var pairing: PairingSetup? = nil
     }
 
     static func configure(_ channel: any Channel, side: Side) throws -> EventLoopFuture<OpenedChannel> {
@@ -55,12 +57,18 @@ enum Setup {
         @Sendable func openSession(_ channel: any Channel) -> EventLoopFuture<Void> {
             channel.eventLoop.makeCompletedFuture {
                 let proof = boundProof?.value
+                var offersPairing = false
+                if case .offer? = side.pairing?.side { offersPairing = true }
                 let handshake = Handshake(
                     role: side.role == .connecting ? .connecting : .accepting, local: configuration.local(), remotePeerID: proof?.peerID,
-                    initializeTimeout: configuration.initializeTimeout, invitationTimeout: configuration.invitationTimeout)
+                    initializeTimeout: configuration.initializeTimeout, invitationTimeout: configuration.invitationTimeout,
+                    offersPairing: offersPairing)
+                let leaf = proof?.presented.first
                 let session = SessionHandler(
                     handshake: handshake, decide: side.decide?(proof, channel.remoteAddress), eventLoop: channel.eventLoop,
-                    logger: configuration.logger)
+                    logger: configuration.logger, pairing: side.pairing,
+                    remoteName: leaf.map { $0.commonName.isEmpty ? $0.subject : $0.commonName } ?? "",
+                    remoteAddress: displayAddress(channel.remoteAddress))
                 let messages = WebSocketMessageHandler(
                     masksFrames: side.role == .connecting, maximumMessageSize: limit, deadPeerTimeout: configuration.deadPeerTimeout,
                     logger: configuration.logger)

@@ -265,3 +265,6 @@ private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CCha
     guard let text else { return body(nil) }
     return text.withCString { body($0) }
 }
+
+/// SHA-256 of `bytes`, for the package's other modules (pairing commitments and codes).
+package func sha256(_ bytes: [UInt8]) -> [UInt8] { OpenSSL.sha256(bytes) }

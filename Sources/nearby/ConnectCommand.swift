@@ -22,10 +22,11 @@ struct ConnectCommand: AsyncParsableCommand {
             Examples:
               echo '{"jsonrpc":"2.0","id":1,"method":"ping"}' | nearby connect --host 192.168.1.20 --port 9099
               nearby connect --host fe80::1%eth0 --port 9099 --peer-id 3KX…  --json
+              nearby connect --host buildbox.local --port 9099
               nearby connect --host bridge.example --port 9099 --insecure --protocol-version 0.2.2
             """)
 
-    @Option(help: "The peer's address: IPv4, IPv6 (fe80::1%eth0 for link-local) or a DNS name.")
+    @Option(help: "The peer's address: IPv4, IPv6 (fe80::1%eth0 for link-local), a .local name (looked up over mDNS) or a DNS name.")
     var host: String
     @Option(help: "The peer's TCP port, 1-65535.")
     var port: Int
@@ -64,8 +65,9 @@ struct ConnectCommand: AsyncParsableCommand {
         configuration.setupTimeout = .milliseconds(Int64(timeout * 1000))
         let expected = try peerID.map { try PeerID(parsing: $0) }
         let connection: PeerConnection
+        let address = try await HostLookup.address(of: host, logger: configuration.logger)
         do {
-            connection = try await PeerConnection.connect(host: host, port: port, expecting: expected, configuration: configuration)
+            connection = try await PeerConnection.connect(host: address, port: port, expecting: expected, configuration: configuration)
         } catch {
             if error.code == .invalidInput { throw ValidationError(error.message) }
             printRejection(json, address: host, peerID: nil, error: error)

@@ -20,10 +20,11 @@ struct Nearby: AsyncParsableCommand {
               nearby trust check peer.pem         judge a certificate chain
               nearby serve "Build Box" _openagents._tcp 9099     accept authenticated peers
               nearby connect --host 192.168.1.20 --port 9099     talk JSON-RPC to one
+              nearby pair --host 192.168.1.20 --port 9099        pair with a peer by comparing a code
             """,
         version: "0.2.0",
         subcommands: [
-            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, Serve.self, ConnectCommand.self, IdentityCommand.self,
+            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, Serve.self, ConnectCommand.self, PairCommand.self, IdentityCommand.self,
             TrustCommand.self,
         ]
     )

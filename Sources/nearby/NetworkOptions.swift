@@ -72,3 +72,32 @@ func parseType(_ text: String) throws -> ServiceType {
         throw ValidationError(error.description)
     }
 }
+
+/// `--host` as `connect` and `pair` take it: a `.local` name is looked up over mDNS (the
+/// system daemon when one answers, else the embedded engine); anything else is passed on.
+enum HostLookup {
+    static func isLocal(_ host: String) -> Bool {
+        let name = host.lowercased()
+        return name.hasSuffix(".local") || name.hasSuffix(".local.")
+    }
+
+    /// The address to dial for `host`: IPv4 first, then IPv6 (link-local ones with `%index`).
+    static func address(of host: String, logger: Logger) async throws -> String {
+        guard isLocal(host) else { return host }
+        let discovery: NearbyDiscovery
+        do { discovery = try await NearbyDiscovery.start(logger: logger) } catch {
+            throw RuntimeFailure("cannot look up \(host) over mDNS: \(error)")
+        }
+        defer { Task { await discovery.shutdown() } }
+        do {
+            let found = try await discovery.addresses(ofHost: host)
+            logger.debug("\(host) is at \(found.map(\.description).joined(separator: ", "))")
+            guard let first = found.first else { throw RuntimeFailure("no address for \(host)") }
+            return first.description
+        } catch let error as DiscoveryError where error.code == .invalidInput {
+            throw ValidationError("--host: \(error.message)")
+        } catch {
+            throw RuntimeFailure("cannot connect to \(host): \(error)")
+        }
+    }
+}

@@ -19,7 +19,10 @@ struct Serve: AsyncParsableCommand {
             --accept trusted (default): peers that pass TRUST; others are refused in the TLS \
             handshake. all: any peer that proves its key. ask: each peer is an invitation: a \
             question on the terminal, or with --json an "invitation" event answered by an \
-            `accept` or `decline` line on stdin (oldest invitation first). Unanswered in 30 s: declined.
+            `accept` or `decline` line on stdin (oldest invitation first). Unanswered in 30 s: declined. \
+            With ask, peers may also pair (`nearby pair --host H --port P` on the other device): \
+            both sides show the same 6-digit code, the invitation carries it ("code"), and the \
+            peer is pinned once both people answer yes.
 
             TRUST: --anchor FILE..., --system-roots, --pinned, --trust-on-first-use (default: --pinned).
 
@@ -63,14 +66,18 @@ struct Serve: AsyncParsableCommand {
         let json = network.json
         let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: network.logger)
         let policy: PeerListener.AcceptPolicy
+        var pairing: PeerListener.PairingOffer?
         switch accept {
         case .trusted: policy = .trusted
         case .all: policy = .all
-        case .ask: policy = .ask(Invitations(json: json).ask)
+        case .ask:
+            let invitations = Invitations(json: json)
+            policy = .ask(invitations.ask)
+            if !channel.insecure { pairing = PeerListener.PairingOffer(store: state.trust, confirm: invitations.confirm) }
         }
         let listener: PeerListener
         do {
-            listener = try await PeerListener.listen(port: port, configuration: configuration, accept: policy)
+            listener = try await PeerListener.listen(port: port, configuration: configuration, accept: policy, pairing: pairing)
         } catch {
             throw RuntimeFailure(error.description)
         }
@@ -107,6 +114,8 @@ struct Serve: AsyncParsableCommand {
                     case .connected(let connection):
                         printConnected(json, connection)
                         group.addTask { await Self.serve(connection, json: json) }
+                    case .paired(let result):
+                        printPinned(json, result)
                     }
                 }
             }
@@ -162,6 +171,24 @@ final class Invitations: Sendable {
                 "\"\(invitation.displayName)\" (peer ID \(peerID ?? "none"), \(invitation.isTrusted ? "trusted" : "not trusted"), from \(invitation.address)) wants to connect. Accept? [y/N]"
             )
         }
+        return await answer()
+    }
+
+    /// A pairing: shows the code and asks whether the other device shows the same.
+    func confirm(_ request: PairingRequest) async -> Bool {
+        if json {
+            printLine(JSONText.object([
+                ("event", .string("invitation")), ("peerID", .string(request.peerID.description)), ("name", .string(request.name)),
+                ("trusted", .bool(false)), ("address", .string(request.address)), ("code", .string(request.code)),
+            ]))
+        } else {
+            printLine(pairingQuestion(request))
+        }
+        return await answer()
+    }
+
+    /// The next yes or no on stdin; end of input is a no.
+    private func answer() async -> Bool {
         while let line = await lines.next() {
             let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
             if ["accept", "y", "yes"].contains(where: { answer == $0 || answer.hasPrefix($0 + " ") }) { return true }
@@ -202,4 +229,16 @@ func printMessage(_ json: Bool, peerID: String?, _ message: JSONRPCMessage) {
     printEvent(
         json, [("event", .string("message")), ("peerID", peerID.map { .string($0) } ?? .null), ("message", .raw(message.jsonText))],
         text: message.jsonText)
+}
+
+/// The question both sides of a pairing ask, in text.
+func pairingQuestion(_ request: PairingRequest) -> String {
+    let code = request.code.prefix(3) + " " + request.code.dropFirst(3)
+    return "Pairing with \"\(request.name)\" (peer ID \(request.peerID), from \(request.address)).\n  Code: \(code)\n  Does the other device show the same code? [y/N]"
+}
+
+func printPinned(_ json: Bool, _ result: PairingResult) {
+    printEvent(
+        json, [("event", .string("pinned")), ("peerID", .string(result.peerID.description)), ("name", .string(result.name))],
+        text: "Paired: pinned \"\(result.name)\" (peer ID \(result.peerID))")
 }

@@ -1,0 +1,77 @@
+public import ArgumentParser
+import Foundation
+import Logging
+import PeerConnection
+import PeerTrust
+
+struct PairCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pair",
+        abstract: "Pair with a peer that does not trust you yet: compare a 6-digit code, then each side pins the other.",
+        discussion: """
+            Connects over TLS to a peer that offers pairing (`nearby serve … --accept ask`), \
+            runs a commit-then-reveal exchange of random nonces, and shows a 6-digit code made \
+            from both keys and both nonces. The other device shows its code too. Answer y only \
+            if the two codes are the same: a device in the middle makes them differ, and gets \
+            one guess in a million at matching them. Each side pins the other (trust store: \
+            peer ID, name, time) only when both people answered yes; afterwards the default \
+            trust policy (--pinned) admits the peer both ways.
+
+            With --json: the question is an "invitation" event with "code", answered by an \
+            `accept` or `decline` line on stdin; success prints a "pinned" event.
+
+            Exit status: 0 paired; 1 not paired (declined on either side, codes refused, \
+            too many failed attempts at the peer, no answer in time, unreachable); 2 bad input.
+
+            Examples:
+              nearby pair --host 192.168.1.20 --port 9099
+              nearby pair --host buildbox.local --port 9099 --json
+            """)
+
+    @Option(help: "The peer's address: IPv4, IPv6 (fe80::1%eth0 for link-local), a .local name or a DNS name.")
+    var host: String
+    @Option(help: "The peer's TCP port, 1-65535.")
+    var port: Int
+    @Option(name: .customLong("peer-id"), help: "The peer ID expected (from discovery's TXT id): any other key is refused.")
+    var peerID: String?
+    @Option(help: ArgumentHelp("Seconds for the whole pairing, the people's answers included.", valueName: "seconds"))
+    var timeout: Double = 60
+    @Flag(help: "Print one JSON object per line instead of text.")
+    var json = false
+    @Flag(name: .shortAndLong, help: "Say on stderr what the connection does.")
+    var verbose = false
+    @OptionGroup var state: StateDirectory
+
+    func validate() throws {
+        guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
+        guard !host.isEmpty else { throw ValidationError("--host is empty; give an IP address or a name") }
+        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout \(timeout) is out of range; use 0-3600 seconds") }
+        if let peerID {
+            do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError("--peer-id: \(error.message)") }
+        }
+    }
+
+    func run() async throws {
+        CommandLogging.bootstrap()
+        var logger = Logger(label: "nearby.pairing")
+        logger.logLevel = verbose ? .debug : .warning
+        let identity: PeerIdentity
+        do { identity = try state.identities.loadOrCreate() } catch { throw inputError(error) }
+        var configuration = PeerConnectionConfiguration(identity: identity, trust: TrustEvaluator(policy: .pinned([])))
+        configuration.logger = logger
+        configuration.setupTimeout = .milliseconds(Int64(min(timeout, 10) * 1000))
+        let expected = try peerID.map { try PeerID(parsing: $0) }
+        let address = try await HostLookup.address(of: host, logger: logger)
+        let invitations = Invitations(json: json)
+        do {
+            let result = try await PeerConnection.pair(
+                host: address, port: port, expecting: expected, configuration: configuration, store: state.trust,
+                timeout: .milliseconds(Int64(timeout * 1000)), confirm: invitations.confirm)
+            printPinned(json, result)
+        } catch {
+            if error.code == .invalidInput { throw ValidationError(error.message) }
+            printRejection(json, address: host, peerID: nil, error: error)
+            throw ExitCode(1)
+        }
+    }
+}
