@@ -120,6 +120,9 @@ final class SessionHandler: ChannelDuplexHandler {
     private var pairing: PairingExchange?
     /// This connection holds its listener's one pairing slot.
     private var holdsPairingSlot = false
+    /// Both people said yes and the pin is being written: the peer may close meanwhile (it
+    /// pinned first), and that must not undo the pairing on this side.
+    private var pinning = false
     /// The peer's certificate name and address, for pairing questions and pins.
     private let remoteName: String
     private let remoteAddress: String
@@ -316,7 +319,7 @@ final class SessionHandler: ChannelDuplexHandler {
         }
         handshakeTimer?.cancel()
         let error = PeerConnectionError(.closed, reason)
-        established.fail(error)
+        if !pinning { established.fail(error) }
         for (_, waiting) in pending {
             waiting.timeout?.cancel()
             waiting.promise.fail(error)
@@ -455,6 +458,7 @@ final class SessionHandler: ChannelDuplexHandler {
                 logger.info("paired", metadata: ["peer": "\(peerID.short)"])
                 let result = PairingResult(peerID: peerID, name: name, code: code)
                 let store = setup.store
+                pinning = true
                 let pinned = NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { try store.pin(peerID, name: name) }
                 let session = NIOLoopBound(self, eventLoop: context.eventLoop)
                 pinned.whenComplete { outcome in

@@ -68,12 +68,18 @@ enum Peers {
 final class EchoServer: Sendable {
     let listener: PeerListener
     private let rejections: AsyncStream<PeerListener.Rejection>
+    /// The pairings the listener reported.
+    let pairings: AsyncStream<PairingResult>
     private let task: Task<Void, Never>
 
-    init(_ configuration: PeerConnectionConfiguration, accept: PeerListener.AcceptPolicy = .trusted) async throws {
-        listener = try await PeerListener.listen(host: "127.0.0.1", port: 0, configuration: configuration, accept: accept)
+    init(
+        _ configuration: PeerConnectionConfiguration, accept: PeerListener.AcceptPolicy = .trusted, pairing: PeerListener.PairingOffer? = nil
+    ) async throws {
+        listener = try await PeerListener.listen(host: "127.0.0.1", port: 0, configuration: configuration, accept: accept, pairing: pairing)
         let (rejections, continuation) = AsyncStream.makeStream(of: PeerListener.Rejection.self)
+        let (pairings, paired) = AsyncStream.makeStream(of: PairingResult.self)
         self.rejections = rejections
+        self.pairings = pairings
         task = Task { [listener] in
             await withTaskGroup(of: Void.self) { group in
                 for await event in listener.events {
@@ -82,10 +88,13 @@ final class EchoServer: Sendable {
                         continuation.yield(rejection)
                     case .connected(let connection):
                         group.addTask { await EchoServer.serve(connection) }
+                    case .paired(let result):
+                        paired.yield(result)
                     }
                 }
             }
             continuation.finish()
+            paired.finish()
         }
     }
 
