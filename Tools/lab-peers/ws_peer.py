@@ -13,6 +13,12 @@ independently of Nearby, for interoperability tests and the connection benchmark
       serves initialize, ping and echo; with --identity it requires a client certificate
       that chains to --trust. Prints {"event":"listening","port":P} when ready.
 
+  ws_peer.py relay PORT UPSTREAM_URL --identity PEM
+      a man in the middle: accepts wss:// with its own certificate (asking for none), dials
+      UPSTREAM_URL with the same certificate as its client certificate (believing any
+      server), and relays every text message both ways unchanged. Pairing tests use it to
+      show that the two sides' codes differ. Prints {"event":"listening","port":P}.
+
 --identity: a PEM file with our certificate and private key (Nearby's identity.pem).
 --trust: PEM certificates to trust; a self-signed leaf is its own anchor.
 """
@@ -167,6 +173,31 @@ async def server(args):
         await asyncio.Future()
 
 
+async def relay(args):
+    downstream = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    downstream.minimum_version = ssl.TLSVersion.TLSv1_3
+    downstream.load_cert_chain(args.identity)
+    upstream = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    upstream.minimum_version = ssl.TLSVersion.TLSv1_3
+    upstream.load_cert_chain(args.identity)
+    upstream.check_hostname = False
+    upstream.verify_mode = ssl.CERT_NONE
+
+    async def pump(source, sink, name):
+        async for text in source:
+            say(event="relayed", direction=name, message=json.loads(text))
+            await sink.send(text)
+        await sink.close()
+
+    async def handle(ws):
+        async with websockets.connect(args.upstream, ssl=upstream, max_size=2**20) as up:
+            await asyncio.gather(pump(ws, up, "up"), pump(up, ws, "down"), return_exceptions=True)
+
+    async with websockets.serve(handle, args.host, args.port, ssl=downstream, max_size=2**20) as running:
+        say(event="listening", port=running.sockets[0].getsockname()[1])
+        await asyncio.Future()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -180,13 +211,17 @@ def main():
     s = sub.add_parser("server")
     s.add_argument("port", type=int)
     s.add_argument("--host", default="0.0.0.0")
-    for p in (c, s, b):
+    r = sub.add_parser("relay")
+    r.add_argument("port", type=int)
+    r.add_argument("upstream")
+    r.add_argument("--host", default="0.0.0.0")
+    for p in (c, s, b, r):
         p.add_argument("--identity")
         p.add_argument("--trust")
         p.add_argument("--version", default="0.2.2")
     args = parser.parse_args()
     try:
-        run = {"client": client, "server": server, "bench": bench}[args.mode]
+        run = {"client": client, "server": server, "bench": bench, "relay": relay}[args.mode]
         sys.exit(asyncio.run(run(args)))
     except KeyboardInterrupt:
         pass
