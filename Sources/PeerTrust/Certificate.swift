@@ -23,10 +23,20 @@ public struct Certificate: Hashable, Sendable, CustomStringConvertible {
     public init(der: [UInt8]) throws(PeerTrustError) {
         let facts: OpenSSL.CertificateFacts
         do {
-            facts = try OpenSSL.inspect(der)
+            facts = try OpenSSLMemo.shared.facts(of: der) { () throws(PeerTrustError) in try OpenSSL.inspect(der) }
         } catch {
             throw PeerTrustError(.malformed, "not an X.509 certificate in DER form (\(der.count) bytes)")
         }
+        self.init(der: der, facts: facts)
+    }
+
+    /// The certificate, if `der` was read before in this process (no parsing: cheap enough for
+    /// an event loop); nil otherwise.
+    package static func remembered(der: [UInt8]) -> Certificate? {
+        OpenSSLMemo.shared.rememberedFacts(of: der).map { Certificate(der: der, facts: $0) }
+    }
+
+    private init(der: [UInt8], facts: OpenSSL.CertificateFacts) {
         self.der = der
         subject = facts.subject
         issuer = facts.issuer

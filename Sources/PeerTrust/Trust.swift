@@ -97,18 +97,30 @@ public struct TrustEvaluator: Sendable {
     public func evaluate(
         chain: [Certificate], expectedPeerID: PeerID? = nil, role: PeerRole, at time: Date = Date()
     ) -> TrustVerdict {
+        evaluate(chain: chain, expectedPeerID: expectedPeerID, role: role, at: time, rememberedOnly: false) ?? .rejected([])
+    }
+
+    /// The verdict on `chain` when every verification it needs was done before in this process
+    /// for this time's validity interval (memory look-ups only, cheap enough for an event loop);
+    /// nil when OpenSSL would have to run, or the system's roots be read.
+    package func rememberedVerdict(chain: [Certificate], expectedPeerID: PeerID?, role: PeerRole, at time: Date = Date()) -> TrustVerdict? {
+        evaluate(chain: chain, expectedPeerID: expectedPeerID, role: role, at: time, rememberedOnly: true)
+    }
+
+    private func evaluate(chain: [Certificate], expectedPeerID: PeerID?, role: PeerRole, at time: Date, rememberedOnly: Bool) -> TrustVerdict? {
         guard let leaf = chain.first else { return .rejected([TrustReason(.noCertificate, "the peer sent no certificate")]) }
         var reasons: [TrustReason] = []
         if let expectedPeerID, leaf.peerID != expectedPeerID {
             reasons.append(TrustReason(
                 .peerIDMismatch, "peer ID mismatch: discovery announced \(expectedPeerID.short), the certificate's key is \(leaf.peerID.short)"))
         }
-        switch judge(policy, chain: chain, role: role, time: time) {
+        switch judge(policy, chain: chain, role: role, time: time, rememberedOnly: rememberedOnly) {
         case .success(let validated):
             guard reasons.isEmpty else { return .rejected(reasons) }
             return .trusted(TrustedPeer(
                 peerID: leaf.peerID, displayName: leaf.commonName.isEmpty ? leaf.subject : leaf.commonName, chain: validated))
         case .failure(let failure):
+            if failure.notRemembered { return nil }
             return .rejected(reasons + failure.reasons)
         }
     }
@@ -117,16 +129,18 @@ public struct TrustEvaluator: Sendable {
 
     struct Failure: Error {
         var reasons: [TrustReason]
+        /// Remembered-only evaluation: a verification was not remembered (no verdict yet).
+        var notRemembered = false
     }
 
-    private func judge(_ policy: TrustPolicy, chain: [Certificate], role: PeerRole, time: Date) -> Result<[Certificate], Failure> {
+    private func judge(_ policy: TrustPolicy, chain: [Certificate], role: PeerRole, time: Date, rememberedOnly: Bool) -> Result<[Certificate], Failure> {
         let leaf = chain[0]
         switch policy {
         case .anchors(let anchors):
             guard !anchors.isEmpty else { return .failure(Failure(reasons: [TrustReason(.noAnchors, "no trusted anchors are configured")])) }
-            return verify(chain, anchors: anchors, systemRoots: false, role: role, time: time, checkSelfSignature: false)
+            return verify(chain, anchors: anchors, systemRoots: false, role: role, time: time, checkSelfSignature: false, rememberedOnly: rememberedOnly)
         case .systemRoots:
-            return verify(chain, anchors: [], systemRoots: true, role: role, time: time, checkSelfSignature: false)
+            return verify(chain, anchors: [], systemRoots: true, role: role, time: time, checkSelfSignature: false, rememberedOnly: rememberedOnly)
         case .pinned(let pins):
             guard pins.contains(leaf.peerID) else {
                 return .failure(Failure(reasons: [TrustReason(
@@ -135,12 +149,15 @@ public struct TrustEvaluator: Sendable {
             // The pinned key stands for itself: the leaf alone is the chain, but its dates,
             // its usage for the role and (when it names itself as issuer) its own signature
             // still count.
-            return verify([leaf], anchors: [leaf], systemRoots: false, role: role, time: time, checkSelfSignature: leaf.subject == leaf.issuer)
+            return verify(
+                [leaf], anchors: [leaf], systemRoots: false, role: role, time: time, checkSelfSignature: leaf.subject == leaf.issuer,
+                rememberedOnly: rememberedOnly)
         case .anyOf(let policies):
             var reasons: [TrustReason] = []
             for policy in policies {
-                switch judge(policy, chain: chain, role: role, time: time) {
+                switch judge(policy, chain: chain, role: role, time: time, rememberedOnly: rememberedOnly) {
                 case .success(let validated): return .success(validated)
+                case .failure(let failure) where failure.notRemembered: return .failure(failure)
                 case .failure(let failure): reasons += failure.reasons
                 }
             }
@@ -149,8 +166,9 @@ public struct TrustEvaluator: Sendable {
             var reasons: [TrustReason] = []
             var first: [Certificate]?
             for policy in policies {
-                switch judge(policy, chain: chain, role: role, time: time) {
+                switch judge(policy, chain: chain, role: role, time: time, rememberedOnly: rememberedOnly) {
                 case .success(let validated): first = first ?? validated
+                case .failure(let failure) where failure.notRemembered: return .failure(failure)
                 case .failure(let failure): reasons += failure.reasons
                 }
             }
@@ -160,14 +178,39 @@ public struct TrustEvaluator: Sendable {
     }
 
     private func verify(
-        _ chain: [Certificate], anchors: [Certificate], systemRoots: Bool, role: PeerRole, time: Date, checkSelfSignature: Bool
+        _ chain: [Certificate], anchors: [Certificate], systemRoots: Bool, role: PeerRole, time: Date, checkSelfSignature: Bool,
+        rememberedOnly: Bool
     ) -> Result<[Certificate], Failure> {
         let outcome: OpenSSL.Verification
-        do {
-            outcome = try OpenSSL.verify(
-                leaf: chain[0].der, untrusted: chain.dropFirst().map(\.der), anchors: anchors.map(\.der), systemRoots: systemRoots,
-                purpose: role.purpose, time: Int64(time.timeIntervalSince1970.rounded(.down)),
+        if rememberedOnly {
+            let key = OpenSSLMemo.VerificationKey(
+                leaf: chain[0].der, untrusted: chain.dropFirst().map(\.der), anchors: anchors.map(\.der), purpose: role.purpose.rawValue,
                 maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature)
+            guard !systemRoots, let known = OpenSSLMemo.shared.rememberedVerification(key, at: Int64(time.timeIntervalSince1970.rounded(.down))),
+                case .trusted(let ders) = known, let validated = Optional(ders.compactMap { Certificate.remembered(der: $0) }),
+                validated.count == ders.count
+            else {
+                return .failure(Failure(reasons: [], notRemembered: true))
+            }
+            return .success(validated)
+        }
+        do {
+            let seconds = Int64(time.timeIntervalSince1970.rounded(.down))
+            let run = { () throws(PeerTrustError) -> OpenSSL.Verification in
+                try OpenSSL.verify(
+                    leaf: chain[0].der, untrusted: chain.dropFirst().map(\.der), anchors: anchors.map(\.der), systemRoots: systemRoots,
+                    purpose: role.purpose, time: seconds, maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature)
+            }
+            if systemRoots {
+                outcome = try run()
+            } else {
+                let key = OpenSSLMemo.VerificationKey(
+                    leaf: chain[0].der, untrusted: chain.dropFirst().map(\.der), anchors: anchors.map(\.der), purpose: role.purpose.rawValue,
+                    maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature)
+                outcome = try OpenSSLMemo.shared.verification(
+                    key, at: seconds, validity: (chain + anchors).map { (Int64($0.notBefore.timeIntervalSince1970), Int64($0.notAfter.timeIntervalSince1970)) },
+                    compute: run)
+            }
         } catch {
             return .failure(Failure(reasons: [TrustReason(.verificationFailed, error.message)]))
         }

@@ -64,8 +64,30 @@ public struct TrustStore: Sendable {
         }
     }
 
-    /// The pins, oldest first.
+    /// The pins, oldest first. The file is read again only when it changed (another inode, size
+    /// or modification time): a server judging every connection against the pins stays cheap,
+    /// and pins made meanwhile by another process still count.
     public func pins() throws(PeerTrustError) -> [Pin] {
+        var status = stat()
+        guard stat(pinFile.path, &status) == 0 else {
+            if errno == ENOENT { return [] }
+            return try readPins()  // Let the read say what is wrong.
+        }
+        #if canImport(Darwin)
+            let modified = status.st_mtimespec
+        #else
+            let modified = status.st_mtim
+        #endif
+        let version = PinFileVersion(
+            device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
+            modified: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec))
+        if let known = PinCache.shared.pins(at: pinFile.path, version: version) { return known }
+        let pins = try readPins()
+        PinCache.shared.remember(pins, at: pinFile.path, version: version)
+        return pins
+    }
+
+    private func readPins() throws(PeerTrustError) -> [Pin] {
         guard let bytes = try Storage.readFile(pinFile) else { return [] }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
@@ -134,5 +156,31 @@ extension TrustPolicy {
     /// The peers pinned in a trust store.
     public static func pinned(_ store: TrustStore) throws(PeerTrustError) -> TrustPolicy {
         .pinned(Set(try store.pins().map(\.peerID)))
+    }
+}
+
+/// Which version of a pin file was read: a rewrite changes at least one of these.
+struct PinFileVersion: Hashable {
+    var device: UInt64
+    var inode: UInt64
+    var size: Int64
+    var modified: Int64
+}
+
+/// The pin lists read so far, per file, with the version each was read from.
+final class PinCache: @unchecked Sendable {  // `entries` is touched only under `lock`.
+    static let shared = PinCache()
+    private let lock = NSLock()
+    private var entries: [String: (version: PinFileVersion, pins: [Pin])] = [:]
+
+    func pins(at path: String, version: PinFileVersion) -> [Pin]? {
+        lock.withLock { entries[path].flatMap { $0.version == version ? $0.pins : nil } }
+    }
+
+    func remember(_ pins: [Pin], at path: String, version: PinFileVersion) {
+        lock.withLock {
+            if entries.count >= 64 { entries.removeAll() }
+            entries[path] = (version, pins)
+        }
     }
 }
