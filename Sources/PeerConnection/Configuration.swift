@@ -1,6 +1,9 @@
 public import Logging
 public import PeerTrust
 
+/// A method answered on the event loop: params in, a result or an error out, at once.
+public typealias BuiltInMethod = @Sendable (_ params: JSONValue?) -> Result<JSONValue, JSONRPCError>
+
 /// How this side connects and accepts: who it is, whom it trusts, what it speaks, and how long
 /// it waits. The defaults are the ones the README documents.
 public struct PeerConnectionConfiguration: Sendable {
@@ -31,6 +34,11 @@ public struct PeerConnectionConfiguration: Sendable {
     public var deadPeerTimeout: Duration = .seconds(30)
     /// The largest message accepted, in bytes; a larger one closes the connection with 1009.
     public var maximumMessageSize = 1 << 20
+    /// Methods answered on the connection's event loop, before anything reaches
+    /// ``PeerConnection/incoming``: for cheap work that never blocks or waits (a status, an
+    /// echo). They save the two thread hops of answering through `incoming`. `ping` (result
+    /// `{}`) is built in; remove it to answer `ping` yourself.
+    public var methods: [String: BuiltInMethod] = ["ping": { _ in .success(.object([:])) }]
     /// Where the connection says what it does; silent unless the handler's level asks.
     public var logger = Logger(label: "nearby.connection", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -76,7 +76,11 @@ public final class PeerConnection: Sendable {
         let promise = channel.eventLoop.makePromise(of: JSONValue.self)
         do {
             return try await withTaskCancellationHandler {
-                session.eventLoop.execute { session.value.request(id: id, method: method, params: params, timeout: limit, promise: promise) }
+                if session.eventLoop.inEventLoop {
+                    session.value.request(id: id, method: method, params: params, timeout: limit, promise: promise)
+                } else {
+                    session.eventLoop.execute { session.value.request(id: id, method: method, params: params, timeout: limit, promise: promise) }
+                }
                 return try await promise.futureResult.get()
             } onCancel: {
                 session.eventLoop.execute { session.value.abandon(id, PeerConnectionError(.cancelled, "the request \"\(method)\" was cancelled")) }

@@ -116,6 +116,10 @@ final class SessionHandler: ChannelDuplexHandler {
     private var handshakeTimer: Scheduled<Void>?
     private var endReason: String?
     private(set) var statistics = ConnectionStatistics()
+    /// Inside `channelRead`: answers wait for `channelReadComplete`, so that a burst of requests
+    /// read at once is answered with one flush (one TLS record, one write) instead of one each.
+    private var reading = false
+    private var owesFlush = false
     private let pairingSetup: PairingSetup?
     private var pairing: PairingExchange?
     /// This connection holds its listener's one pairing slot.
@@ -132,11 +136,15 @@ final class SessionHandler: ChannelDuplexHandler {
         var answers: [JSONValue]
     }
 
+    /// Answered here, on the event loop (see ``PeerConnectionConfiguration/methods``).
+    private let methods: [String: BuiltInMethod]
+
     init(
         handshake: Handshake, decide: Decide?, eventLoop: any EventLoop, logger: Logger, pairing: PairingSetup? = nil,
-        remoteName: String = "", remoteAddress: String = ""
+        remoteName: String = "", remoteAddress: String = "", methods: [String: BuiltInMethod] = [:]
     ) {
         self.handshake = handshake
+        self.methods = methods
         self.decide = decide
         pairingSetup = pairing
         self.remoteName = remoteName
@@ -170,6 +178,8 @@ final class SessionHandler: ChannelDuplexHandler {
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        reading = true
+        defer { reading = false }
         let text = unwrapInboundIn(data)
         let frame = JSONRPCFrame(parsing: text)
         let now = uptime(context)
@@ -184,7 +194,7 @@ final class SessionHandler: ChannelDuplexHandler {
                     applyPairing(withPairing { $0.receive(message, at: now) }, context: context)
                 }
             }
-            context.flush()
+            flush(context)
             return
         }
         guard handshake.isEstablished, frame.isBatch else {
@@ -204,7 +214,7 @@ final class SessionHandler: ChannelDuplexHandler {
                     apply(handshake.receive(message, at: now), context: context)
                 }
             }
-            context.flush()
+            flush(context)
             return
         }
         receiveBatch(frame, context: context)
@@ -243,7 +253,7 @@ final class SessionHandler: ChannelDuplexHandler {
         // A batch of notifications alone is not answered (JSON-RPC 2.0 §6).
         guard !batch.answers.isEmpty else { return }
         write(JSONValue.array(batch.answers).jsonText, context: context)
-        context.flush()
+        flush(context)
     }
 
     /// A message after the handshake: a response someone awaits, or something for the app.
@@ -261,7 +271,11 @@ final class SessionHandler: ChannelDuplexHandler {
                 waiting.promise.fail(PeerConnectionError(remote: error))
                 return
             }
-        case .request(let id, _, _):
+        case .request(let id, let method, let params):
+            if let answer = methods[method] {
+                reply(id: id, batch: batch, answer(params))
+                return
+            }
             let route = ReplyRoute(id: id, batch: batch, session: NIOLoopBound(self, eventLoop: context.eventLoop))
             continuation.yield(IncomingMessage(message: message, reply: route))
             return
@@ -287,8 +301,21 @@ final class SessionHandler: ChannelDuplexHandler {
             finishBatchIfAnswered(batch, context: context)
         } else {
             send(message, context: context)
+            flush(context)
+        }
+    }
+
+    /// Flushes now, or at the end of the read in progress.
+    private func flush(_ context: ChannelHandlerContext) {
+        if reading { owesFlush = true } else { context.flush() }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if owesFlush {
+            owesFlush = false
             context.flush()
         }
+        context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -353,7 +380,7 @@ final class SessionHandler: ChannelDuplexHandler {
                 context.write(wrapOutboundOut(.close(.policyViolation, reason: reason)), promise: nil)
             }
         }
-        context.flush()
+        flush(context)
         scheduleHandshakeTimer(context: context)
     }
 
@@ -480,7 +507,7 @@ final class SessionHandler: ChannelDuplexHandler {
                 context.write(wrapOutboundOut(.close(.policyViolation, reason: reason)), promise: nil)
             }
         }
-        context.flush()
+        flush(context)
         scheduleHandshakeTimer(context: context)
     }
 

@@ -68,7 +68,7 @@ enum Setup {
                     handshake: handshake, decide: side.decide?(proof, channel.remoteAddress), eventLoop: channel.eventLoop,
                     logger: configuration.logger, pairing: side.pairing,
                     remoteName: leaf.map { $0.commonName.isEmpty ? $0.subject : $0.commonName } ?? "",
-                    remoteAddress: displayAddress(channel.remoteAddress))
+                    remoteAddress: displayAddress(channel.remoteAddress), methods: configuration.methods)
                 let messages = WebSocketMessageHandler(
                     masksFrames: side.role == .connecting, maximumMessageSize: limit, deadPeerTimeout: configuration.deadPeerTimeout,
                     logger: configuration.logger)

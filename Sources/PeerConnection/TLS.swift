@@ -29,7 +29,28 @@ enum TLS {
         return try context(identity: identity, server: server)
     }
 
+    /// Contexts made so far, per identity and side: a context is immutable and thread-safe, and
+    /// making one parses the certificate chain and the key again.
+    private struct ContextKey: Hashable {
+        var chain: [[UInt8]]
+        /// A digest of the private key, so that the key itself is not kept a second time.
+        var key: [UInt8]
+        var server: Bool
+    }
+    private static let contexts = NIOLockedValueBox<[ContextKey: NIOSSLContext]>([:])
+
     static func context(identity: PeerIdentity, server: Bool) throws(PeerConnectionError) -> NIOSSLContext {
+        let key = ContextKey(chain: identity.certificateChain.map(\.der), key: sha256(identity.privateKeyPKCS8), server: server)
+        if let made = contexts.withLockedValue({ $0[key] }) { return made }
+        let made = try makeContext(identity: identity, server: server)
+        contexts.withLockedValue { contexts in
+            if contexts.count >= 16 { contexts.removeAll() }
+            contexts[key] = made
+        }
+        return made
+    }
+
+    private static func makeContext(identity: PeerIdentity, server: Bool) throws(PeerConnectionError) -> NIOSSLContext {
         do {
             let chain = try identity.certificateChain.map { NIOSSLCertificateSource.certificate(try NIOSSLCertificate(bytes: $0.der, format: .der)) }
             let key = NIOSSLPrivateKeySource.privateKey(try NIOSSLPrivateKey(bytes: identity.privateKeyPKCS8, format: .der))
@@ -45,6 +66,9 @@ enum TLS {
             configuration.maximumTLSVersion = .tlsv13
             // Require the peer's certificate; who it is, the verification callback decides.
             configuration.certificateVerification = .noHostnameVerification
+            // PeerTrust judges chains, so BoringSSL needs no roots of its own: the default would
+            // parse the whole system bundle for every context (milliseconds per connection).
+            configuration.trustRoots = .certificates([])
             return try NIOSSLContext(configuration: configuration)
         } catch {
             throw PeerConnectionError(.invalidInput, "this identity cannot be used for TLS: \(error)")
@@ -63,10 +87,16 @@ enum TLS {
         let ownID = configuration.identity?.peerID
         return { certificates, promise in
             let eventLoop = promise.futureResult.eventLoop
-            let work = NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { () -> ([Certificate], TrustVerdict) in
-                let chain = try certificates.map { try Certificate(der: try $0.toDERBytes()) }
-                guard !chain.isEmpty else { return ([], .rejected([TrustReason(.noCertificate, "the peer sent no certificate")])) }
-                return (chain, configuration.verdict(chain: chain, expected: expected, role: role))
+            let work: EventLoopFuture<([Certificate], TrustVerdict)>
+            if let known = rememberedVerdict(certificates, configuration: configuration, expected: expected, role: role) {
+                // Judged before, in this validity interval: memory look-ups only, no hop.
+                work = eventLoop.makeSucceededFuture(known)
+            } else {
+                work = NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { () -> ([Certificate], TrustVerdict) in
+                    let chain = try certificates.map { try Certificate(der: try $0.toDERBytes()) }
+                    guard !chain.isEmpty else { return ([], .rejected([TrustReason(.noCertificate, "the peer sent no certificate")])) }
+                    return (chain, configuration.verdict(chain: chain, expected: expected, role: role))
+                }
             }
             work.whenComplete { outcome in
                 let record = proof.value
@@ -90,4 +120,19 @@ enum TLS {
             }
         }
     }
+}
+
+/// The verdict on a presented chain when the configuration's evaluator remembers it (see
+/// PeerTrust's memo): nil when judging needs OpenSSL, the system's roots, or the app's own
+/// `judge` (which may read files), all of which run off the event loop.
+private func rememberedVerdict(
+    _ certificates: [NIOSSLCertificate], configuration: PeerConnectionConfiguration, expected: PeerID?, role: PeerRole
+) -> ([Certificate], TrustVerdict)? {
+    guard configuration.judge == nil, !certificates.isEmpty else { return nil }
+    var chain: [Certificate] = []
+    for certificate in certificates {
+        guard let der = try? certificate.toDERBytes(), let known = Certificate.remembered(der: der) else { return nil }
+        chain.append(known)
+    }
+    return configuration.trust.rememberedVerdict(chain: chain, expectedPeerID: expected, role: role).map { (chain, $0) }
 }

@@ -64,7 +64,9 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let json = network.json
-        let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: network.logger)
+        var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: network.logger)
+        // ping ({}) is built in; echo answers with its params. Both are answered on the event loop.
+        configuration.methods["echo"] = { params in .success(params ?? .null) }
         let policy: PeerListener.AcceptPolicy
         var pairing: PeerListener.PairingOffer?
         switch accept {
@@ -126,20 +128,14 @@ struct Serve: AsyncParsableCommand {
         await discovery?.shutdown()
     }
 
-    /// Answers `ping` and `echo`; anything else is printed (and a request answered -32601).
+    /// Prints what the peer sends (ping and echo are answered before this); a request gets -32601.
     static func serve(_ connection: PeerConnection, json: Bool) async {
         let who = connection.peerID?.description
+        // ping and echo never get here: they are built-in methods of the configuration.
         for await message in connection.incoming {
-            switch message.method {
-            case "ping":
-                message.respond(with: JSONValue.object([:]))
-            case "echo":
-                message.respond(with: message.params ?? .null)
-            default:
-                printMessage(json, peerID: who, message.message)
-                if case .request(_, let method, _) = message.message {
-                    message.respond(withError: JSONRPCError(JSONRPCError.methodNotFound, "no method \"\(method)\" here (this server answers ping and echo)"))
-                }
+            printMessage(json, peerID: who, message.message)
+            if case .request(_, let method, _) = message.message {
+                message.respond(withError: JSONRPCError(JSONRPCError.methodNotFound, "no method \"\(method)\" here (this server answers ping and echo)"))
             }
         }
         let reason = await connection.closed()

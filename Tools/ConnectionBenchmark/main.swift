@@ -3,7 +3,8 @@
 // and many idle connections held open at once. Prints one JSON object per figure.
 //
 //   nearby-connection-bench setup HOST PORT STATE-DIR COUNT
-//   nearby-connection-bench roundtrips HOST PORT STATE-DIR SECONDS
+//   nearby-connection-bench roundtrips HOST PORT STATE-DIR SECONDS     (one request at a time)
+//   nearby-connection-bench pipelined HOST PORT STATE-DIR SECONDS      (32 requests in flight)
 //   nearby-connection-bench idle HOST PORT STATE-DIR COUNT     (holds them until stdin closes)
 
 import Foundation
@@ -17,7 +18,7 @@ func fail(_ message: String) -> Never {
 
 let arguments = CommandLine.arguments
 guard arguments.count == 6, let port = Int(arguments[3]), let count = Int(arguments[5]) else {
-    fail("usage: nearby-connection-bench setup|roundtrips|idle HOST PORT STATE-DIR N")
+    fail("usage: nearby-connection-bench setup|roundtrips|pipelined|idle HOST PORT STATE-DIR N")
 }
 let (mode, host, stateDirectory) = (arguments[1], arguments[2], URL(fileURLWithPath: arguments[4]))
 let identity: PeerIdentity
@@ -40,6 +41,28 @@ func milliseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
 }
 
+let echoParams: JSONValue = .object(["text": .string("hello"), "n": .array([.integer(1), .integer(2), .integer(3)])])
+
+/// `lanes` loops of echo requests, one at a time each, on one connection for `duration`.
+func roundTrips(_ connection: PeerConnection, lanes: Int, for duration: Duration) async -> (done: Int, failures: Int, perSecond: Double) {
+    let start = ContinuousClock.now
+    let end = start + duration
+    let counts = await withTaskGroup(of: (Int, Int).self) { group in
+        for _ in 0..<lanes {
+            group.addTask {
+                var (done, failures) = (0, 0)
+                while ContinuousClock.now < end {
+                    do { _ = try await connection.request("echo", params: echoParams) } catch { failures += 1 }
+                    done += 1
+                }
+                return (done, failures)
+            }
+        }
+        return await group.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
+    }
+    return (counts.0, counts.1, Double(counts.0) / (milliseconds(ContinuousClock.now - start) / 1e3))
+}
+
 switch mode {
 case "setup":
     var times: [Double] = []
@@ -57,20 +80,12 @@ case "setup":
     times.sort()
     let pick = { (q: Double) in times.isEmpty ? 0 : times[min(times.count - 1, Int(Double(times.count) * q))] }
     print(["figure": "setup", "count": times.count, "failures": failures, "median_ms": pick(0.5), "p95_ms": pick(0.95), "p99_ms": pick(0.99)])
-case "roundtrips":
+case "roundtrips", "pipelined":
     let connection: PeerConnection
     do { connection = try await PeerConnection.connect(host: host, port: port, configuration: configuration) } catch { fail("\(error)") }
-    let params: JSONValue = .object(["text": .string("hello"), "n": .array([.integer(1), .integer(2), .integer(3)])])
-    let end = ContinuousClock.now + .seconds(count)
-    var done = 0
-    var failures = 0
-    let start = ContinuousClock.now
-    while ContinuousClock.now < end {
-        do { _ = try await connection.request("echo", params: params) } catch { failures += 1 }
-        done += 1
-    }
-    let elapsed = milliseconds(ContinuousClock.now - start) / 1e3
-    print(["figure": "roundtrips", "count": done, "failures": failures, "per_second": Double(done) / elapsed])
+    // roundtrips: one request at a time; pipelined: 32 in flight at once, on the same connection.
+    let outcome = await roundTrips(connection, lanes: mode == "pipelined" ? 32 : 1, for: .seconds(count))
+    print(["figure": mode, "count": outcome.done, "failures": outcome.failures, "per_second": outcome.perSecond])
     await connection.close()
 case "idle":
     var open: [PeerConnection] = []
@@ -90,5 +105,5 @@ case "idle":
     _ = readLine()
     for connection in open { await connection.close() }
 default:
-    fail("unknown mode \(mode): setup, roundtrips or idle")
+    fail("unknown mode \(mode): setup, roundtrips, pipelined or idle")
 }

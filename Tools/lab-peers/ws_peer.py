@@ -5,9 +5,10 @@ independently of Nearby, for interoperability tests and the connection benchmark
   ws_peer.py client URL --identity PEM --trust PEM [--version V] [--count N]
       connects (wss:// with a client certificate, or ws://), sends initialize, ping and echo,
       prints one JSON line per answer and exits 0 when all came back right.
-  ws_peer.py bench setup|roundtrips|idle URL N --identity PEM --trust PEM
+  ws_peer.py bench setup|roundtrips|pipelined|idle URL N --identity PEM --trust PEM
       the figures of Tools/bench-connection, from this side: N set-ups (TCP, TLS, WebSocket,
-      initialize), round trips for N seconds on one connection, or N idle connections held
+      initialize), round trips for N seconds on one connection (one at a time, or 32 in
+      flight with "pipelined"), or N idle connections held
       until stdin closes. One JSON line per figure.
   ws_peer.py server PORT [--identity PEM --trust PEM] [--version V]
       serves initialize, ping and echo; with --identity it requires a client certificate
@@ -125,6 +126,37 @@ async def bench(args):
             json.loads(await ws.recv())
         say(figure="roundtrips", count=done, failures=0, per_second=done / (time.perf_counter() - start))
         await ws.close()
+    elif args.figure == "pipelined":
+        # 32 requests in flight on one connection; one reader hands each answer to its caller.
+        ws = await open_initialized(args.url, ctx)
+        params = {"text": "hello", "n": [1, 2, 3]}
+        waiting, next_id = {}, [0]
+
+        async def reader():
+            async for text in ws:
+                answer = json.loads(text)
+                future = waiting.pop(answer.get("id"), None)
+                if future is not None:
+                    future.set_result(answer)
+
+        async def lane(end):
+            done = 0
+            while time.perf_counter() < end:
+                next_id[0] += 1
+                future = asyncio.get_running_loop().create_future()
+                waiting[next_id[0]] = future
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": next_id[0], "method": "echo", "params": params}))
+                await future
+                done += 1
+            return done
+
+        reading = asyncio.create_task(reader())
+        start = time.perf_counter()
+        counts = await asyncio.gather(*(lane(start + args.n) for _ in range(32)))
+        done = sum(counts)
+        say(figure="pipelined", count=done, failures=0, per_second=done / (time.perf_counter() - start))
+        reading.cancel()
+        await ws.close()
     else:
         opened, failures = [], 0
         for batch in range(0, args.n, 50):
@@ -205,7 +237,7 @@ def main():
     c.add_argument("url")
     c.add_argument("--count", type=int, default=1)
     b = sub.add_parser("bench")
-    b.add_argument("figure", choices=["setup", "roundtrips", "idle"])
+    b.add_argument("figure", choices=["setup", "roundtrips", "pipelined", "idle"])
     b.add_argument("url")
     b.add_argument("n", type=int)
     s = sub.add_parser("server")
