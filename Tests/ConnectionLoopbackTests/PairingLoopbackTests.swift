@@ -148,3 +148,78 @@ struct PairingLoopbackTests {
         await open.stop()
     }
 }
+
+@Suite("loopback: built-in methods")
+struct BuiltInMethodTests {
+    @Test("ping is built in and a custom method is answered on the event loop: neither reaches incoming; others still do")
+    func answeredBeforeIncoming() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        var configuration = Peers.configuration(server, pinning: [client])
+        configuration.methods["sum"] = { params in
+            guard case .array(let items)? = params else { return .failure(JSONRPCError(JSONRPCError.invalidParams, "sum takes an array")) }
+            return .success(.integer(items.reduce(0) { total, item in if case .integer(let n) = item { total + n } else { total } }))
+        }
+        let listener = try await PeerListener.listen(host: "127.0.0.1", port: 0, configuration: configuration)
+        let seen = Task { () -> [String] in
+            var methods: [String] = []
+            for await event in listener.events {
+                guard case .connected(let connection) = event else { continue }
+                for await message in connection.incoming {
+                    methods.append(message.method ?? "?")
+                    message.respond(with: .string("from the app"))
+                }
+                return methods
+            }
+            return methods
+        }
+        let connection = try await PeerConnection.connect(
+            host: "127.0.0.1", port: listener.port, configuration: Peers.configuration(client, pinning: [server]))
+        #expect(try await connection.request("ping") == .object([:]))
+        #expect(try await connection.request("sum", params: .array([.integer(2), .integer(40)])) == .integer(42))
+        do {
+            _ = try await connection.request("sum", params: .object(["x": .integer(1)]))
+            Issue.record("sum of an object was answered")
+        } catch {
+            #expect(error.remoteError?.code == JSONRPCError.invalidParams)
+        }
+        #expect(try await connection.request("other") == .string("from the app"))
+        // A batch mixing both: the built-in part and the app's part come back together.
+        try await connection.send(text: #"[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":"b","method":"later"}]"#)
+        var incoming = connection.incoming.makeAsyncIterator()
+        var answers: [JSONRPCID: JSONValue] = [:]
+        for _ in 0..<2 {
+            guard case .response(let id, let result)? = await incoming.next()?.message else { Issue.record("not a response"); break }
+            answers[id] = result
+        }
+        #expect(answers == [.string("a"): .object([:]), .string("b"): .string("from the app")])
+        await connection.close()
+        let methods = await seen.value
+        #expect(methods == ["other", "later"])
+        await listener.close()
+    }
+
+    @Test("without the built-in ping, ping reaches the app like any request")
+    func pingRemoved() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        var configuration = Peers.configuration(server, pinning: [client])
+        configuration.methods = [:]
+        let listener = try await PeerListener.listen(host: "127.0.0.1", port: 0, configuration: configuration)
+        let served = Task {
+            for await event in listener.events {
+                guard case .connected(let connection) = event else { continue }
+                for await message in connection.incoming where message.method == "ping" {
+                    message.respond(with: .string("pong from the app"))
+                }
+                return
+            }
+        }
+        let connection = try await PeerConnection.connect(
+            host: "127.0.0.1", port: listener.port, configuration: Peers.configuration(client, pinning: [server]))
+        #expect(try await connection.request("ping") == .string("pong from the app"))
+        await connection.close()
+        await listener.close()
+        served.cancel()
+    }
+}
