@@ -140,6 +140,8 @@ let package = Package(
             name: "readme-discovery", dependencies: ["NearbyDiscovery"], path: "Tools/ReadmeExamples/Discovery", swiftSettings: strict),
         .executableTarget(
             name: "readme-connection", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ReadmeExamples/Connection", swiftSettings: strict),
+        .executableTarget(
+            name: "readme-pairing", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ReadmeExamples/Pairing", swiftSettings: strict),
         .executableTarget(name: "readme-trust", dependencies: ["PeerTrust"], path: "Tools/ReadmeExamples/Trust", swiftSettings: strict),
         .executableTarget(name: "readme-wire", dependencies: ["DNSWire"], path: "Tools/ReadmeExamples/Wire", swiftSettings: strict),
         // Channel benchmark: `Tools/bench-connection` runs it against `nearby serve` and compares with Python websockets.

@@ -27,7 +27,7 @@ struct ReadmeExamplesTests {
         return blocks
     }
 
-    static let examples = ["Discovery", "Trust", "Connection", "Wire"]
+    static let examples = ["Discovery", "Trust", "Connection", "Pairing", "Wire"]
 
     @Test("README shows exactly the example programs that are built", arguments: Array(examples.enumerated()))
     func readmeShowsTheBuiltCode(_ example: (offset: Int, element: String)) throws {
@@ -61,6 +61,20 @@ struct ReadmeExamplesTests {
         #expect(status == 0, "\(output)")
         #expect(output.contains("connected to Build Box Build Box bridge"), "\(output)")
         #expect(output.contains("echo: hello"), "\(output)")
+    }
+
+    @Test("the pairing example: two strangers show one code, pin each other, and the pins then trust")
+    func pairingExampleRuns() throws {
+        let (status, output) = try Self.run("readme-pairing")
+        #expect(status == 0, "\(output)")
+        let codes = output.split(separator: "\n").compactMap { line -> Substring? in
+            let words = line.split(separator: " ")
+            guard let index = words.firstIndex(of: "shows"), index + 1 < words.count else { return nil }
+            return words[index + 1]
+        }
+        #expect(codes.count == 2 && codes[0] == codes[1] && codes[0].count == 6, "\(output)")
+        #expect(output.contains("pinned on the laptop: [\"Build Box\"] on Build Box: [\"Laptop\"]"), "\(output)")
+        #expect(output.contains("the laptop now trusts Build Box: true"), "\(output)")
     }
 
     @Test("the DNSWire example runs to the end")
