@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
         .library(name: "PeerTrust", targets: ["PeerTrust"]),
         .library(name: "PeerConnection", targets: ["PeerConnection"]),
+        .library(name: "ConnectionBroker", targets: ["ConnectionBroker"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
     dependencies: [
@@ -89,8 +90,8 @@ let package = Package(
         // Peer identity (key, certificate, peer ID, persistence) and X.509 trust evaluation.
         .target(name: "PeerTrust", dependencies: ["DNSWire", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
         .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], swiftSettings: strict),
-        // One authenticated channel between two peers (issue 10, being built): so far the
-        // JSON-RPC 2.0 messages and the protocol-version rule, pure values.
+        // One authenticated channel between two peers: TLS 1.3 judged by PeerTrust, WebSocket,
+        // JSON-RPC 2.0, the initialize handshake, invitations and pairing.
         .target(
             name: "PeerConnection",
             dependencies: [
@@ -115,7 +116,16 @@ let package = Package(
             swiftSettings: strict
         ),
         // Real TLS connections on 127.0.0.1 (no multicast, no lab): trust, handshake and framing end to end.
-        .testTarget(name: "ConnectionLoopbackTests", dependencies: ["PeerConnection", "PeerTrust"], swiftSettings: strict),
+        .testTarget(
+            name: "ConnectionLoopbackTests",
+            dependencies: [
+                "PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict),
+        // Discovered endpoints in, one connection per peer out (issue 11, being built): so far
+        // the broker's rules as a pure state machine, the nearest-peer choice and the dial plan.
+        .target(name: "ConnectionBroker", dependencies: ["PeerConnection", "PeerTrust"], swiftSettings: strict),
+        .testTarget(name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",

@@ -132,6 +132,8 @@ public final class PeerListener: Sendable {
                     let address = channel.remoteAddress
                     opened.whenComplete { outcome in
                         switch outcome {
+                        case .failure(let error) where error is ProbeAnswered:
+                            break  // a round-trip probe, answered: nobody to report
                         case .failure(let error):
                             let proof = try? channel.pipeline.syncOperations.handler(type: SetupWatcher.self).proof
                             continuation.yield(.rejected(Rejection(

@@ -38,6 +38,10 @@ enum Setup {
         let proof = side.tls == nil ? nil : PeerProof()
         let pipeline = channel.pipeline.syncOperations
         let configuration = side.configuration
+        if side.role == .accepting {
+            // A round-trip probe is answered before TLS (see ``Probe``).
+            try pipeline.addHandler(ProbeResponder())
+        }
         if let tls = side.tls, let proof {
             let bound = NIOLoopBound(proof, eventLoop: eventLoop)
             let verify = TLS.verifier(
@@ -166,6 +170,14 @@ final class SetupWatcher: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.fireChannelRead(data)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if !done, event is ProbeAnswered {
+            done = true
+            opened.fail(ProbeAnswered())
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

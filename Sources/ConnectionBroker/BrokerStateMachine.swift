@@ -1,0 +1,368 @@
+public import PeerConnection
+public import PeerTrust
+
+/// A peer as discovery announces it: the instance, its TXT `id` and `pv` as written, and where
+/// to dial it.
+public struct PeerAnnouncement: Hashable, Sendable {
+    /// The service instance name (what people see).
+    public var name: String
+    /// TXT `id`, as announced (nil when absent).
+    public var peerID: String?
+    /// TXT `pv`, as announced (nil when absent).
+    public var protocolVersion: String?
+    /// Addresses to dial, as `PeerConnection.connect` takes them (`fe80::1%eth0` for link-local).
+    public var addresses: [String]
+    public var port: Int
+
+    public init(name: String, peerID: String?, protocolVersion: String?, addresses: [String], port: Int) {
+        self.name = name
+        self.peerID = peerID
+        self.protocolVersion = protocolVersion
+        self.addresses = addresses
+        self.port = port
+    }
+}
+
+/// The broker's decisions as a pure state machine: discovery, connection and clock events in;
+/// dials, closes, probes and reports out. It holds no connection: the shell around it does, and
+/// names each by a number it chooses. Every rule in DESIGN.md's table "The broker's rules" is
+/// decided here, so each is unit-tested without a network, threads or sleeping.
+struct BrokerStateMachine: Sendable {
+    typealias ConnectionID = Int
+
+    struct Configuration: Sendable {
+        var localID: PeerID
+        var protocolVersion: ProtocolVersion
+        /// Connect to every compatible peer discovered (else only to those asked for).
+        var autoInvite: Bool
+        /// The larger peer ID waits this long for the smaller's invitation before dialing itself.
+        var fallbackDelay: Duration = .seconds(3)
+        /// An old connection gets this long to answer a ping when the peer connects again.
+        var probeTimeout: Duration = .seconds(2)
+        /// Redials after a drop back off from `backoffStart`, doubling to `backoffCap`, with up
+        /// to `jitter` (a fraction) added at random.
+        var backoffStart: Duration = .seconds(1)
+        var backoffCap: Duration = .seconds(60)
+        var jitter = 0.2
+        /// At most `redialLimit` redials in `redialWindow` per peer, then `coolDown` without any.
+        var redialLimit = 3
+        var redialWindow: Duration = .seconds(120)
+        var coolDown: Duration = .seconds(300)
+    }
+
+    enum Event: Sendable, Hashable {
+        /// Discovery found or updated an instance.
+        case announced(PeerAnnouncement)
+        /// Discovery lost an instance (goodbye or expiry): no more dialing it.
+        case withdrawn(name: String)
+        /// The app asks for a connection to this peer (tiebreak or not).
+        case requested(PeerID)
+        /// A dial we started ended: connected (authenticated and initialized) or failed.
+        case dialSucceeded(PeerID, ConnectionID)
+        case dialFailed(PeerID, reason: String)
+        /// A peer connected to us (authenticated and initialized).
+        case accepted(PeerID, ConnectionID)
+        /// A connection ended (not one we closed ourselves as a duplicate).
+        case closed(ConnectionID, reason: String)
+        /// The answer to ``Action/probe(_:)``.
+        case probed(ConnectionID, alive: Bool)
+        /// An interface or address came or went.
+        case networkChanged
+    }
+
+    enum Action: Sendable, Hashable {
+        /// Dial this peer (addresses happy-eyeballs style), expecting this peer ID.
+        case dial(PeerID, addresses: [String], port: Int)
+        /// Close this connection, saying why.
+        case close(ConnectionID, reason: String)
+        /// Ping this connection; answer with ``Event/probed(_:alive:)`` (false after the probe timeout).
+        case probe(ConnectionID)
+        case report(Report)
+    }
+
+    enum Report: Sendable, Hashable {
+        /// This connection is now the peer's one connection; `initiator` is the peer ID that dialed.
+        case connected(PeerID, ConnectionID, initiator: PeerID)
+        /// The peer's connection ended (a replacement, if any, is reported as connected next).
+        case disconnected(PeerID, ConnectionID, reason: String)
+        /// An announced instance is not dialed, and why (no valid `id`, an incompatible `pv`,
+        /// our own announcement).
+        case skipped(name: String, reason: String)
+        /// A dial failed; the next attempt is due at the time given, or none (nil).
+        case dialFailed(PeerID, reason: String, retryAt: Duration?)
+    }
+
+    /// One connection and who dialed it.
+    struct Link: Sendable, Hashable {
+        var id: ConnectionID
+        var initiator: PeerID
+    }
+
+    struct Peer: Sendable {
+        var name: String?
+        var announcement: PeerAnnouncement?
+        /// The peer's one connection.
+        var live: Link?
+        /// A second connection, held while ``live`` is probed.
+        var contender: Link?
+        var dialing = false
+        /// When we dial next (a fallback, a backoff, a cool-down's end); nil: not planned.
+        var dialAt: Duration?
+        var backoff: Duration?
+        /// Times of redials after drops, for the storm limit.
+        var redials: [Duration] = []
+        var coolDownUntil: Duration?
+        /// The app asked for this peer: dial it regardless of the tiebreak.
+        var requested = false
+    }
+
+    let configuration: Configuration
+    private(set) var peers: [PeerID: Peer] = [:]
+    /// Instance names skipped, with the reason reported (reported again only when it changes).
+    private var skipped: [String: String] = [:]
+    private var random: SplitMix64
+
+    init(configuration: Configuration, seed: UInt64) {
+        self.configuration = configuration
+        random = SplitMix64(seed: seed)
+    }
+
+    var localID: PeerID { configuration.localID }
+
+    /// True when we are the side that invites `peer` (the smaller peer ID, bytewise).
+    func invites(_ peer: PeerID) -> Bool { localID < peer }
+
+    /// The peer's one connection, if any.
+    func connection(to peer: PeerID) -> ConnectionID? { peers[peer]?.live?.id }
+
+    /// The earliest time something is due (a dial).
+    var nextDeadline: Duration? {
+        peers.values.compactMap { $0.dialing || $0.live != nil ? nil : $0.dialAt }.min()
+    }
+
+    // MARK: Events
+
+    mutating func handle(_ event: Event, at now: Duration) -> [Action] {
+        switch event {
+        case .announced(let announcement):
+            return announced(announcement, at: now)
+        case .withdrawn(let name):
+            guard let id = peers.first(where: { $0.value.name == name })?.key else { return [] }
+            peers[id]?.announcement = nil
+            peers[id]?.dialAt = nil
+            return []
+        case .requested(let peer):
+            var state = peers[peer] ?? Peer()
+            state.requested = true
+            peers[peer] = state
+            guard state.live == nil, !state.dialing else { return [] }
+            return dial(peer, at: now)
+        case .dialSucceeded(let peer, let id):
+            peers[peer, default: Peer()].dialing = false
+            return arrived(peer, Link(id: id, initiator: localID), at: now)
+        case .accepted(let peer, let id):
+            return arrived(peer, Link(id: id, initiator: peer), at: now)
+        case .dialFailed(let peer, let reason):
+            return dialFailed(peer, reason: reason, at: now)
+        case .closed(let id, let reason):
+            return closed(id, reason: reason, at: now)
+        case .probed(let id, let alive):
+            return probed(id, alive: alive, at: now)
+        case .networkChanged:
+            // Redial at once every announced peer without a connection that is ours to dial.
+            var actions: [Action] = []
+            for (peer, state) in peers where state.live == nil && !state.dialing && state.announcement != nil {
+                guard !coolingDown(state, at: now) else { continue }
+                if invites(peer) || state.requested { actions += dial(peer, at: now) } else { peers[peer]?.dialAt = now + configuration.fallbackDelay }
+            }
+            return actions
+        }
+    }
+
+    /// Time passes: dials that are due start.
+    mutating func advance(to now: Duration) -> [Action] {
+        var actions: [Action] = []
+        for (peer, state) in peers.sorted(by: { $0.key < $1.key }) {
+            guard let due = state.dialAt, due <= now, state.live == nil, !state.dialing, state.announcement != nil || state.requested else { continue }
+            actions += dial(peer, at: now)
+        }
+        return actions
+    }
+
+    // MARK: Rules
+
+    private mutating func announced(_ announcement: PeerAnnouncement, at now: Duration) -> [Action] {
+        guard let text = announcement.peerID, let peer = PeerID(text) else {
+            return skip(announcement.name, "its TXT has no valid id (a peer ID is required to know whom to expect)")
+        }
+        guard peer != localID else { return skip(announcement.name, "it is this peer's own announcement") }
+        guard let versionText = announcement.protocolVersion, let version = ProtocolVersion(versionText) else {
+            return skip(announcement.name, "its TXT has no valid pv (protocol version)")
+        }
+        guard version.isCompatible(with: configuration.protocolVersion) else {
+            return skip(announcement.name, "its protocol version \(version) is not compatible with ours, \(configuration.protocolVersion)")
+        }
+        skipped[announcement.name] = nil
+        var state = peers[peer] ?? Peer()
+        let returning = state.announcement == nil || state.announcement != announcement
+        state.name = announcement.name
+        state.announcement = announcement
+        peers[peer] = state
+        guard configuration.autoInvite || state.requested, state.live == nil, !state.dialing, !coolingDown(state, at: now) else { return [] }
+        if invites(peer) || state.requested {
+            // Found (again, after a drop): dial at once. The backoff is for a peer discovery
+            // still shows unchanged.
+            if !returning, let due = state.dialAt, due > now { return [] }
+            return dial(peer, at: now)
+        }
+        // The larger ID waits for the smaller's invitation, then dials itself.
+        if state.dialAt == nil || returning { peers[peer]?.dialAt = now + configuration.fallbackDelay }
+        return []
+    }
+
+    private mutating func skip(_ name: String, _ reason: String) -> [Action] {
+        guard skipped[name] != reason else { return [] }
+        skipped[name] = reason
+        return [.report(.skipped(name: name, reason: reason))]
+    }
+
+    private func coolingDown(_ state: Peer, at now: Duration) -> Bool {
+        if let until = state.coolDownUntil, now < until { return true }
+        return false
+    }
+
+    private mutating func dial(_ peer: PeerID, at now: Duration) -> [Action] {
+        guard var state = peers[peer], let announcement = state.announcement, state.live == nil, !state.dialing else { return [] }
+        state.dialing = true
+        state.dialAt = nil
+        peers[peer] = state
+        return [.dial(peer, addresses: announcement.addresses, port: announcement.port)]
+    }
+
+    /// A connection to `peer` is up (dialed or accepted).
+    private mutating func arrived(_ peer: PeerID, _ link: Link, at now: Duration) -> [Action] {
+        var state = peers[peer] ?? Peer()
+        state.dialAt = nil
+        state.backoff = nil
+        guard let live = state.live else {
+            state.live = link
+            peers[peer] = state
+            return [.report(.connected(peer, link.id, initiator: link.initiator))]
+        }
+        if let contender = state.contender {
+            // A third connection while one is being probed: keep the better of the two new ones.
+            let (keep, drop) = preferred(contender, link, peer: peer)
+            state.contender = keep
+            peers[peer] = state
+            return [.close(drop.id, reason: "duplicate")]
+        }
+        // A second connection: is the first still alive? (the "already connected" trap)
+        state.contender = link
+        peers[peer] = state
+        return [.probe(live.id)]
+    }
+
+    /// Of two live connections to `peer`, the one both sides keep: the one the smaller peer ID
+    /// initiated; when both were initiated by the same side, the older one (`first`).
+    private func preferred(_ first: Link, _ second: Link, peer: PeerID) -> (keep: Link, drop: Link) {
+        let smaller = min(localID, peer)
+        if first.initiator != second.initiator, second.initiator == smaller { return (second, first) }
+        return (first, second)
+    }
+
+    private mutating func probed(_ id: ConnectionID, alive: Bool, at now: Duration) -> [Action] {
+        guard let (peer, state) = peers.first(where: { $0.value.live?.id == id }), let live = state.live, let contender = state.contender else {
+            return []
+        }
+        var next = state
+        next.contender = nil
+        if !alive {
+            // The old connection is dead: the new one replaces it at once.
+            next.live = contender
+            peers[peer] = next
+            let reason = "replaced: it did not answer a ping within \(configuration.probeTimeout)"
+            return [
+                .close(live.id, reason: reason), .report(.disconnected(peer, live.id, reason: reason)),
+                .report(.connected(peer, contender.id, initiator: contender.initiator)),
+            ]
+        }
+        let (keep, drop) = preferred(live, contender, peer: peer)
+        next.live = keep
+        peers[peer] = next
+        guard keep == contender else { return [.close(drop.id, reason: "duplicate")] }
+        return [
+            .close(drop.id, reason: "duplicate"), .report(.disconnected(peer, drop.id, reason: "duplicate")),
+            .report(.connected(peer, keep.id, initiator: keep.initiator)),
+        ]
+    }
+
+    private mutating func dialFailed(_ peer: PeerID, reason: String, at now: Duration) -> [Action] {
+        guard var state = peers[peer] else { return [] }
+        state.dialing = false
+        guard state.live == nil, state.announcement != nil || state.requested else {
+            peers[peer] = state
+            return [.report(.dialFailed(peer, reason: reason, retryAt: nil))]
+        }
+        let delay = nextBackoff(&state)
+        state.dialAt = now + delay
+        peers[peer] = state
+        return [.report(.dialFailed(peer, reason: reason, retryAt: state.dialAt))]
+    }
+
+    private mutating func closed(_ id: ConnectionID, reason: String, at now: Duration) -> [Action] {
+        guard let (peer, state) = peers.first(where: { $0.value.live?.id == id || $0.value.contender?.id == id }) else { return [] }
+        var next = state
+        if state.contender?.id == id {
+            next.contender = nil
+            peers[peer] = next
+            return []
+        }
+        // The live connection ended. A contender waiting on its probe takes over at once.
+        if let contender = state.contender {
+            next.live = contender
+            next.contender = nil
+            peers[peer] = next
+            return [.report(.disconnected(peer, id, reason: reason)), .report(.connected(peer, contender.id, initiator: contender.initiator))]
+        }
+        next.live = nil
+        // Redial while the peer is still announced, bounded against storms: each drop allows
+        // one redial; a drop beyond `redialLimit` within `redialWindow` starts a cool-down.
+        if next.announcement != nil, configuration.autoInvite || next.requested {
+            next.redials.removeAll { now - $0 >= configuration.redialWindow }
+            if next.redials.count >= configuration.redialLimit {
+                next.redials = []
+                next.coolDownUntil = now + configuration.coolDown
+                next.dialAt = next.coolDownUntil
+            } else {
+                next.redials.append(now)
+                let delay = nextBackoff(&next)
+                next.dialAt = now + delay + (invites(peer) || next.requested ? .zero : configuration.fallbackDelay)
+            }
+        }
+        peers[peer] = next
+        return [.report(.disconnected(peer, id, reason: reason))]
+    }
+
+    /// The delay before the next attempt: 1 s, 2 s, 4 s … 60 s, each with up to 20 % added at random.
+    private mutating func nextBackoff(_ state: inout Peer) -> Duration {
+        let base = state.backoff.map { min($0 * 2, configuration.backoffCap) } ?? configuration.backoffStart
+        state.backoff = base
+        let fraction = Double(random.next() >> 11) / Double(1 << 53) * configuration.jitter
+        return base + base * fraction
+    }
+}
+
+/// A small deterministic random number generator (SplitMix64): the state machine's jitter is
+/// reproducible for a given seed, so tests can check it.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

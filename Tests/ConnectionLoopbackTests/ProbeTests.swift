@@ -1,0 +1,50 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import PeerConnection
+import PeerTrust
+import Testing
+
+@Suite("loopback: the round-trip probe")
+struct ProbeTests {
+    @Test("a listener answers the probe before TLS, reports nothing for it, and still serves TLS connections")
+    func answered() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        let echo = try await EchoServer(Peers.configuration(server, pinning: [client]))
+        var rtts: [Duration] = []
+        for _ in 0..<5 {
+            let rtt = try #require(await PeerConnection.measureRoundTrip(host: "127.0.0.1", port: echo.port))
+            rtts.append(rtt)
+        }
+        #expect(rtts.allSatisfy { $0 > .zero && $0 < .seconds(1) }, "\(rtts)")
+        let connection = try await PeerConnection.connect(host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client, pinning: [server]))
+        #expect(try await connection.request("ping") == .object([:]))
+        await connection.close()
+        // The probes were not mistaken for failed TLS handshakes.
+        let stranger = try Peers.identity("Stranger")
+        _ = await dial(echo.port, as: Peers.configuration(stranger, pinning: [server]))
+        let rejection = try #require(await echo.nextRejection())
+        #expect(rejection.peerID == stranger.peerID, "the first rejection should be the stranger's, not a probe's: \(rejection.error)")
+        await echo.stop()
+    }
+
+    @Test("a server that does not speak the probe is timed by its reaction (here: it closes); a closed port gives nil")
+    func reactionAndNothing() async throws {
+        // A TCP server that closes every connection on its first read, as a TLS server does with garbage.
+        let closer = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(CloseOnRead()) } }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(closer.localAddress?.port)
+        let rtt = await PeerConnection.measureRoundTrip(host: "127.0.0.1", port: port)
+        #expect(rtt != nil)
+        try await closer.close()
+        #expect(await PeerConnection.measureRoundTrip(host: "127.0.0.1", port: port, timeout: .milliseconds(500)) == nil)
+        #expect(await PeerConnection.measureRoundTrip(host: "not an address", port: port) == nil)
+    }
+}
+
+final class CloseOnRead: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.close(promise: nil) }
+}
