@@ -122,9 +122,15 @@ let package = Package(
                 "PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict),
-        // Discovered endpoints in, one connection per peer out (issue 11, being built): so far
-        // the broker's rules as a pure state machine, the nearest-peer choice and the dial plan.
-        .target(name: "ConnectionBroker", dependencies: ["PeerConnection", "PeerTrust"], swiftSettings: strict),
+        // Discovered endpoints in, one connection per peer out (issue 11, being built): the
+        // broker's rules as a pure state machine, and the async shell that performs them.
+        .target(
+            name: "ConnectionBroker",
+            dependencies: [
+                "PeerConnection", "PeerTrust", "NearbyDiscovery", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strict),
         .testTarget(name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(

@@ -1,5 +1,5 @@
-public import PeerConnection
-public import PeerTrust
+import PeerConnection
+import PeerTrust
 
 /// A peer as discovery announces it: the instance, its TXT `id` and `pv` as written, and where
 /// to dial it.

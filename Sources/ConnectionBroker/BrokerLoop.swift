@@ -1,0 +1,450 @@
+import Logging
+import NearbyDiscovery
+import PeerConnection
+public import PeerTrust
+
+/// A peer on the link as discovery shows it, for listings such as `nearby peers`.
+public struct DiscoveredPeer: Hashable, Sendable {
+    public var name: String
+    /// From TXT `id`; nil when absent or not a peer ID.
+    public var peerID: PeerID?
+    public var addresses: [String]
+    public var port: Int
+    /// TXT `pv`, as announced.
+    public var protocolVersion: String?
+    /// Whether the broker would connect to it; when not, `reason` says why.
+    public var compatible: Bool
+    public var reason: String?
+    /// The round-trip time of its best address (nil: not measured, or no answer).
+    public var rtt: Duration?
+}
+
+/// The async shell around ``BrokerStateMachine``: it feeds the machine what discovery, the
+/// listener, the connections and the clock say, and performs what the machine decides. All
+/// decisions are the machine's.
+actor BrokerLoop {
+    let configuration: BrokerConfiguration
+    private let discovery: NearbyDiscovery
+    private let continuation: AsyncStream<BrokerEvent>.Continuation
+    private var machine: BrokerStateMachine
+    private let clock = ContinuousClock()
+    private let origin: ContinuousClock.Instant
+    private var logger: Logger { configuration.logger }
+
+    private var connections: [Int: PeerConnection] = [:]
+    private var nextConnection = 1
+    /// Callers waiting for a connection to a peer.
+    private var waiters: [PeerID: [Int: CheckedContinuation<PeerConnection?, Never>]] = [:]
+    private var nextWaiter = 0
+    /// Who is announced, by instance name, with the interfaces it was seen on.
+    private var announced: [String: (announcement: PeerAnnouncement, interfaces: Set<String>)] = [:]
+    private var announcementWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    private var timer: Task<Void, Never>?
+    private var tasks: [Task<Void, Never>] = []
+    private var listener: PeerListener?
+    private var advertisement: Advertisement?
+    private let dials = AsyncLimiter(DialPlan.concurrencyLimit)
+    private var stopped = false
+
+    init(configuration: BrokerConfiguration, localID: PeerID, continuation: AsyncStream<BrokerEvent>.Continuation, discovery: NearbyDiscovery) {
+        self.configuration = configuration
+        self.continuation = continuation
+        self.discovery = discovery
+        origin = clock.now
+        var seed = SystemRandomNumberGenerator()
+        machine = BrokerStateMachine(
+            configuration: .init(
+                localID: localID, protocolVersion: configuration.connection.protocolVersion, autoInvite: configuration.autoInvite),
+            seed: seed.next())
+    }
+
+    private var now: Duration { clock.now - origin }
+
+    // MARK: Start and stop
+
+    func started(listener: PeerListener, advertisement: Advertisement) {
+        self.listener = listener
+        self.advertisement = advertisement
+        tasks.append(Task { [weak self] in
+            for await event in listener.events {
+                switch event {
+                case .connected(let connection): await self?.accepted(connection)
+                case .rejected(let rejection): await self?.emit(.rejected(rejection))
+                case .paired: break
+                }
+            }
+        })
+    }
+
+    func browse() {
+        let events = discovery.browse(configuration.serviceType, resolve: true)
+        tasks.append(Task { [weak self] in
+            for await event in events {
+                await self?.discovered(event)
+            }
+        })
+    }
+
+    func shutdown() async {
+        stopped = true
+        timer?.cancel()
+        for task in tasks { task.cancel() }
+        await advertisement?.cancel()
+        await listener?.close()
+        let open = Array(connections.values)
+        connections = [:]
+        for connection in open { await connection.close(code: 1001, reason: "going away") }
+        for (_, pending) in waiters { for (_, waiter) in pending { waiter.resume(returning: nil) } }
+        waiters = [:]
+        for (_, waiter) in announcementWaiters { waiter.resume() }
+        announcementWaiters = [:]
+        continuation.finish()
+    }
+
+    // MARK: Inputs
+
+    private func discovered(_ event: BrowseEvent) {
+        switch event.kind {
+        case .found, .updated:
+            guard let service = event.service, let resolved = event.resolved else { return }
+            var addresses = resolved.addresses.map(\.description)
+            if var known = announced[service.name] {
+                addresses = Array(Set(known.announcement.addresses + addresses)).sorted()
+                known.interfaces.insert(service.interface.name)
+                announced[service.name] = known
+            }
+            let announcement = PeerAnnouncement(
+                name: service.name, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
+                addresses: addresses, port: Int(resolved.port))
+            var entry = announced[service.name] ?? (announcement, [])
+            entry.announcement = announcement
+            entry.interfaces.insert(service.interface.name)
+            announced[service.name] = entry
+            logger.debug("announced: \(service.name) at \(addresses.joined(separator: ", ")) port \(resolved.port)")
+            handle(.announced(announcement))
+            for (_, waiter) in announcementWaiters { waiter.resume() }
+            announcementWaiters = [:]
+        case .lost:
+            guard let service = event.service, var entry = announced[service.name] else { return }
+            entry.interfaces.remove(service.interface.name)
+            if entry.interfaces.isEmpty {
+                announced[service.name] = nil
+                logger.debug("withdrawn: \(service.name)")
+                handle(.withdrawn(name: service.name))
+            } else {
+                announced[service.name] = entry
+            }
+        case .restored:
+            handle(.networkChanged)
+        default:
+            break
+        }
+    }
+
+    private func accepted(_ connection: PeerConnection) {
+        guard let peer = connection.peerID, !stopped else {
+            Task { await connection.close(code: 1008, reason: "a broker speaks only to peers that prove their key") }
+            return
+        }
+        let id = register(connection)
+        handle(.accepted(peer, id))
+    }
+
+    private func register(_ connection: PeerConnection) -> Int {
+        let id = nextConnection
+        nextConnection += 1
+        connections[id] = connection
+        tasks.append(Task { [weak self] in
+            let reason = await connection.closed()
+            await self?.ended(id, reason: reason)
+        })
+        return id
+    }
+
+    private func ended(_ id: Int, reason: String) {
+        guard connections.removeValue(forKey: id) != nil else { return }
+        handle(.closed(id, reason: reason))
+    }
+
+    private func emit(_ event: BrokerEvent) {
+        continuation.yield(event)
+    }
+
+    // MARK: The machine
+
+    private func handle(_ event: BrokerStateMachine.Event) {
+        guard !stopped else { return }
+        perform(machine.handle(event, at: now))
+    }
+
+    private func perform(_ actions: [BrokerStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .dial(let peer, let addresses, let port):
+                logger.debug("dialing \(peer.short) at \(addresses.joined(separator: ", ")) port \(port)")
+                tasks.append(Task { [weak self] in await self?.dial(peer, addresses: addresses, port: port) })
+            case .close(let id, let reason):
+                guard let connection = connections.removeValue(forKey: id) else { continue }
+                logger.debug("closing connection \(id): \(reason)")
+                Task { await connection.close(code: 1000, reason: reason) }
+            case .probe(let id):
+                guard let connection = connections[id] else {
+                    perform(machine.handle(.probed(id, alive: false), at: now))
+                    continue
+                }
+                let timeout = machine.configuration.probeTimeout
+                tasks.append(Task { [weak self] in
+                    let alive: Bool
+                    do {
+                        _ = try await connection.request("ping", timeout: timeout)
+                        alive = true
+                    } catch {
+                        alive = false
+                    }
+                    await self?.probed(id, alive: alive)
+                })
+            case .report(let report):
+                self.report(report)
+            }
+        }
+        rearm()
+    }
+
+    private func probed(_ id: Int, alive: Bool) {
+        handle(.probed(id, alive: alive))
+    }
+
+    private func report(_ report: BrokerStateMachine.Report) {
+        switch report {
+        case .connected(let peer, let id, let initiator):
+            guard let connection = connections[id] else { return }
+            logger.info("connected to \(peer.short) (dialed by \(initiator.short))")
+            emit(.connected(connection, initiator: initiator))
+            for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] { waiter.resume(returning: connection) }
+        case .disconnected(let peer, _, let reason):
+            logger.info("disconnected from \(peer.short): \(reason)")
+            emit(.disconnected(peer, reason: reason))
+        case .skipped(let name, let reason):
+            logger.info("skipping \"\(name)\": \(reason)")
+            emit(.skipped(name: name, reason: reason))
+        case .dialFailed(let peer, let reason, _):
+            logger.info("dial to \(peer.short) failed: \(reason)")
+            emit(.dialFailed(peer, reason: reason))
+        }
+    }
+
+    /// Keeps one timer armed for the machine's next deadline.
+    private func rearm() {
+        timer?.cancel()
+        timer = nil
+        guard let deadline = machine.nextDeadline, !stopped else { return }
+        let wait = max(deadline - now, .zero)
+        timer = Task { [weak self] in
+            guard (try? await Task.sleep(for: wait)) != nil else { return }
+            await self?.tick()
+        }
+    }
+
+    private func tick() {
+        guard !stopped else { return }
+        perform(machine.advance(to: now))
+    }
+
+    // MARK: Dialing
+
+    private func dial(_ peer: PeerID, addresses: [String], port: Int) async {
+        await dials.acquire()
+        let outcome = await HappyEyeballs.connect(
+            DialPlan.schedule(addresses), port: port, expecting: peer, configuration: configuration.connection)
+        await dials.release()
+        switch outcome {
+        case .success(let connection):
+            guard !stopped else {
+                await connection.close(code: 1001, reason: "going away")
+                return
+            }
+            let id = register(connection)
+            handle(.dialSucceeded(peer, id))
+        case .failure(let error):
+            handle(.dialFailed(peer, reason: error.description))
+        }
+    }
+
+    // MARK: Requests
+
+    func connect(peerID: PeerID, timeout: Duration) async throws(BrokerError) -> PeerConnection {
+        if let id = machine.connection(to: peerID), let connection = connections[id] { return connection }
+        let ticket = nextWaiter
+        nextWaiter += 1
+        let deadline = Task { [weak self] in
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
+            await self?.giveUp(peerID, ticket)
+        }
+        let connection = await withCheckedContinuation { waiter in
+            waiters[peerID, default: [:]][ticket] = waiter
+            handle(.requested(peerID))
+        }
+        deadline.cancel()
+        guard let connection else {
+            let known = announced.values.contains { $0.announcement.peerID.flatMap { PeerID($0) } == peerID }
+            throw BrokerError(
+                known ? .unreachable : .notFound,
+                known ? "no connection to \(peerID.short) within \(timeout)" : "no peer with ID \(peerID.short) was found within \(timeout)")
+        }
+        return connection
+    }
+
+    private func giveUp(_ peer: PeerID, _ ticket: Int) {
+        waiters[peer]?.removeValue(forKey: ticket)?.resume(returning: nil)
+    }
+
+    func peerID(named name: String, timeout: Duration) async throws(BrokerError) -> PeerID {
+        let end = clock.now + timeout
+        while clock.now < end {
+            if let entry = announced[name] {
+                guard let text = entry.announcement.peerID, let peer = PeerID(text) else {
+                    throw BrokerError(.notFound, "\"\(name)\" is announced without a valid TXT id, so whom to expect is unknown")
+                }
+                return peer
+            }
+            await waitForAnnouncement(until: end)
+        }
+        throw BrokerError(.notFound, "no peer named \"\(name)\" was found within \(timeout)")
+    }
+
+    /// Waits until something new is announced, or `end`.
+    private func waitForAnnouncement(until end: ContinuousClock.Instant) async {
+        let ticket = nextWaiter
+        nextWaiter += 1
+        let wake = Task { [weak self] in
+            guard (try? await Task.sleep(until: end, clock: .continuous)) != nil else { return }
+            await self?.wakeAnnouncementWaiter(ticket)
+        }
+        await withCheckedContinuation { announcementWaiters[ticket] = $0 }
+        wake.cancel()
+    }
+
+    private func wakeAnnouncementWaiter(_ ticket: Int) {
+        announcementWaiters.removeValue(forKey: ticket)?.resume()
+    }
+
+    func connect(host: String, port: Int, timeout: Duration) async throws(BrokerError) -> PeerConnection {
+        // Already connected to whoever announces this address and port: that connection.
+        for entry in announced.values where entry.announcement.port == port && entry.announcement.addresses.contains(host) {
+            if let peer = entry.announcement.peerID.flatMap({ PeerID($0) }), let id = machine.connection(to: peer), let open = connections[id] {
+                return open
+            }
+        }
+        var settings = configuration.connection
+        settings.setupTimeout = timeout
+        let connection: PeerConnection
+        do {
+            connection = try await PeerConnection.connect(host: host, port: port, configuration: settings)
+        } catch {
+            throw BrokerError(error.code == .untrusted || error.code == .handshake ? .refused : .unreachable, error.description, connectionError: error)
+        }
+        guard let peer = connection.peerID else {
+            await connection.close(code: 1008, reason: "no peer ID")
+            throw BrokerError(.refused, "the peer at \(host) port \(port) proved no peer ID")
+        }
+        if let id = machine.connection(to: peer), let open = connections[id] {
+            // One connection per peer: the new one goes, the one already open stays.
+            await connection.close(code: 1000, reason: "duplicate")
+            return open
+        }
+        let id = register(connection)
+        handle(.dialSucceeded(peer, id))
+        return connections[id] ?? connection
+    }
+
+    // MARK: Measuring
+
+    /// The compatible candidates announced until 150 ms after the first one, measured.
+    func measureCandidates(timeout: Duration) async throws(BrokerError) -> [MeasuredPeer] {
+        let end = clock.now + timeout
+        while compatibleAnnouncements().isEmpty, clock.now < end { await waitForAnnouncement(until: end) }
+        guard !compatibleAnnouncements().isEmpty else {
+            throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)")
+        }
+        // Responders answer a query within 20-120 ms (RFC 6762 §6): let the others arrive.
+        let gather = min(clock.now + .milliseconds(150), end)
+        while clock.now < gather { await waitForAnnouncement(until: gather) }
+        return await measure(compatibleAnnouncements())
+    }
+
+    /// Everything announced within `duration`, compatible or not; compatible peers measured.
+    func measureAll(after duration: Duration) async -> [DiscoveredPeer] {
+        let end = clock.now + duration
+        while clock.now < end { await waitForAnnouncement(until: end) }
+        let measured = await measure(compatibleAnnouncements())
+        return announced.values.map(\.announcement).sorted { $0.name < $1.name }.map { announcement in
+            let peer = announcement.peerID.flatMap { PeerID($0) }
+            let verdict = compatibility(announcement)
+            return DiscoveredPeer(
+                name: announcement.name, peerID: peer, addresses: announcement.addresses, port: announcement.port,
+                protocolVersion: announcement.protocolVersion, compatible: verdict == nil, reason: verdict,
+                rtt: measured.first { $0.peerID == peer }?.rtt)
+        }
+    }
+
+    /// Why the broker would not connect to this announcement (nil: it would).
+    private func compatibility(_ announcement: PeerAnnouncement) -> String? {
+        guard let text = announcement.peerID, let peer = PeerID(text) else { return "no valid TXT id" }
+        guard peer != machine.localID else { return "this peer itself" }
+        guard let version = announcement.protocolVersion.flatMap({ ProtocolVersion($0) }) else { return "no valid TXT pv" }
+        guard version.isCompatible(with: configuration.connection.protocolVersion) else {
+            return "protocol version \(version) is not compatible with \(configuration.connection.protocolVersion)"
+        }
+        return nil
+    }
+
+    private func compatibleAnnouncements() -> [(PeerID, PeerAnnouncement)] {
+        announced.values.compactMap { entry in
+            guard compatibility(entry.announcement) == nil, let peer = entry.announcement.peerID.flatMap({ PeerID($0) }) else { return nil }
+            return (peer, entry.announcement)
+        }
+    }
+
+    private func measure(_ candidates: [(PeerID, PeerAnnouncement)]) async -> [MeasuredPeer] {
+        let limiter = dials
+        let timeout = configuration.probeTimeout
+        return await withTaskGroup(of: MeasuredPeer.self) { group in
+            for (peer, announcement) in candidates {
+                group.addTask {
+                    await limiter.acquire()
+                    let (rtt, address) = await HappyEyeballs.measure(DialPlan.schedule(announcement.addresses), port: announcement.port, timeout: timeout)
+                    await limiter.release()
+                    return MeasuredPeer(peerID: peer, name: announcement.name, rtt: rtt, address: address)
+                }
+            }
+            var measured: [MeasuredPeer] = []
+            for await peer in group { measured.append(peer) }
+            return measured
+        }
+    }
+}
+
+/// At most `limit` holders at once; the others wait in order.
+actor AsyncLimiter {
+    private let limit: Int
+    private var inUse = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(_ limit: Int) { self.limit = limit }
+
+    func acquire() async {
+        if inUse < limit {
+            inUse += 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty {
+            inUse -= 1
+        } else {
+            waiting.removeFirst().resume()
+        }
+    }
+}

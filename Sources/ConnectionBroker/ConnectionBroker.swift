@@ -1,0 +1,181 @@
+public import Logging
+public import NearbyDiscovery
+public import PeerConnection
+public import PeerTrust
+
+/// What a broker is: who it is and whom it trusts (the connection configuration), what it
+/// advertises and looks for, and whether it connects by itself.
+public struct BrokerConfiguration: Sendable {
+    /// Identity, trust, protocol version, info and timeouts of every connection.
+    public var connection: PeerConnectionConfiguration
+    /// The service type advertised and browsed, e.g. `_openagents._tcp`.
+    public var serviceType: ServiceType
+    /// The instance name advertised (default: the identity's display name).
+    public var name: String?
+    /// The app's own TXT entries; `id` (peer ID) and `pv` (protocol version) are added.
+    public var info = DiscoveryInfo()
+    /// Listen (on `port`, 0: any) and advertise. Off for a client that only connects.
+    public var advertises = true
+    public var port = 0
+    /// Which peers that connect to us get in.
+    public var accept: PeerListener.AcceptPolicy = .trusted
+    /// Connect to every compatible peer discovered, by the tiebreak (the smaller peer ID
+    /// invites; the other dials after 3 s if nothing came).
+    public var autoInvite = false
+    /// How long one round-trip probe may take when measuring distance.
+    public var probeTimeout: Duration = .seconds(2)
+    /// Where the broker says what it decides; silent by default.
+    public var logger = Logger(label: "nearby.broker", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    public init(connection: PeerConnectionConfiguration, serviceType: ServiceType) {
+        self.connection = connection
+        self.serviceType = serviceType
+    }
+}
+
+/// What happens to a broker's connections.
+public enum BrokerEvent: Sendable {
+    /// A connection is now the peer's one connection; `initiator` is the peer ID that dialed.
+    case connected(PeerConnection, initiator: PeerID)
+    /// The peer's connection ended (a replacement, if any, follows as `connected`).
+    case disconnected(PeerID, reason: String)
+    /// An announced peer is not dialed: no valid TXT `id`, an incompatible `pv`.
+    case skipped(name: String, reason: String)
+    /// A peer that connected to us was refused (trust, handshake), with the reasons.
+    case rejected(PeerListener.Rejection)
+    /// A dial failed (the broker retries while the peer is announced, with backoff).
+    case dialFailed(PeerID, reason: String)
+}
+
+/// Why a broker could not do what was asked, in words a person can act on.
+public struct BrokerError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        /// Nothing suitable was found (in time).
+        case notFound
+        /// Found, but no connection could be made (in time).
+        case unreachable
+        /// The broker could not start (listening or advertising failed).
+        case startFailed
+        /// The connection was refused (see ``connectionError``).
+        case refused
+    }
+    public var code: Code
+    public var message: String
+    /// With `refused` or `unreachable`: the connection's own error, when there is one.
+    public var connectionError: PeerConnectionError?
+
+    public init(_ code: Code, _ message: String, connectionError: PeerConnectionError? = nil) {
+        self.code = code
+        self.message = message
+        self.connectionError = connectionError
+    }
+
+    public var description: String { message }
+}
+
+/// Discovered endpoints in, one mutually authenticated connection per peer out.
+///
+/// A broker advertises this peer (TXT `id` and `pv` added to the app's entries), browses for
+/// the same service type, and connects: on request (``connect(peerID:timeout:)``,
+/// ``connect(name:timeout:)``, ``connect(host:port:timeout:)``, ``connectNearest(timeout:)``)
+/// or by itself (`autoInvite`). Whoever found whom first, each peer ends with exactly one
+/// connection to each other peer: the smaller peer ID invites, crossing connections collapse to
+/// the one the smaller ID initiated, a peer that reconnects while its old connection looks alive
+/// gets the old one probed and replaced if dead, and dropped connections are redialed with a
+/// bounded backoff. The decisions are ``BrokerStateMachine``'s; this type performs them.
+public final class ConnectionBroker: Sendable {
+    /// Connections made and lost, peers skipped, refusals.
+    public let events: AsyncStream<BrokerEvent>
+    /// The name this peer is advertised under (after any rename), nil when it does not advertise.
+    public let advertisedName: String?
+    /// The port listened on, nil when it does not listen.
+    public let port: Int?
+    public var peerID: PeerID? { loop.configuration.connection.identity?.peerID }
+
+    let loop: BrokerLoop
+
+    private init(loop: BrokerLoop, events: AsyncStream<BrokerEvent>, advertisedName: String?, port: Int?) {
+        self.loop = loop
+        self.events = events
+        self.advertisedName = advertisedName
+        self.port = port
+    }
+
+    /// Starts a broker on `discovery`: listens and advertises (unless `advertises` is off), and
+    /// browses.
+    public static func start(_ configuration: BrokerConfiguration, discovery: NearbyDiscovery) async throws(BrokerError) -> ConnectionBroker {
+        guard let identity = configuration.connection.identity, !configuration.connection.insecure else {
+            throw BrokerError(.startFailed, "a broker needs an identity and TLS: peers are told apart by their peer IDs")
+        }
+        let (events, continuation) = AsyncStream.makeStream(of: BrokerEvent.self)
+        let loop = BrokerLoop(configuration: configuration, localID: identity.peerID, continuation: continuation, discovery: discovery)
+        var advertisedName: String?
+        var port: Int?
+        if configuration.advertises {
+            let listener: PeerListener
+            do {
+                listener = try await PeerListener.listen(port: configuration.port, configuration: configuration.connection, accept: configuration.accept)
+            } catch {
+                throw BrokerError(.startFailed, "cannot listen on port \(configuration.port): \(error.message)", connectionError: error)
+            }
+            port = listener.port
+            var info = configuration.info
+            do {
+                try info.set("id", to: identity.peerID.description)
+                try info.set("pv", to: configuration.connection.protocolVersion.description)
+                let name = configuration.name ?? identity.displayName
+                let advertisement = try await discovery.advertise(name, type: configuration.serviceType, port: UInt16(listener.port), info: info)
+                advertisedName = advertisement.name
+                await loop.started(listener: listener, advertisement: advertisement)
+            } catch {
+                await listener.close()
+                throw BrokerError(.startFailed, "cannot advertise: \(error)")
+            }
+        }
+        await loop.browse()
+        return ConnectionBroker(loop: loop, events: events, advertisedName: advertisedName, port: port)
+    }
+
+    /// The connection to `peerID`: the existing one, or a new one once the peer is discovered
+    /// and connected (whoever dials, by the tiebreak).
+    public func connect(peerID: PeerID, timeout: Duration = .seconds(10)) async throws(BrokerError) -> PeerConnection {
+        try await loop.connect(peerID: peerID, timeout: timeout)
+    }
+
+    /// The connection to the peer advertised as `name`.
+    public func connect(name: String, timeout: Duration = .seconds(10)) async throws(BrokerError) -> PeerConnection {
+        let peer = try await loop.peerID(named: name, timeout: timeout)
+        return try await loop.connect(peerID: peer, timeout: timeout)
+    }
+
+    /// A manual connection (when multicast is unavailable), through the same trust, handshake
+    /// and de-duplication: a peer already connected keeps its one connection.
+    public func connect(host: String, port: Int, timeout: Duration = .seconds(10)) async throws(BrokerError) -> PeerConnection {
+        try await loop.connect(host: host, port: port, timeout: timeout)
+    }
+
+    /// The nearest compatible peer: every candidate discovered (until 150 ms after the first)
+    /// is measured with a round-trip probe (8 at most at once, each peer's addresses
+    /// happy-eyeballs style); the lowest RTT wins, RTTs within 10 % or 1 ms are ties that go to
+    /// the smaller peer ID. Returns the connection and the candidates as measured, nearest first.
+    public func connectNearest(timeout: Duration = .seconds(10)) async throws(BrokerError) -> (PeerConnection, [MeasuredPeer]) {
+        let candidates = try await loop.measureCandidates(timeout: timeout)
+        guard let nearest = Nearest.pick(candidates) else {
+            throw BrokerError(.unreachable, "\(candidates.count) peer(s) found, none answered a round-trip probe within \(loop.configuration.probeTimeout)")
+        }
+        let connection = try await loop.connect(peerID: nearest.peerID, timeout: timeout)
+        return (connection, Nearest.ranked(candidates))
+    }
+
+    /// The peers discovered within `timeout`, compatible or not (and why not); compatible ones
+    /// measured with a round-trip probe.
+    public func peers(timeout: Duration) async -> [DiscoveredPeer] {
+        await loop.measureAll(after: timeout)
+    }
+
+    /// Stops: withdraws the advertisement (goodbye), stops browsing and dialing, and closes
+    /// every connection (1001, going away).
+    public func shutdown() async {
+        await loop.shutdown()
+    }
+}
