@@ -136,7 +136,8 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", "ConnectionBroker",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

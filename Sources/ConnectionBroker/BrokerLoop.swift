@@ -36,8 +36,9 @@ actor BrokerLoop {
     /// Callers waiting for a connection to a peer.
     private var waiters: [PeerID: [Int: CheckedContinuation<PeerConnection?, Never>]] = [:]
     private var nextWaiter = 0
-    /// Who is announced, by instance name, with the interfaces it was seen on.
-    private var announced: [String: (announcement: PeerAnnouncement, interfaces: Set<String>)] = [:]
+    /// Who is announced, by instance name, with its latest addresses on each interface it was
+    /// seen on (an update replaces that interface's addresses; they are never accumulated).
+    private var announced: [String: (announcement: PeerAnnouncement, interfaces: [String: [String]])] = [:]
     private var announcementWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
     private var timer: Task<Void, Never>?
     private var tasks: [Task<Void, Never>] = []
@@ -107,32 +108,36 @@ actor BrokerLoop {
         switch event.kind {
         case .found, .updated:
             guard let service = event.service, let resolved = event.resolved else { return }
-            var addresses = resolved.addresses.map(\.description)
-            if var known = announced[service.name] {
-                addresses = Array(Set(known.announcement.addresses + addresses)).sorted()
-                known.interfaces.insert(service.interface.name)
-                announced[service.name] = known
+            var interfaces = announced[service.name]?.interfaces ?? [:]
+            interfaces[service.interface.name] = resolved.addresses.map(\.description)
+            var addresses: [String] = []
+            for name in interfaces.keys.sorted() {
+                for address in interfaces[name] ?? [] where !addresses.contains(address) { addresses.append(address) }
             }
             let announcement = PeerAnnouncement(
                 name: service.name, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
                 addresses: addresses, port: Int(resolved.port))
-            var entry = announced[service.name] ?? (announcement, [])
-            entry.announcement = announcement
-            entry.interfaces.insert(service.interface.name)
-            announced[service.name] = entry
+            announced[service.name] = (announcement, interfaces)
             logger.debug("announced: \(service.name) at \(addresses.joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
             for (_, waiter) in announcementWaiters { waiter.resume() }
             announcementWaiters = [:]
         case .lost:
             guard let service = event.service, var entry = announced[service.name] else { return }
-            entry.interfaces.remove(service.interface.name)
+            entry.interfaces[service.interface.name] = nil
             if entry.interfaces.isEmpty {
                 announced[service.name] = nil
                 logger.debug("withdrawn: \(service.name)")
                 handle(.withdrawn(name: service.name))
             } else {
+                // Still there on another interface: only those addresses now.
+                var addresses: [String] = []
+                for name in entry.interfaces.keys.sorted() {
+                    for address in entry.interfaces[name] ?? [] where !addresses.contains(address) { addresses.append(address) }
+                }
+                entry.announcement.addresses = addresses
                 announced[service.name] = entry
+                handle(.announced(entry.announcement))
             }
         case .restored:
             handle(.networkChanged)

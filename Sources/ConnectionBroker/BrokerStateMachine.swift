@@ -45,6 +45,9 @@ struct BrokerStateMachine: Sendable {
         var backoffCap: Duration = .seconds(60)
         var jitter = 0.2
         /// At most `redialLimit` redials in `redialWindow` per peer, then `coolDown` without any.
+        /// Every dial is a redial but the first after a fresh announcement (a peer found, or
+        /// found again after a goodbye): retries after failures count as much as redials after
+        /// drops, so a crash-looping peer cannot cause a storm either way.
         var redialLimit = 3
         var redialWindow: Duration = .seconds(120)
         var coolDown: Duration = .seconds(300)
@@ -109,8 +112,10 @@ struct BrokerStateMachine: Sendable {
         /// When we dial next (a fallback, a backoff, a cool-down's end); nil: not planned.
         var dialAt: Duration?
         var backoff: Duration?
-        /// Times of redials after drops, for the storm limit.
+        /// Times of redials, for the storm limit.
         var redials: [Duration] = []
+        /// The next dial is the first after a fresh announcement: not a redial.
+        var freshDial = false
         var coolDownUntil: Duration?
         /// The app asked for this peer: dial it regardless of the tiebreak.
         var requested = false
@@ -150,6 +155,7 @@ struct BrokerStateMachine: Sendable {
             guard let id = peers.first(where: { $0.value.name == name })?.key else { return [] }
             peers[id]?.announcement = nil
             peers[id]?.dialAt = nil
+            peers[id]?.backoff = nil
             return []
         case .requested(let peer):
             var state = peers[peer] ?? Peer()
@@ -205,6 +211,7 @@ struct BrokerStateMachine: Sendable {
         skipped[announcement.name] = nil
         var state = peers[peer] ?? Peer()
         let returning = state.announcement == nil || state.announcement != announcement
+        if state.announcement == nil, state.live == nil { state.freshDial = true }
         state.name = announcement.name
         state.announcement = announcement
         peers[peer] = state
@@ -233,6 +240,21 @@ struct BrokerStateMachine: Sendable {
 
     private mutating func dial(_ peer: PeerID, at now: Duration) -> [Action] {
         guard var state = peers[peer], let announcement = state.announcement, state.live == nil, !state.dialing else { return [] }
+        if state.freshDial {
+            state.freshDial = false
+        } else {
+            // A redial: bounded against storms.
+            state.redials.removeAll { now - $0 >= configuration.redialWindow }
+            if coolingDown(state, at: now) { return [] }
+            if state.redials.count >= configuration.redialLimit {
+                state.redials = []
+                state.coolDownUntil = now + configuration.coolDown
+                state.dialAt = state.coolDownUntil
+                peers[peer] = state
+                return []
+            }
+            state.redials.append(now)
+        }
         state.dialing = true
         state.dialAt = nil
         peers[peer] = state
@@ -325,19 +347,10 @@ struct BrokerStateMachine: Sendable {
             return [.report(.disconnected(peer, id, reason: reason)), .report(.connected(peer, contender.id, initiator: contender.initiator))]
         }
         next.live = nil
-        // Redial while the peer is still announced, bounded against storms: each drop allows
-        // one redial; a drop beyond `redialLimit` within `redialWindow` starts a cool-down.
+        // Redial while the peer is still announced (the storm limit applies when it is made).
         if next.announcement != nil, configuration.autoInvite || next.requested {
-            next.redials.removeAll { now - $0 >= configuration.redialWindow }
-            if next.redials.count >= configuration.redialLimit {
-                next.redials = []
-                next.coolDownUntil = now + configuration.coolDown
-                next.dialAt = next.coolDownUntil
-            } else {
-                next.redials.append(now)
-                let delay = nextBackoff(&next)
-                next.dialAt = now + delay + (invites(peer) || next.requested ? .zero : configuration.fallbackDelay)
-            }
+            let delay = nextBackoff(&next)
+            next.dialAt = now + delay + (invites(peer) || next.requested ? .zero : configuration.fallbackDelay)
         }
         peers[peer] = next
         return [.report(.disconnected(peer, id, reason: reason))]

@@ -2,9 +2,9 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// The round-trip probe: before TLS, a listener answers one fixed line and closes, so that a
-/// peer's distance can be measured for one TCP handshake and a few bytes, with no crypto on
-/// either side. The time from the question to the answer crosses the peer's application, as
+/// The round-trip probe: before TLS, a listener answers a fixed line (as often as it is
+/// asked, on one connection), so that a peer's distance can be measured for one TCP handshake
+/// and a few bytes per sample, with no crypto on either side. The time from the question to the answer crosses the peer's application, as
 /// real data does (a TCP handshake alone is answered by the kernel, and would not see a slow
 /// peer or a relay in between). Anything that does not begin with the question goes on to TLS.
 enum Probe {
@@ -22,6 +22,9 @@ final class ProbeResponder: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = ByteBuffer
     typealias OutboundOut = ByteBuffer
     private var held: ByteBuffer?
+    private var answered = 0
+    /// Samples answered on one connection at most (then it is closed).
+    static let maximumSamples = 16
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
@@ -30,31 +33,42 @@ final class ProbeResponder: ChannelInboundHandler, RemovableChannelHandler {
             buffer = earlier
             held = nil
         }
-        let start = buffer.readableBytesView
-        guard Probe.question.starts(with: start.prefix(Probe.question.count)) else {
-            // Not a probe (a TLS record begins with 0x16): everything goes on, and so do we.
-            context.fireChannelRead(wrapInboundOut(buffer))
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-            return
-        }
-        guard start.count >= Probe.question.count else {
-            held = buffer
-            return
-        }
-        let channel = context.channel
-        context.fireUserInboundEventTriggered(ProbeAnswered())
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: Probe.answer))).whenComplete { _ in
-            channel.close(promise: nil)
+        while buffer.readableBytes > 0 {
+            let start = buffer.readableBytesView
+            guard Probe.question.starts(with: start.prefix(Probe.question.count)) else {
+                guard answered == 0 else {
+                    // Something else after probes: this connection was only ever a probe.
+                    context.close(promise: nil)
+                    return
+                }
+                // Not a probe (a TLS record begins with 0x16): everything goes on, and so do we.
+                context.fireChannelRead(wrapInboundOut(buffer))
+                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+                return
+            }
+            guard start.count >= Probe.question.count else {
+                held = buffer
+                return
+            }
+            buffer.moveReaderIndex(forwardBy: Probe.question.count)
+            if answered == 0 { context.fireUserInboundEventTriggered(ProbeAnswered()) }
+            answered += 1
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: Probe.answer)), promise: nil)
+            if answered >= Self.maximumSamples {
+                context.close(promise: nil)
+                return
+            }
         }
     }
 }
 
 extension PeerConnection {
-    /// Measures the round-trip time to a listener at `host:port` with one probe: a TCP
-    /// connection, a question, its answer. A peer that does not speak the probe (a server that is
-    /// not Nearby's) still reacts to it, with a TLS alert or a close; that reaction is timed the
-    /// same way. Returns nil when nothing answers within `timeout`.
-    public static func measureRoundTrip(host: String, port: Int, timeout: Duration = .seconds(2)) async -> Duration? {
+    /// Measures the round-trip time to a listener at `host:port`: one TCP connection, then
+    /// `samples` questions one after another; the fastest answer counts (noise only ever adds to
+    /// a sample). A peer that does not speak the probe (a server that is not Nearby's) still
+    /// reacts to the first question, with a TLS alert or a close; that reaction is timed the same
+    /// way. Returns nil when nothing answers within `timeout`.
+    public static func measureRoundTrip(host: String, port: Int, samples: Int = 3, timeout: Duration = .seconds(2)) async -> Duration? {
         guard (1...65535).contains(port), let address = try? literalAddress(host, port: port) else { return nil }
         let done = NIOLockedValueBox<EventLoopPromise<Duration?>?>(nil)
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -64,7 +78,8 @@ extension PeerConnection {
                 channel.eventLoop.makeCompletedFuture {
                     let promise = channel.eventLoop.makePromise(of: Duration?.self)
                     done.withLockedValue { $0 = promise }
-                    try channel.pipeline.syncOperations.addHandler(ProbeAsker(answered: promise, timeout: timeout))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ProbeAsker(answered: promise, samples: max(1, min(samples, ProbeResponder.maximumSamples)), timeout: timeout))
                 }
             }
         let channel: any Channel
@@ -79,41 +94,83 @@ extension PeerConnection {
     }
 }
 
-/// Connecting side: asks once the connection is up, and times the first reaction.
+/// Connecting side: asks `samples` times, one question after each answer, and keeps the
+/// fastest; a peer that closes or answers otherwise ends the measurement with what it has.
 final class ProbeAsker: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     let answered: EventLoopPromise<Duration?>
+    let samples: Int
     let timeout: Duration
     private var askedAt: NIODeadline?
+    private var fastest: Duration?
+    private var received = 0
+    private var pending: [UInt8] = []
     private var timer: Scheduled<Void>?
 
-    init(answered: EventLoopPromise<Duration?>, timeout: Duration) {
+    init(answered: EventLoopPromise<Duration?>, samples: Int, timeout: Duration) {
         self.answered = answered
+        self.samples = samples
         self.timeout = timeout
     }
 
     func channelActive(context: ChannelHandlerContext) {
         let answered = self.answered
         timer = context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds(timeout))) { answered.succeed(nil) }
-        askedAt = .now()
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: Probe.question)), promise: nil)
+        ask(context)
         context.fireChannelActive()
     }
 
-    private func reacted() {
-        timer?.cancel()
-        guard let askedAt else { return answered.succeed(nil) }
-        answered.succeed(.nanoseconds(Int64((NIODeadline.now() - askedAt).nanoseconds)))
+    private func ask(_ context: ChannelHandlerContext) {
+        askedAt = .now()
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: Probe.question)), promise: nil)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) { reacted() }
+    /// A reaction to the question in flight: counts as one sample.
+    private func sample() {
+        guard let askedAt else { return }
+        self.askedAt = nil
+        let rtt = Duration.nanoseconds(Int64((NIODeadline.now() - askedAt).nanoseconds))
+        fastest = min(fastest ?? rtt, rtt)
+        received += 1
+    }
+
+    private func finish() {
+        timer?.cancel()
+        answered.succeed(fastest)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = unwrapInboundIn(data)
+        pending += buffer.readBytes(length: buffer.readableBytes) ?? []
+        guard Probe.answer.starts(with: pending.prefix(Probe.answer.count)) else {
+            // Not a Nearby peer: its reaction was the one sample it gives.
+            sample()
+            finish()
+            context.close(promise: nil)
+            return
+        }
+        while pending.count >= Probe.answer.count, Array(pending.prefix(Probe.answer.count)) == Probe.answer {
+            pending.removeFirst(Probe.answer.count)
+            sample()
+        }
+        if received >= samples {
+            finish()
+            context.close(promise: nil)
+        } else if askedAt == nil {
+            ask(context)
+        }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
-        reacted()
+        sample()
+        finish()
         context.fireChannelInactive()
     }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        reacted()
+        sample()
+        finish()
         context.close(promise: nil)
     }
 }

@@ -1,14 +1,21 @@
 public import ArgumentParser
 import Foundation
+import ConnectionBroker
 import Logging
+import NearbyDiscovery
 import PeerConnection
 import PeerTrust
 
 struct ConnectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "connect",
-        abstract: "Connect to a peer, judge it, initialize, then relay JSON-RPC lines between stdin and stdout.",
+        abstract: "Connect to a peer (by address, or found by type: the nearest, a peer ID, a name), then relay JSON-RPC lines.",
         discussion: """
+            Either --host and --port, or a service TYPE and one of --nearest, --peer ID or --name \
+            NAME: the peer is then found with mDNS (TXT id and pv). --nearest measures every \
+            compatible peer found with a round-trip probe and picks the lowest RTT (within 10 % or \
+            1 ms it is a tie, and the smaller peer ID wins); its "connected" event lists them.
+
             Prints "connected" once TLS, the peer's certificate and initialize have passed. Then \
             each line of stdin is sent as one message (a JSON-RPC request, notification or batch) \
             and each message received is printed. At the end of stdin it waits for the replies \
@@ -24,12 +31,24 @@ struct ConnectCommand: AsyncParsableCommand {
               nearby connect --host fe80::1%eth0 --port 9099 --peer-id 3KX…  --json
               nearby connect --host buildbox.local --port 9099
               nearby connect --host bridge.example --port 9099 --insecure --protocol-version 0.2.2
+              nearby connect _openagents._tcp --nearest --json
+              nearby connect _openagents._tcp --peer 3KX…
             """)
 
+    @Argument(help: "Service type to find the peer by (with --nearest, --peer or --name), e.g. _openagents._tcp.")
+    var type: String?
     @Option(help: "The peer's address: IPv4, IPv6 (fe80::1%eth0 for link-local), a .local name (looked up over mDNS) or a DNS name.")
-    var host: String
+    var host: String?
     @Option(help: "The peer's TCP port, 1-65535.")
-    var port: Int
+    var port: Int?
+    @Flag(help: "With TYPE: the nearest compatible peer (lowest round-trip time).")
+    var nearest = false
+    @Option(name: .customLong("peer"), help: ArgumentHelp("With TYPE: the peer with this peer ID (TXT id).", valueName: "id"))
+    var wantedPeer: String?
+    @Option(name: .customLong("name"), help: ArgumentHelp("With TYPE: the peer advertised under this instance name.", valueName: "name"))
+    var wantedName: String?
+    @Option(help: ArgumentHelp("With TYPE: the discovery backend (embedded, system or auto).", valueName: "embedded|system|auto"))
+    var backend: BackendChoice = .automatic
     @Option(name: .customLong("peer-id"), help: "The peer ID expected (from discovery's TXT id): any other key is refused.")
     var peerID: String?
     @Option(help: ArgumentHelp("Seconds to wait for the connection, and at the end for replies still due.", valueName: "seconds"))
@@ -43,8 +62,26 @@ struct ConnectCommand: AsyncParsableCommand {
     @OptionGroup var state: StateDirectory
 
     func validate() throws {
-        guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
-        guard !host.isEmpty else { throw ValidationError("--host is empty; give an IP address or a name") }
+        if let type {
+            _ = try parseType(type)
+            let ways = [nearest, wantedPeer != nil, wantedName != nil].filter { $0 }.count
+            guard ways == 1 else { throw ValidationError("with a service type, give exactly one of --nearest, --peer ID or --name NAME") }
+            guard host == nil, port == nil else { throw ValidationError("give either --host and --port, or a service type, not both") }
+            guard peerID == nil else { throw ValidationError("with a service type, the peer ID goes in --peer") }
+            guard !channel.insecure else { throw ValidationError("--insecure works only with --host and --port: a found peer is told apart by its peer ID") }
+            if let wantedPeer {
+                do { _ = try PeerID(parsing: wantedPeer) } catch { throw ValidationError("--peer: \(error.message)") }
+            }
+        } else {
+            guard let host, let port else {
+                throw ValidationError("give --host and --port, or a service type with --nearest, --peer ID or --name NAME")
+            }
+            guard !nearest, wantedPeer == nil, wantedName == nil else {
+                throw ValidationError("--nearest, --peer and --name need a service type (for example: nearby connect _openagents._tcp --nearest)")
+            }
+            guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
+            guard !host.isEmpty else { throw ValidationError("--host is empty; give an IP address or a name") }
+        }
         guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout \(timeout) is out of range; use 0-3600 seconds") }
         if let peerID {
             do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError("--peer-id: \(error.message)") }
@@ -63,6 +100,11 @@ struct ConnectCommand: AsyncParsableCommand {
     func run() async throws {
         var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
         configuration.setupTimeout = .milliseconds(Int64(timeout * 1000))
+        if let type {
+            try await connectByDiscovery(type: try parseType(type), configuration: configuration)
+            return
+        }
+        guard let host, let port else { throw ValidationError("give --host and --port") }
         let expected = try peerID.map { try PeerID(parsing: $0) }
         let connection: PeerConnection
         let address = try await HostLookup.address(of: host, logger: configuration.logger)
@@ -74,6 +116,67 @@ struct ConnectCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         printConnected(json, connection)
+        try await relay(connection)
+    }
+
+    /// Finds the peer with a broker that browses (and does not advertise), then relays.
+    private func connectByDiscovery(type: ServiceType, configuration: PeerConnectionConfiguration) async throws {
+        let discovery: NearbyDiscovery
+        do { discovery = try await NearbyDiscovery.start(backend: backend, logger: logger) } catch {
+            throw RuntimeFailure("cannot start discovery: \(error)")
+        }
+        var settings = BrokerConfiguration(connection: configuration, serviceType: type)
+        settings.advertises = false
+        settings.logger = logger
+        let broker: ConnectionBroker
+        do { broker = try await ConnectionBroker.start(settings, discovery: discovery) } catch {
+            await discovery.shutdown()
+            throw RuntimeFailure(error.message)
+        }
+        let limit = Duration.milliseconds(Int64(timeout * 1000))
+        let connection: PeerConnection
+        var extra: [(String, OutputValue)] = []
+        do {
+            if nearest {
+                let (chosen, candidates) = try await broker.connectNearest(timeout: limit)
+                connection = chosen
+                let rtt = candidates.first { $0.peerID == chosen.peerID }?.rtt
+                extra = [
+                    ("rttMs", rtt.map { .number(milliseconds($0)) } ?? .null),
+                    ("candidates", .array(candidates.map { candidate in
+                        .object([
+                            ("peerID", .string(candidate.peerID.description)), ("name", .string(candidate.name)),
+                            ("rttMs", candidate.rtt.map { .number(milliseconds($0)) } ?? .null),
+                        ])
+                    })),
+                ]
+            } else if let wantedPeer {
+                connection = try await broker.connect(peerID: try PeerID(parsing: wantedPeer), timeout: limit)
+            } else {
+                connection = try await broker.connect(name: wantedName ?? "", timeout: limit)
+            }
+        } catch let error as BrokerError {
+            if let refusal = error.connectionError {
+                printRejection(json, address: type.description, peerID: nil, error: refusal)
+            } else {
+                FileHandle.standardError.write(Data("nearby: \(error.message)\n".utf8))
+            }
+            await broker.shutdown()
+            await discovery.shutdown()
+            throw ExitCode(1)
+        }
+        printConnected(json, connection, extra: extra)
+        do { try await relay(connection) } catch {
+            await broker.shutdown()
+            await discovery.shutdown()
+            throw error
+        }
+        await broker.shutdown()
+        await discovery.shutdown()
+    }
+
+    /// stdin lines to the peer, the peer's messages to stdout, until stdin ends.
+    private func relay(_ connection: PeerConnection) async throws {
         let who = connection.peerID?.description
         // Replies due: ids of the requests sent, until their answers arrive.
         let due = DueReplies()

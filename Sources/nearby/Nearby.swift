@@ -21,10 +21,13 @@ struct Nearby: AsyncParsableCommand {
               nearby serve "Build Box" _openagents._tcp 9099     accept authenticated peers
               nearby connect --host 192.168.1.20 --port 9099     talk JSON-RPC to one
               nearby pair --host 192.168.1.20 --port 9099        pair with a peer by comparing a code
+              nearby connect _openagents._tcp --nearest          find the nearest peer and talk to it
+              nearby serve "Build Box" _openagents._tcp 9099 --auto-invite   one connection to every peer
+              nearby peers _openagents._tcp                      who is on the link, how far, trusted
             """,
         version: "0.2.0",
         subcommands: [
-            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, Serve.self, ConnectCommand.self, PairCommand.self, IdentityCommand.self,
+            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, Serve.self, ConnectCommand.self, PairCommand.self, PeersCommand.self, IdentityCommand.self,
             TrustCommand.self,
         ]
     )

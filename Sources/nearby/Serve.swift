@@ -1,4 +1,5 @@
 public import ArgumentParser
+import ConnectionBroker
 import Foundation
 import NearbyDiscovery
 import PeerConnection
@@ -24,10 +25,17 @@ struct Serve: AsyncParsableCommand {
             both sides show the same 6-digit code, the invitation carries it ("code"), and the \
             peer is pinned once both people answer yes.
 
+            --auto-invite also browses TYPE and connects to every compatible peer (TXT id, and a \
+            pv compatible with ours) by the broker's rules: the smaller peer ID invites, the other \
+            dials only if nothing came within 3 s, crossing connections collapse to the one the \
+            smaller ID initiated, and dropped connections are redialed (backoff 1-60 s, at most 3 \
+            in 2 minutes). Its "connected" events carry "initiator", the peer ID that dialed.
+
             TRUST: --anchor FILE..., --system-roots, --pinned, --trust-on-first-use (default: --pinned).
 
             Examples:
               nearby serve "Build Box" _openagents._tcp 9099
+              nearby serve "Build Box" _openagents._tcp 9099 --auto-invite --json
               nearby serve "Build Box" _openagents._tcp 9099 --accept ask --json
               nearby serve "Bridge" _openagents._tcp 9099 --no-advertise --trust-on-first-use
             """)
@@ -44,6 +52,10 @@ struct Serve: AsyncParsableCommand {
     var accept: AcceptChoice = .trusted
     @Flag(name: .customLong("no-advertise"), help: "Do not advertise; peers connect with `nearby connect --host H --port P`.")
     var noAdvertise = false
+    @Flag(name: .customLong("auto-invite"), help: "Also browse TYPE and connect to every compatible peer, one connection each (the broker's rules).")
+    var autoInvite = false
+    @Option(name: .customLong("host"), help: "Host label to publish in .local (embedded backend; default: this machine's name).")
+    var host: String?
     @OptionGroup(title: "TRUST") var trust: TrustOptions
     @OptionGroup var channel: ChannelOptions
     @OptionGroup var state: StateDirectory
@@ -56,6 +68,19 @@ struct Serve: AsyncParsableCommand {
             let serviceType = try parseType(type)
             do { _ = try ServiceInstanceName(name, type: serviceType) } catch { throw ValidationError(error.description) }
             do { _ = try DiscoveryInfo(txt) } catch { throw ValidationError(error.description) }
+        }
+        if let host {
+            guard !host.isEmpty, host.utf8.count <= 63, !host.contains(".") else {
+                throw ValidationError("host label \"\(host)\" must be 1-63 bytes without dots")
+            }
+            guard network.backend != .system else {
+                throw ValidationError("--host needs --backend embedded: with the system backend avahi-daemon chooses the host name")
+            }
+        }
+        if autoInvite {
+            guard !noAdvertise else { throw ValidationError("--auto-invite advertises and browses; it does not go with --no-advertise") }
+            guard !channel.insecure else { throw ValidationError("--auto-invite needs TLS: peers are told apart by their peer IDs") }
+            guard accept != .ask else { throw ValidationError("--auto-invite admits by TRUST: use --accept trusted (the default) or all") }
         }
         if accept != .trusted, trust.trustOnFirstUse {
             throw ValidationError("--trust-on-first-use goes with --accept trusted (with all or ask, untrusted peers are not refused anyway)")
@@ -77,6 +102,10 @@ struct Serve: AsyncParsableCommand {
             policy = .ask(invitations.ask)
             if !channel.insecure { pairing = PeerListener.PairingOffer(store: state.trust, confirm: invitations.confirm) }
         }
+        if autoInvite {
+            try await serveWithBroker(configuration: configuration, policy: policy)
+            return
+        }
         let listener: PeerListener
         do {
             listener = try await PeerListener.listen(port: port, configuration: configuration, accept: policy, pairing: pairing)
@@ -93,7 +122,7 @@ struct Serve: AsyncParsableCommand {
             entries.append("pv=\(configuration.protocolVersion)")
             let info: DiscoveryInfo
             do { info = try DiscoveryInfo(entries) } catch { throw ValidationError(error.description) }
-            let started = try await network.start()
+            let started = try await network.start(hostName: host, embeddedOnly: host == nil ? nil : "--host")
             discovery = started
             do {
                 advertisedName = try await started.advertise(name, type: serviceType, port: UInt16(listener.port), info: info).name
@@ -126,6 +155,58 @@ struct Serve: AsyncParsableCommand {
         await listener.close()
         serving.cancel()
         await discovery?.shutdown()
+    }
+
+    /// `--auto-invite`: a broker listens, advertises, browses and connects.
+    private func serveWithBroker(configuration: PeerConnectionConfiguration, policy: PeerListener.AcceptPolicy) async throws {
+        let json = network.json
+        let discovery = try await network.start(hostName: host, embeddedOnly: host == nil ? nil : "--host")
+        var settings = BrokerConfiguration(connection: configuration, serviceType: try parseType(type))
+        settings.name = name
+        do { settings.info = try DiscoveryInfo(txt) } catch { throw ValidationError(error.description) }
+        settings.port = port
+        settings.accept = policy
+        settings.autoInvite = true
+        settings.logger = network.logger
+        let broker: ConnectionBroker
+        do { broker = try await ConnectionBroker.start(settings, discovery: discovery) } catch {
+            await discovery.shutdown()
+            throw RuntimeFailure(error.message)
+        }
+        let peerID = broker.peerID?.description ?? ""
+        let advertised = broker.advertisedName ?? name
+        printEvent(
+            json,
+            [("event", .string("listening")), ("name", .string(advertised)), ("type", .string(type)), ("port", .number(Double(broker.port ?? 0))),
+             ("peerID", .string(peerID))],
+            text: "Listening on port \(broker.port ?? 0) as \"\(advertised)\" (\(type)), peer ID \(peerID); inviting peers")
+        let serving = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for await event in broker.events {
+                    switch event {
+                    case .connected(let connection, let initiator):
+                        printConnected(json, connection, extra: [("initiator", .string(initiator.description))])
+                        group.addTask { await Self.serve(connection, json: json) }
+                    case .disconnected:
+                        break  // each connection's own task says so
+                    case .rejected(let rejection):
+                        printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
+                    case .skipped(let name, let reason):
+                        printEvent(
+                            json, [("event", .string("skipped")), ("name", .string(name)), ("reason", .string(reason))],
+                            text: "Skipped \"\(name)\": \(reason)")
+                    case .dialFailed(let peer, let reason):
+                        printEvent(
+                            json, [("event", .string("dialFailed")), ("peerID", .string(peer.description)), ("reason", .string(reason))],
+                            text: "Could not connect to \(peer.short): \(reason) (retrying)")
+                    }
+                }
+            }
+        }
+        await waitForTermination()
+        await broker.shutdown()
+        serving.cancel()
+        await discovery.shutdown()
     }
 
     /// Prints what the peer sends (ping and echo are answered before this); a request gets -32601.
@@ -195,7 +276,7 @@ final class Invitations: Sendable {
     }
 }
 
-func printConnected(_ json: Bool, _ connection: PeerConnection) {
+func printConnected(_ json: Bool, _ connection: PeerConnection, extra: [(String, OutputValue)] = []) {
     let peer = connection.peer
     let infoKey = connection.role == .connecting ? "agentInfo" : "clientInfo"
     let ms = Double(nanoseconds(connection.setupDuration)) / 1e6
@@ -207,7 +288,7 @@ func printConnected(_ json: Bool, _ connection: PeerConnection) {
             ("address", .string(connection.remoteAddress)), ("port", .number(Double(connection.remotePort))),
             ("protocolVersion", .string(peer.protocolVersion.description)), (infoKey, output(peer.info)),
             ("ms", .number((ms * 10).rounded() / 10)),
-        ],
+        ] + extra,
         text: "Connected to \"\(peer.displayName ?? "?")\" (peer ID \(peer.peerID?.description ?? "none: insecure"), \(connection.remoteAddress) port \(connection.remotePort), protocol \(peer.protocolVersion), \(connection.role.rawValue), \(String(format: "%.1f", ms)) ms)"
     )
 }
@@ -237,4 +318,9 @@ func printPinned(_ json: Bool, _ result: PairingResult) {
     printEvent(
         json, [("event", .string("pinned")), ("peerID", .string(result.peerID.description)), ("name", .string(result.name))],
         text: "Paired: pinned \"\(result.name)\" (peer ID \(result.peerID))")
+}
+
+/// A duration in milliseconds, to a tenth (for output).
+func milliseconds(_ duration: Duration) -> Double {
+    (Double(nanoseconds(duration)) / 1e5).rounded() / 10
 }

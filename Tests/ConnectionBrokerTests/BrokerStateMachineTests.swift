@@ -236,6 +236,26 @@ struct BrokerStateMachineTests {
         #expect(dials(local.advance(to: cooldown)) == [Self.large])
     }
 
+    @Test("retries after failed dials count too: the first dial, 3 retries, then a 5-minute cool-down")
+    func failuresCount() {
+        var local = broker(Self.small)
+        var now = Duration.zero
+        var made = dials(local.handle(.announced(announcement(Self.large)), at: now)).count
+        for _ in 0..<6 {
+            _ = local.handle(.dialFailed(Self.large, reason: "refused"), at: now)
+            guard let due = local.nextDeadline else { break }
+            now = due
+            let attempt = dials(local.advance(to: now))
+            if attempt.isEmpty { break }
+            made += attempt.count
+        }
+        #expect(made == 4)
+        #expect((local.nextDeadline ?? .zero) >= now + .seconds(299))
+        // After a goodbye and a fresh announcement, the first dial is not a redial (but the cool-down holds).
+        _ = local.handle(.withdrawn(name: "Peer"), at: now)
+        #expect(dials(local.handle(.announced(announcement(Self.large)), at: now + .seconds(1))).isEmpty)
+    }
+
     @Test("the larger side redials after a drop only after the backoff and the 3 s the smaller gets first")
     func largerRedials() {
         var local = broker(Self.large)

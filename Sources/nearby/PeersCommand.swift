@@ -1,0 +1,93 @@
+public import ArgumentParser
+import ConnectionBroker
+import Foundation
+import Logging
+import NearbyDiscovery
+import PeerConnection
+import PeerTrust
+
+struct PeersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "peers",
+        abstract: "List the peers offering a service type: peer ID, name, addresses, round-trip time, protocol version, compatible, trusted.",
+        discussion: """
+            Browses TYPE for --timeout seconds, then measures each compatible peer with a \\
+            round-trip probe (a few bytes before TLS; no connection is made). "compatible": it \\
+            announces a valid TXT id and a pv compatible with --protocol-version (when not, the \\
+            reason is given). "trusted": its peer ID is pinned in the trust store; null when only \\
+            its certificate could tell (anchors, system roots), which peers does not fetch.
+
+            Examples:
+              nearby peers _openagents._tcp
+              nearby peers _openagents._tcp --timeout 1 --json
+            """)
+
+    @Argument(help: "Service type, e.g. _openagents._tcp.")
+    var type: String
+    @Option(help: ArgumentHelp("Seconds to browse before measuring.", valueName: "seconds"))
+    var timeout: Double = 2
+    @Flag(help: "Print one JSON object per peer instead of a table.")
+    var json = false
+    @Flag(name: .shortAndLong, help: "Say on stderr what discovery and the measurements do.")
+    var verbose = false
+    @Option(help: ArgumentHelp("The discovery backend (embedded, system or auto).", valueName: "embedded|system|auto"))
+    var backend: BackendChoice = .automatic
+    @OptionGroup(title: "TRUST") var trust: TrustOptions
+    @OptionGroup var channel: ChannelOptions
+    @OptionGroup var state: StateDirectory
+
+    func validate() throws {
+        _ = try parseType(type)
+        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout \(timeout) is out of range; use 0-3600 seconds") }
+        guard !channel.insecure else { throw ValidationError("--insecure does not apply: peers are told apart by their peer IDs") }
+        _ = try channel.version()
+    }
+
+    func run() async throws {
+        CommandLogging.bootstrap()
+        var logger = Logger(label: "nearby.peers")
+        logger.logLevel = verbose ? .debug : .warning
+        let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
+        let pinned = Set(((try? state.trust.pins()) ?? []).map(\.peerID))
+        let pinsOnly = trust.anchors.isEmpty && !trust.systemRoots
+        let discovery: NearbyDiscovery
+        do { discovery = try await NearbyDiscovery.start(backend: backend, logger: logger) } catch {
+            throw RuntimeFailure("cannot start discovery: \(error)")
+        }
+        var settings = BrokerConfiguration(connection: configuration, serviceType: try parseType(type))
+        settings.advertises = false
+        settings.logger = logger
+        let broker: ConnectionBroker
+        do { broker = try await ConnectionBroker.start(settings, discovery: discovery) } catch {
+            await discovery.shutdown()
+            throw RuntimeFailure(error.message)
+        }
+        if !json {
+            FileHandle.standardError.write(Data("nearby: looking for \(type) for \(timeout) s…\n".utf8))
+        }
+        let peers = await broker.peers(timeout: .milliseconds(Int64(timeout * 1000)))
+        await broker.shutdown()
+        await discovery.shutdown()
+        for peer in peers {
+            // Pinned: trusted. Not pinned: untrusted when pins are the only policy, else unknown
+            // (an anchor or a system root could vouch for its certificate).
+            let trusted: Bool? = peer.peerID.map { pinned.contains($0) ? true : (pinsOnly ? false : nil) } ?? false
+            let rtt = peer.rtt.map { milliseconds($0) }
+            printEvent(
+                json,
+                [
+                    ("peerID", peer.peerID.map { .string($0.description) } ?? .null), ("name", .string(peer.name)),
+                    ("addresses", .array(peer.addresses.map { .string($0) })), ("port", .number(Double(peer.port))),
+                    ("rttMs", rtt.map { .number($0) } ?? .null), ("protocolVersion", peer.protocolVersion.map { .string($0) } ?? .null),
+                    ("compatible", .bool(peer.compatible)), ("reason", peer.reason.map { .string($0) } ?? .null), ("trusted", trusted.map { .bool($0) } ?? .null),
+                ],
+                text: "\(peer.name)  \(peer.peerID?.short ?? "(no id)")  \(peer.addresses.joined(separator: " ")) port \(peer.port)  "
+                    + "\(rtt.map { "\($0) ms" } ?? "no answer")  pv \(peer.protocolVersion ?? "?")  "
+                    + (peer.compatible ? "compatible" : "not compatible: \(peer.reason ?? "")")
+                    + (trusted == true ? ", trusted" : trusted == false ? ", not trusted" : ""))
+        }
+        if peers.isEmpty, !json {
+            FileHandle.standardError.write(Data("nearby: no peer offering \(type) answered within \(timeout) s\n".utf8))
+        }
+    }
+}
