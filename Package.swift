@@ -144,7 +144,7 @@ let package = Package(
         ),
         .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "PeerTrust"], swiftSettings: strict),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
-        .testTarget(name: "LabTests", dependencies: ["DNSWire"], swiftSettings: strict),
+        .testTarget(name: "LabTests", dependencies: ["DNSWire", "PeerTrust"], swiftSettings: strict),
         // Publishes many instances from one process, for Tools/bench-discovery.
         .executableTarget(
             name: "nearby-mass-advertise",

@@ -34,7 +34,9 @@ actor BrokerLoop {
     private var connections: [Int: PeerConnection] = [:]
     private var nextConnection = 1
     /// Callers waiting for a connection to a peer.
-    private var waiters: [PeerID: [Int: CheckedContinuation<PeerConnection?, Never>]] = [:]
+    private var waiters: [PeerID: [Int: CheckedContinuation<Result<PeerConnection, BrokerError>, Never>]] = [:]
+    /// Why the last dial to a peer failed, for a caller waiting on it.
+    private var lastFailure: [PeerID: PeerConnectionError] = [:]
     private var nextWaiter = 0
     /// Who is announced, by instance name, with its latest addresses on each interface it was
     /// seen on (an update replaces that interface's addresses; they are never accumulated).
@@ -46,6 +48,8 @@ actor BrokerLoop {
     private var advertisement: Advertisement?
     private let dials = AsyncLimiter(DialPlan.concurrencyLimit)
     private var stopped = false
+    /// When browsing began: responders answer a query within 20-120 ms (RFC 6762 §6).
+    private var browseStarted: ContinuousClock.Instant?
 
     init(configuration: BrokerConfiguration, localID: PeerID, continuation: AsyncStream<BrokerEvent>.Continuation, discovery: NearbyDiscovery) {
         self.configuration = configuration
@@ -78,6 +82,7 @@ actor BrokerLoop {
     }
 
     func browse() {
+        browseStarted = clock.now
         let events = discovery.browse(configuration.serviceType, resolve: true)
         tasks.append(Task { [weak self] in
             for await event in events {
@@ -95,7 +100,9 @@ actor BrokerLoop {
         let open = Array(connections.values)
         connections = [:]
         for connection in open { await connection.close(code: 1001, reason: "going away") }
-        for (_, pending) in waiters { for (_, waiter) in pending { waiter.resume(returning: nil) } }
+        for (_, pending) in waiters {
+            for (_, waiter) in pending { waiter.resume(returning: .failure(BrokerError(.unreachable, "the broker was shut down"))) }
+        }
         waiters = [:]
         for (_, waiter) in announcementWaiters { waiter.resume() }
         announcementWaiters = [:]
@@ -118,7 +125,8 @@ actor BrokerLoop {
                 name: service.name, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
                 addresses: addresses, port: Int(resolved.port))
             announced[service.name] = (announcement, interfaces)
-            logger.debug("announced: \(service.name) at \(addresses.joined(separator: ", ")) port \(resolved.port)")
+            let after = browseStarted.map { " \((clock.now - $0).formatted(.units(allowed: [.milliseconds])))" } ?? ""
+            logger.debug("announced\(after) after browsing began: \(service.name) at \(addresses.joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
             for (_, waiter) in announcementWaiters { waiter.resume() }
             announcementWaiters = [:]
@@ -225,7 +233,7 @@ actor BrokerLoop {
             guard let connection = connections[id] else { return }
             logger.info("connected to \(peer.short) (dialed by \(initiator.short))")
             emit(.connected(connection, initiator: initiator))
-            for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] { waiter.resume(returning: connection) }
+            for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] { waiter.resume(returning: .success(connection)) }
         case .disconnected(let peer, _, let reason):
             logger.info("disconnected from \(peer.short): \(reason)")
             emit(.disconnected(peer, reason: reason))
@@ -235,6 +243,12 @@ actor BrokerLoop {
         case .dialFailed(let peer, let reason, _):
             logger.info("dial to \(peer.short) failed: \(reason)")
             emit(.dialFailed(peer, reason: reason))
+            // A refusal (trust, TLS, the handshake) will not change by retrying: tell whoever waits.
+            if let error = lastFailure[peer], [.untrusted, .tls, .handshake, .upgrade].contains(error.code) {
+                for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] {
+                    waiter.resume(returning: .failure(BrokerError(.refused, error.description, connectionError: error)))
+                }
+            }
         }
     }
 
@@ -271,6 +285,7 @@ actor BrokerLoop {
             let id = register(connection)
             handle(.dialSucceeded(peer, id))
         case .failure(let error):
+            lastFailure[peer] = error
             handle(.dialFailed(peer, reason: error.description))
         }
     }
@@ -285,22 +300,22 @@ actor BrokerLoop {
             guard (try? await Task.sleep(for: timeout)) != nil else { return }
             await self?.giveUp(peerID, ticket)
         }
-        let connection = await withCheckedContinuation { waiter in
+        let outcome = await withCheckedContinuation { waiter in
             waiters[peerID, default: [:]][ticket] = waiter
             handle(.requested(peerID))
         }
         deadline.cancel()
-        guard let connection else {
-            let known = announced.values.contains { $0.announcement.peerID.flatMap { PeerID($0) } == peerID }
-            throw BrokerError(
-                known ? .unreachable : .notFound,
-                known ? "no connection to \(peerID.short) within \(timeout)" : "no peer with ID \(peerID.short) was found within \(timeout)")
-        }
-        return connection
+        return try outcome.get()
     }
 
     private func giveUp(_ peer: PeerID, _ ticket: Int) {
-        waiters[peer]?.removeValue(forKey: ticket)?.resume(returning: nil)
+        guard let waiter = waiters[peer]?.removeValue(forKey: ticket) else { return }
+        let known = announced.values.contains { $0.announcement.peerID.flatMap { PeerID($0) } == peer }
+        let why = lastFailure[peer].map { ": the last attempt: \($0.description)" } ?? ""
+        waiter.resume(returning: .failure(
+            known
+                ? BrokerError(.unreachable, "no connection to \(peer.short) within the time allowed\(why)", connectionError: lastFailure[peer])
+                : BrokerError(.notFound, "no peer with ID \(peer.short) was found within the time allowed")))
     }
 
     func peerID(named name: String, timeout: Duration) async throws(BrokerError) -> PeerID {
@@ -364,15 +379,21 @@ actor BrokerLoop {
 
     // MARK: Measuring
 
-    /// The compatible candidates announced until 150 ms after the first one, measured.
+    static let gatherAfterBrowse: Duration = .milliseconds(250)
+    static let gatherAfterFirst: Duration = .milliseconds(100)
+
+    /// The compatible candidates announced within the gathering window, measured.
     func measureCandidates(timeout: Duration) async throws(BrokerError) -> [MeasuredPeer] {
         let end = clock.now + timeout
         while compatibleAnnouncements().isEmpty, clock.now < end { await waitForAnnouncement(until: end) }
         guard !compatibleAnnouncements().isEmpty else {
             throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)")
         }
-        // Responders answer a query within 20-120 ms (RFC 6762 §6): let the others arrive.
-        let gather = min(clock.now + .milliseconds(150), end)
+        // Responders delay shared answers 20-120 ms after a query (RFC 6762 §6): gather until
+        // 250 ms after browsing began (twice that, for a busy responder) and at least 100 ms after
+        // the first answer, so that a far peer answering early does not hide a near one answering late.
+        let fromBrowse = (browseStarted ?? clock.now) + Self.gatherAfterBrowse
+        let gather = min(max(fromBrowse, clock.now + Self.gatherAfterFirst), end)
         while clock.now < gather { await waitForAnnouncement(until: gather) }
         return await measure(compatibleAnnouncements())
     }

@@ -154,8 +154,8 @@ public final class ConnectionBroker: Sendable {
         try await loop.connect(host: host, port: port, timeout: timeout)
     }
 
-    /// The nearest compatible peer: every candidate discovered (until 150 ms after the first)
-    /// is measured with a round-trip probe (8 at most at once, each peer's addresses
+    /// The nearest compatible peer: every candidate discovered (until 250 ms after browsing
+    /// began, and at least 100 ms after the first answer) is measured with a round-trip probe (8 at most at once, each peer's addresses
     /// happy-eyeballs style); the lowest RTT wins, RTTs within 10 % or 1 ms are ties that go to
     /// the smaller peer ID. Returns the connection and the candidates as measured, nearest first.
     public func connectNearest(timeout: Duration = .seconds(10)) async throws(BrokerError) -> (PeerConnection, [MeasuredPeer]) {
