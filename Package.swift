@@ -158,6 +158,9 @@ let package = Package(
         .executableTarget(
             name: "readme-connection", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ReadmeExamples/Connection", swiftSettings: strict),
         .executableTarget(
+            name: "readme-broker", dependencies: ["ConnectionBroker", "NearbyDiscovery", "PeerConnection", "PeerTrust"],
+            path: "Tools/ReadmeExamples/Broker", swiftSettings: strict),
+        .executableTarget(
             name: "readme-pairing", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ReadmeExamples/Pairing", swiftSettings: strict),
         .executableTarget(name: "readme-trust", dependencies: ["PeerTrust"], path: "Tools/ReadmeExamples/Trust", swiftSettings: strict),
         .executableTarget(name: "readme-wire", dependencies: ["DNSWire"], path: "Tools/ReadmeExamples/Wire", swiftSettings: strict),

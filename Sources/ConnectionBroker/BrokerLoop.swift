@@ -48,6 +48,7 @@ actor BrokerLoop {
     private var advertisement: Advertisement?
     private let dials = AsyncLimiter(DialPlan.concurrencyLimit)
     private var stopped = false
+    private(set) var statistics = BrokerStatistics()
     /// When browsing began: responders answer a query within 20-120 ms (RFC 6762 §6).
     private var browseStarted: ContinuousClock.Instant?
 
@@ -160,6 +161,7 @@ actor BrokerLoop {
             return
         }
         let id = register(connection)
+        statistics.accepted += 1
         handle(.accepted(peer, id))
     }
 
@@ -198,6 +200,7 @@ actor BrokerLoop {
                 tasks.append(Task { [weak self] in await self?.dial(peer, addresses: addresses, port: port) })
             case .close(let id, let reason):
                 guard let connection = connections.removeValue(forKey: id) else { continue }
+                if reason == "duplicate" { statistics.duplicatesClosed += 1 } else { statistics.replaced += 1 }
                 logger.debug("closing connection \(id): \(reason)")
                 Task { await connection.close(code: 1000, reason: reason) }
             case .probe(let id):
@@ -238,6 +241,7 @@ actor BrokerLoop {
             logger.info("disconnected from \(peer.short): \(reason)")
             emit(.disconnected(peer, reason: reason))
         case .skipped(let name, let reason):
+            statistics.skipped += 1
             logger.info("skipping \"\(name)\": \(reason)")
             emit(.skipped(name: name, reason: reason))
         case .dialFailed(let peer, let reason, _):
@@ -272,12 +276,14 @@ actor BrokerLoop {
     // MARK: Dialing
 
     private func dial(_ peer: PeerID, addresses: [String], port: Int) async {
+        statistics.dials += 1
         await dials.acquire()
         let outcome = await HappyEyeballs.connect(
             DialPlan.schedule(addresses), port: port, expecting: peer, configuration: configuration.connection)
         await dials.release()
         switch outcome {
         case .success(let connection):
+            statistics.dialsSucceeded += 1
             guard !stopped else {
                 await connection.close(code: 1001, reason: "going away")
                 return
@@ -285,6 +291,7 @@ actor BrokerLoop {
             let id = register(connection)
             handle(.dialSucceeded(peer, id))
         case .failure(let error):
+            statistics.dialsFailed += 1
             lastFailure[peer] = error
             handle(.dialFailed(peer, reason: error.description))
         }

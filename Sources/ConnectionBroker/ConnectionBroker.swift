@@ -47,6 +47,22 @@ public enum BrokerEvent: Sendable {
     case dialFailed(PeerID, reason: String)
 }
 
+/// What a broker did so far: every connection it opened, accepted or threw away is counted.
+public struct BrokerStatistics: Hashable, Sendable {
+    /// Dials started, and how they ended.
+    public var dials = 0
+    public var dialsSucceeded = 0
+    public var dialsFailed = 0
+    /// Connections peers opened to us that were authenticated and initialized.
+    public var accepted = 0
+    /// Second connections to a peer closed as duplicates (crossing dials, a late happy-eyeballs winner).
+    public var duplicatesClosed = 0
+    /// Connections replaced because their peer reconnected and they did not answer a ping.
+    public var replaced = 0
+    /// Announced instances skipped (no valid id, an incompatible pv).
+    public var skipped = 0
+}
+
 /// Why a broker could not do what was asked, in words a person can act on.
 public struct BrokerError: Error, Hashable, Sendable, CustomStringConvertible {
     public enum Code: String, Sendable {
@@ -171,6 +187,11 @@ public final class ConnectionBroker: Sendable {
     /// measured with a round-trip probe.
     public func peers(timeout: Duration) async -> [DiscoveredPeer] {
         await loop.measureAll(after: timeout)
+    }
+
+    /// What the broker has done so far.
+    public func statistics() async -> BrokerStatistics {
+        await loop.statistics
     }
 
     /// Stops: withdraws the advertisement (goodbye), stops browsing and dialing, and closes

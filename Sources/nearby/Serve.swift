@@ -204,8 +204,19 @@ struct Serve: AsyncParsableCommand {
             }
         }
         await waitForTermination()
+        let counted = await broker.statistics()
         await broker.shutdown()
         serving.cancel()
+        printEvent(
+            json,
+            [
+                ("event", .string("statistics")), ("dials", .number(Double(counted.dials))), ("dialsSucceeded", .number(Double(counted.dialsSucceeded))),
+                ("dialsFailed", .number(Double(counted.dialsFailed))), ("accepted", .number(Double(counted.accepted))),
+                ("duplicatesClosed", .number(Double(counted.duplicatesClosed))), ("replaced", .number(Double(counted.replaced))),
+                ("skipped", .number(Double(counted.skipped))),
+            ],
+            text: "Broker: \(counted.dials) dials (\(counted.dialsSucceeded) connected, \(counted.dialsFailed) failed), \(counted.accepted) accepted, "
+                + "\(counted.duplicatesClosed) duplicates closed, \(counted.replaced) replaced, \(counted.skipped) skipped")
         await discovery.shutdown()
     }
 

@@ -276,6 +276,20 @@ struct BrokerLabTests {
         }
     }
 
+    @Test("README's broker example runs to the end: it advertises, measures, connects to the nearest peer and pings it")
+    func readmeExample() async throws {
+        let lab = try Lab.require(hosts: 2)
+        let peers = try await peers(lab, 2)
+        let server = try serve(lab, "h1", peers[0], name: "Build Box", port: 9550)
+        try await lab.withProcesses([server]) {
+            _ = try await server.waitForLine(containing: "listening", timeout: .seconds(20))
+            let example = URL(fileURLWithPath: Self.nearby).deletingLastPathComponent().appendingPathComponent("readme-broker").path
+            let output = try await lab.run(["exec", "h2", "--", "env", "NEARBY_STATE_DIR=\(peers[1].directory)", example], timeout: .seconds(30))
+            #expect(output.contains("measured: [\"Build Box"), "\(output)")
+            #expect(output.contains("nearest: Peer ") && output.contains(" answers ping with {}"), "\(output)")
+        }
+    }
+
     @Test("interop: connect TYPE --peer ID finds a Python websockets TLS server advertised by python-zeroconf with TXT id and pv")
     func pythonPeer() async throws {
         let lab = try Lab.require(hosts: 3)

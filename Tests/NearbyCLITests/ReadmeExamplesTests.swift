@@ -27,7 +27,7 @@ struct ReadmeExamplesTests {
         return blocks
     }
 
-    static let examples = ["Discovery", "Trust", "Connection", "Pairing", "Wire"]
+    static let examples = ["Broker", "Discovery", "Trust", "Connection", "Pairing", "Wire"]
 
     @Test("README shows exactly the example programs that are built", arguments: Array(examples.enumerated()))
     func readmeShowsTheBuiltCode(_ example: (offset: Int, element: String)) throws {
