@@ -127,7 +127,7 @@ let package = Package(
         .target(
             name: "ConnectionBroker",
             dependencies: [
-                "PeerConnection", "PeerTrust", "NearbyDiscovery", .product(name: "Logging", package: "swift-log"),
+                "DNSWire", "PeerConnection", "PeerTrust", "NearbyDiscovery", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict),

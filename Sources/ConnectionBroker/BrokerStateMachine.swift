@@ -1,3 +1,4 @@
+import DNSWire
 import PeerConnection
 import PeerTrust
 
@@ -362,20 +363,5 @@ struct BrokerStateMachine: Sendable {
         state.backoff = base
         let fraction = Double(random.next() >> 11) / Double(1 << 53) * configuration.jitter
         return base + base * fraction
-    }
-}
-
-/// A small deterministic random number generator (SplitMix64): the state machine's jitter is
-/// reproducible for a given seed, so tests can check it.
-struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -121,18 +121,7 @@ struct ConnectCommand: AsyncParsableCommand {
 
     /// Finds the peer with a broker that browses (and does not advertise), then relays.
     private func connectByDiscovery(type: ServiceType, configuration: PeerConnectionConfiguration) async throws {
-        let discovery: NearbyDiscovery
-        do { discovery = try await NearbyDiscovery.start(backend: backend, logger: logger) } catch {
-            throw RuntimeFailure("cannot start discovery: \(error)")
-        }
-        var settings = BrokerConfiguration(connection: configuration, serviceType: type)
-        settings.advertises = false
-        settings.logger = logger
-        let broker: ConnectionBroker
-        do { broker = try await ConnectionBroker.start(settings, discovery: discovery) } catch {
-            await discovery.shutdown()
-            throw RuntimeFailure(error.message)
-        }
+        let (discovery, broker) = try await BrowsingBroker.start(type: type, configuration: configuration, backend: backend, logger: logger)
         let limit = Duration.milliseconds(Int64(timeout * 1000))
         let connection: PeerConnection
         var extra: [(String, OutputValue)] = []

@@ -1,6 +1,8 @@
 public import ArgumentParser
 import Logging
+import ConnectionBroker
 import NearbyDiscovery
+import PeerConnection
 
 /// Options every discovery command shares.
 struct NetworkOptions: ParsableArguments {
@@ -98,6 +100,28 @@ enum HostLookup {
             throw ValidationError("--host: \(error.message)")
         } catch {
             throw RuntimeFailure("cannot connect to \(host): \(error)")
+        }
+    }
+}
+
+/// `connect TYPE …` and `peers`: a broker that browses (and does not advertise), on a discovery
+/// of its own.
+enum BrowsingBroker {
+    static func start(
+        type: ServiceType, configuration: PeerConnectionConfiguration, backend: BackendChoice, logger: Logger
+    ) async throws -> (NearbyDiscovery, ConnectionBroker) {
+        let discovery: NearbyDiscovery
+        do { discovery = try await NearbyDiscovery.start(backend: backend, logger: logger) } catch {
+            throw RuntimeFailure("cannot start discovery: \(error)")
+        }
+        var settings = BrokerConfiguration(connection: configuration, serviceType: type)
+        settings.advertises = false
+        settings.logger = logger
+        do {
+            return (discovery, try await ConnectionBroker.start(settings, discovery: discovery))
+        } catch {
+            await discovery.shutdown()
+            throw RuntimeFailure(error.message)
         }
     }
 }

@@ -50,18 +50,8 @@ struct PeersCommand: AsyncParsableCommand {
         let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
         let pinned = Set(((try? state.trust.pins()) ?? []).map(\.peerID))
         let pinsOnly = trust.anchors.isEmpty && !trust.systemRoots
-        let discovery: NearbyDiscovery
-        do { discovery = try await NearbyDiscovery.start(backend: backend, logger: logger) } catch {
-            throw RuntimeFailure("cannot start discovery: \(error)")
-        }
-        var settings = BrokerConfiguration(connection: configuration, serviceType: try parseType(type))
-        settings.advertises = false
-        settings.logger = logger
-        let broker: ConnectionBroker
-        do { broker = try await ConnectionBroker.start(settings, discovery: discovery) } catch {
-            await discovery.shutdown()
-            throw RuntimeFailure(error.message)
-        }
+        let (discovery, broker) = try await BrowsingBroker.start(
+            type: try parseType(type), configuration: configuration, backend: backend, logger: logger)
         if !json {
             FileHandle.standardError.write(Data("nearby: looking for \(type) for \(timeout) s…\n".utf8))
         }
