@@ -43,6 +43,9 @@ actor BrokerLoop {
     private var announced: [String: (announcement: PeerAnnouncement, interfaces: [String: [String]])] = [:]
     private var announcementWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
     private var timer: Task<Void, Never>?
+    /// The long-lived tasks (listener events, browse), cancelled at shutdown. Dials, probes and
+    /// connection watchers are not kept: each ends by itself (set-up and probe time-outs, or the
+    /// connection closing at shutdown), so nothing accumulates in a broker that runs for days.
     private var tasks: [Task<Void, Never>] = []
     private var listener: PeerListener?
     private var advertisement: Advertisement?
@@ -169,10 +172,10 @@ actor BrokerLoop {
         let id = nextConnection
         nextConnection += 1
         connections[id] = connection
-        tasks.append(Task { [weak self] in
+        Task { [weak self] in
             let reason = await connection.closed()
             await self?.ended(id, reason: reason)
-        })
+        }
         return id
     }
 
@@ -197,7 +200,7 @@ actor BrokerLoop {
             switch action {
             case .dial(let peer, let addresses, let port):
                 logger.debug("dialing \(peer.short) at \(addresses.joined(separator: ", ")) port \(port)")
-                tasks.append(Task { [weak self] in await self?.dial(peer, addresses: addresses, port: port) })
+                Task { [weak self] in await self?.dial(peer, addresses: addresses, port: port) }
             case .close(let id, let reason):
                 guard let connection = connections.removeValue(forKey: id) else { continue }
                 if reason == "duplicate" { statistics.duplicatesClosed += 1 } else { statistics.replaced += 1 }
@@ -209,7 +212,7 @@ actor BrokerLoop {
                     continue
                 }
                 let timeout = machine.configuration.probeTimeout
-                tasks.append(Task { [weak self] in
+                Task { [weak self] in
                     let alive: Bool
                     do {
                         _ = try await connection.request("ping", timeout: timeout)
@@ -218,7 +221,7 @@ actor BrokerLoop {
                         alive = false
                     }
                     await self?.probed(id, alive: alive)
-                })
+                }
             case .report(let report):
                 self.report(report)
             }

@@ -73,6 +73,7 @@ struct ReadmeExamplesTests {
             return words[index + 1]
         }
         #expect(codes.count == 2 && codes[0] == codes[1] && codes[0].count == 6, "\(output)")
+        #expect(output.contains("Build Box paired with Laptop"), "\(output)")
         #expect(output.contains("pinned on the laptop: [\"Build Box\"] on Build Box: [\"Laptop\"]"), "\(output)")
         #expect(output.contains("the laptop now trusts Build Box: true"), "\(output)")
     }

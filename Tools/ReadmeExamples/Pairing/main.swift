@@ -28,6 +28,12 @@ let paired = try await PeerConnection.pair(
     print("Laptop shows \(request.code) for \(request.name)")
     return true
 }
+// Each side pins on its own: Build Box says so on its listener's events once it has.
+for await event in listener.events {
+    guard case .paired(let result) = event else { continue }
+    print("Build Box paired with", result.name)
+    break
+}
 print("pinned on the laptop:", try laptopStore.pins().compactMap(\.name), "on Build Box:", try buildBoxStore.pins().compactMap(\.name))
 print("the laptop now trusts Build Box:", TrustEvaluator(policy: try .pinned(laptopStore)).evaluate(chain: buildBox.certificateChain, role: .connecting).isTrusted)
 await listener.close()
