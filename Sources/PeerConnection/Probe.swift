@@ -25,6 +25,8 @@ final class ProbeResponder: ChannelInboundHandler, RemovableChannelHandler {
     private var answered = 0
     /// Samples answered on one connection at most (then it is closed).
     static let maximumSamples = 16
+    /// A probe connection is closed this long after its first question, answered or not.
+    static let lingerLimit: TimeAmount = .seconds(2)
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
@@ -51,7 +53,13 @@ final class ProbeResponder: ChannelInboundHandler, RemovableChannelHandler {
                 return
             }
             buffer.moveReaderIndex(forwardBy: Probe.question.count)
-            if answered == 0 { context.fireUserInboundEventTriggered(ProbeAnswered()) }
+            if answered == 0 {
+                context.fireUserInboundEventTriggered(ProbeAnswered())
+                // Set-up's time-out no longer applies: a prober that stays silent is closed after
+                // a while, so that nobody can hold connections open by asking once.
+                let channel = context.channel
+                context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) }
+            }
             answered += 1
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: Probe.answer)), promise: nil)
             if answered >= Self.maximumSamples {

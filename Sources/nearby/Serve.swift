@@ -290,7 +290,7 @@ final class Invitations: Sendable {
 func printConnected(_ json: Bool, _ connection: PeerConnection, extra: [(String, OutputValue)] = []) {
     let peer = connection.peer
     let infoKey = connection.role == .connecting ? "agentInfo" : "clientInfo"
-    let ms = Double(nanoseconds(connection.setupDuration)) / 1e6
+    let ms = milliseconds(connection.setupDuration)
     printEvent(
         json,
         [
@@ -298,7 +298,7 @@ func printConnected(_ json: Bool, _ connection: PeerConnection, extra: [(String,
             ("name", peer.displayName.map { .string($0) } ?? .null), ("role", .string(connection.role.rawValue)),
             ("address", .string(connection.remoteAddress)), ("port", .number(Double(connection.remotePort))),
             ("protocolVersion", .string(peer.protocolVersion.description)), (infoKey, output(peer.info)),
-            ("ms", .number((ms * 10).rounded() / 10)),
+            ("ms", .number(ms)),
         ] + extra,
         text: "Connected to \"\(peer.displayName ?? "?")\" (peer ID \(peer.peerID?.description ?? "none: insecure"), \(connection.remoteAddress) port \(connection.remotePort), protocol \(peer.protocolVersion), \(connection.role.rawValue), \(String(format: "%.1f", ms)) ms)"
     )

@@ -44,6 +44,33 @@ struct ProbeTests {
     }
 }
 
+extension ProbeTests {
+    @Test("a prober that asks once and then stays silent is closed by the listener within a few seconds")
+    func silentProberIsClosed() async throws {
+        let server = try Peers.identity("Build Box")
+        let echo = try await EchoServer(Peers.configuration(server))
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: echo.port).get()
+        try await channel.writeAndFlush(channel.allocator.buffer(string: "NEARBY-PROBE 1\n")).get()
+        let closedAt = ContinuousClock.now
+        // Bounded: the test waits at most 10 s, then says the connection was still open.
+        let closed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { try await channel.closeFuture.get(); return true }
+            group.addTask {
+                // Closing from here ends the other child too (a close future ignores cancellation).
+                try await Task.sleep(for: .seconds(10))
+                try? await channel.close()
+                return false
+            }
+            let first = try await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        #expect(closed, "the listener kept a silent prober's connection open for 10 s")
+        #expect(ContinuousClock.now - closedAt < .seconds(5))
+        await echo.stop()
+    }
+}
+
 final class CloseOnRead: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
     func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.close(promise: nil) }
