@@ -389,9 +389,6 @@ actor BrokerLoop {
 
     // MARK: Measuring
 
-    static let gatherAfterBrowse: Duration = .milliseconds(250)
-    static let gatherAfterFirst: Duration = .milliseconds(100)
-
     /// The compatible candidates announced within the gathering window, measured.
     func measureCandidates(timeout: Duration) async throws(BrokerError) -> [MeasuredPeer] {
         let end = clock.now + timeout
@@ -399,11 +396,8 @@ actor BrokerLoop {
         guard !compatibleAnnouncements().isEmpty else {
             throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)")
         }
-        // Responders delay shared answers 20-120 ms after a query (RFC 6762 §6): gather until
-        // 250 ms after browsing began (twice that, for a busy responder) and at least 100 ms after
-        // the first answer, so that a far peer answering early does not hide a near one answering late.
-        let fromBrowse = (browseStarted ?? clock.now) + Self.gatherAfterBrowse
-        let gather = min(max(fromBrowse, clock.now + Self.gatherAfterFirst), end)
+        let gather = Nearest.gatheringEnds(
+            browseStarted: browseStarted ?? clock.now, firstAnswer: clock.now, window: configuration.answerWindow, deadline: end)
         while clock.now < gather { await waitForAnnouncement(until: gather) }
         return await measure(compatibleAnnouncements())
     }

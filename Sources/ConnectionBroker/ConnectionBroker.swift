@@ -24,6 +24,12 @@ public struct BrokerConfiguration: Sendable {
     public var autoInvite = false
     /// How long one round-trip probe may take when measuring distance.
     public var probeTimeout: Duration = .seconds(2)
+    /// How long ``ConnectionBroker/connectNearest(timeout:)`` gathers answers, counted from
+    /// the start of browsing. Responders answer a query within 20–120 ms (RFC 6762 §6); the
+    /// rest is margin for the link and for resolving. Measured in the lab, the last of four
+    /// responders (nearby, avahi-daemon, python-zeroconf) was announced at most 132 ms after
+    /// browsing began. Widen it for slow links (Wi-Fi peers in power save answer late).
+    public var answerWindow: Duration = .milliseconds(175)
     /// Where the broker says what it decides; silent by default.
     public var logger = Logger(label: "nearby.broker", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -170,8 +176,9 @@ public final class ConnectionBroker: Sendable {
         try await loop.connect(host: host, port: port, timeout: timeout)
     }
 
-    /// The nearest compatible peer: every candidate discovered (until 250 ms after browsing
-    /// began, and at least 100 ms after the first answer) is measured with a round-trip probe (8 at most at once, each peer's addresses
+    /// The nearest compatible peer: every candidate discovered (until
+    /// ``BrokerConfiguration/answerWindow`` after browsing began, and at least 100 ms after the
+    /// first answer) is measured with a round-trip probe (8 at most at once, each peer's addresses
     /// happy-eyeballs style); the lowest RTT wins, RTTs within 10 % or 1 ms are ties that go to
     /// the smaller peer ID. Returns the connection and the candidates as measured, nearest first.
     public func connectNearest(timeout: Duration = .seconds(10)) async throws(BrokerError) -> (PeerConnection, [MeasuredPeer]) {

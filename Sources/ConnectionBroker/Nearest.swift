@@ -24,6 +24,20 @@ enum Nearest {
     /// ... or within this much, whichever is larger.
     static let tieFloor: Duration = .milliseconds(1)
 
+    /// Gathering goes on after the first answer ...
+    static let gatherAfterFirst: Duration = .milliseconds(100)
+
+    /// When to stop gathering candidates and measure them: `window` after browsing began
+    /// (responders delay shared answers 20–120 ms after the query, RFC 6762 §6, so a far peer
+    /// answering early must not hide a near one answering late), and at least 100 ms after the
+    /// first answer (a browse that began long ago still gives late answers a chance), never
+    /// after the caller's deadline.
+    static func gatheringEnds<Instant: InstantProtocol>(
+        browseStarted: Instant, firstAnswer: Instant, window: Duration, deadline: Instant
+    ) -> Instant where Instant.Duration == Duration {
+        min(max(browseStarted.advanced(by: window), firstAnswer.advanced(by: gatherAfterFirst)), deadline)
+    }
+
     /// The lowest RTT wins; RTTs within 10 % or 1 ms (whichever is larger) of the lowest are ties,
     /// and ties go to the smaller peer ID, so that every peer that measures alike picks alike.
     /// Peers that did not answer are never picked.

@@ -207,9 +207,8 @@ struct BrokerLabTests {
 
     static var relay: String { ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/delay_relay.py").path }
 
-    /// Runs `connect TYPE …` in h4. Runs are 1.1 s apart, as a person's (and bench-broker's)
-    /// are: back-to-back cold browses within a second sometimes miss a responder within the
-    /// gathering window (an open finding, see the session note of 2026-11-24).
+    /// Runs `connect TYPE …` in h4, 1.1 s apart, as a person's are (`Tools/bench-broker
+    /// --spacing 0.3` measures runs closer together).
     func connectNearest(_ lab: Lab, _ client: Peer, _ arguments: [String] = ["--nearest"]) async throws -> (Int32, String) {
         try await Task.sleep(for: .milliseconds(1100))
         let command = ([Self.nearby, "connect", "_openagents._tcp"] + arguments + ["--json", "--backend", "embedded", "--state-dir", client.directory])
