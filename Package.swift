@@ -60,12 +60,10 @@ let package = Package(
         ),
         .testTarget(name: "MulticastDNSTests", dependencies: ["MulticastDNSCore", "DNSWire"], swiftSettings: strict),
         .testTarget(name: "NearbyDiscoveryTests", dependencies: ["NearbyDiscovery", "MulticastDNS", "SystemDNSSD"], swiftSettings: strict),
-        // dns_sd.h: Avahi's Bonjour-compatible C API on Linux. Apple platforms have it in the SDK.
-        .systemLibrary(
-            name: "CDNSSD",
-            pkgConfig: "avahi-compat-libdns_sd",
-            providers: [.apt(["libavahi-compat-libdnssd-dev"])]
-        ),
+        // The dns_sd API (Avahi's compatibility library on Linux), opened with dlopen when the
+        // system backend is first asked for: nothing links it, so a program runs without it.
+        // Apple platforms have dns_sd in the SDK.
+        .target(name: "CDNSSD", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // The system's DNS-SD daemon (avahi-daemon, mDNSResponder) through dns_sd, C kept inside.
         .target(
             name: "SystemDNSSD",

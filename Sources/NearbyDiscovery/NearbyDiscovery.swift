@@ -64,6 +64,9 @@ extension OpenKind where Owner == AdvertisementEvent {
 extension OpenKind where Owner == DiscoveryError {
     /// The system's DNS-SD daemon (avahi-daemon, mDNSResponder) is not running or not reachable.
     public static var daemonNotRunning: Self { Self("daemonNotRunning") }
+    /// The system backend's library is not installed (on Linux, Avahi's `libdns_sd.so.1` from
+    /// libavahi-compat-libdnssd1); the embedded backend needs nothing.
+    public static var libraryMissing: Self { Self("libraryMissing") }
     /// The daemon refused or failed an operation (a name conflict it could not settle, a bad parameter, …).
     public static var daemonFailure: Self { Self("daemonFailure") }
     /// Nothing answered in time.
@@ -182,7 +185,7 @@ public struct DiscoveryError: Error, Sendable, Equatable, CustomStringConvertibl
 
     /// A failure of the system's daemon, classified by its dns_sd code.
     init(_ error: DNSSDError, context: String? = nil) {
-        self.init(error.daemonUnavailable ? .daemonNotRunning : .daemonFailure,
+        self.init(error.libraryMissing ? .libraryMissing : error.daemonUnavailable ? .daemonNotRunning : .daemonFailure,
                   context.map { "\($0): \(error.description)" } ?? error.description)
     }
 }

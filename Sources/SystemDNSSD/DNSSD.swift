@@ -101,10 +101,29 @@ public enum DNSSD {
     private static let flagsMoreComing: UInt32 = 0x1
     private static let flagsAdd: UInt32 = 0x2
 
+    /// Opens the dns_sd library (on Linux, Avahi's `libdns_sd.so.1`) if it is not open yet.
+    /// Nothing links it, so that programs run without it; this is the first thing every
+    /// operation does.
+    /// - Throws: a ``DNSSDError`` with ``DNSSDError/libraryMissing`` set, saying what to install.
+    public static func loadLibrary() throws(DNSSDError) {
+        #if !canImport(dnssd)
+        var reason = [CChar](repeating: 0, count: 512)
+        let status = reason.withUnsafeMutableBufferPointer { nearby_dnssd_load($0.baseAddress, $0.count) }
+        if status != 0 {
+            let detail = reason.withUnsafeBufferPointer { buffer in
+                String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
+            throw DNSSDError(code: DNSSDError.libraryNotLoaded, operation: "dlopen", detail: detail)
+        }
+        #endif
+    }
+
     /// Checks that the daemon answers, without sending anything onto the network: a record
     /// query for an invalid name connects to the daemon, which refuses the name (`BadParam`).
-    /// Throws the connection's failure when no daemon is there.
+    /// Throws the connection's failure when no daemon is there, or the library's when dns_sd
+    /// itself is missing.
     public static func checkDaemon() async throws(DNSSDError) {
+        try loadLibrary()
         let result: Int32 = await DNSSDEventLoop.shared.perform {
             var ref: DNSServiceRef?
             let error = DNSServiceQueryRecord(&ref, 0, 0, "..", typeA, 1, { _, _, _, _, _, _, _, _, _, _, _ in }, nil)
@@ -208,6 +227,7 @@ public enum DNSSD {
         operation: String, failure: @escaping @Sendable (DNSSDError) -> Event,
         _ call: @escaping @Sendable (inout DNSServiceRef?, UnsafeMutableRawPointer) -> Int32
     ) async throws(DNSSDError) -> DNSSDOperation<Event> {
+        try loadLibrary()
         let loop = DNSSDEventLoop.shared
         let id = loop.makeID()
         let (events, continuation) = AsyncStream<Event>.makeStream()

@@ -5,19 +5,32 @@ public struct DNSSDError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The dns_sd call that failed, e.g. `DNSServiceBrowse`.
     public let operation: String
 
-    public init(code: Int32, operation: String) {
+    /// More about the failure, when dns_sd's code does not say it all (why the library did
+    /// not load).
+    public let detail: String?
+
+    public init(code: Int32, operation: String, detail: String? = nil) {
         self.code = code
         self.operation = operation
+        self.detail = detail
     }
 
+    /// True when the dns_sd library itself is missing (Avahi's compatibility library is not
+    /// installed): no daemon can be reached through it.
+    public var libraryMissing: Bool { code == Self.libraryNotLoaded }
+
     /// The code's name without its `kDNSServiceErr_` prefix, e.g. `NameConflict`.
-    public var name: String { Self.names[code] ?? "error \(code)" }
+    public var name: String { code == Self.libraryNotLoaded ? "LibraryNotLoaded" : Self.names[code] ?? "error \(code)" }
 
     /// True when the daemon could not be reached: Avahi's compatibility library reports a
     /// missing or vanished avahi-daemon as `Unknown`; mDNSResponder as `ServiceNotRunning`.
     public var daemonUnavailable: Bool { code == Self.unknown || code == Self.serviceNotRunning }
 
     public var description: String {
+        if libraryMissing {
+            return "the system backend needs Avahi's dns_sd library, which could not be loaded (\(detail ?? "libdns_sd.so.1")); "
+                + "install libavahi-compat-libdnssd1 (Debian, Ubuntu) or use the embedded backend (--backend embedded)"
+        }
         if daemonUnavailable {
             return "avahi-daemon is not running or not reachable over D-Bus (dns_sd: \(name)); start it "
                 + "(sudo systemctl start avahi-daemon) or use the embedded backend"
@@ -25,6 +38,8 @@ public struct DNSSDError: Error, Sendable, Hashable, CustomStringConvertible {
         return "\(operation) failed (dns_sd: \(name))"
     }
 
+    /// Not a dns_sd code: the library could not be opened.
+    static let libraryNotLoaded: Int32 = -1
     static let unknown: Int32 = -65537
     static let badParam: Int32 = -65540
     static let serviceNotRunning: Int32 = -65563

@@ -396,5 +396,50 @@ struct BackendLabTests {
             }
         }
     }
+
+    /// `sh -c` text that hides Avahi's dns_sd library in a private mount namespace (every file
+    /// it goes by becomes /dev/null) and then runs nearby with `arguments`.
+    static func withoutDNSSD(_ arguments: [String]) -> [String] {
+        let hide = "for f in /usr/lib/*/libdns_sd.so* /lib/*/libdns_sd.so*; do [ -e \"$f\" ] && mount --bind /dev/null \"$(readlink -f \"$f\")\"; done; "
+        let command = ([LabTestSuite.DiscoveryLabTests.nearby] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        return ["unshare", "-m", "sh", "-c", hide + "exec " + command]
+    }
+
+    @Test("without avahi's dns_sd library: --version, advertise and browse on the embedded backend work, auto falls back to embedded beside a running avahi-daemon, --backend system says what to install")
+    func withoutDNSSDLibrary() async throws {
+        let lab = try Lab.require(hosts: 2)
+        // The library is there to hide (the system backend's tests use it).
+        let libraries = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/x86_64-linux-gnu").filter { $0.hasPrefix("libdns_sd.so") }
+            + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/aarch64-linux-gnu")) ?? []).filter { $0.hasPrefix("libdns_sd.so") }
+        #expect(!libraries.isEmpty, "libdns_sd.so.1 is not installed, so hiding it proves nothing")
+        try await lab.withAvahi(in: ["h1"]) {
+            let version = try await lab.run(["exec", "h1", "--"] + Self.withoutDNSSD(["--version"]))
+            #expect(!version.isEmpty)
+            // The system backend names the package; nothing is sent.
+            let refused = try lab.start(["avahi", "exec", "h1", "--"] + Self.withoutDNSSD(["browse", "_openagents._tcp", "--backend", "system", "--timeout", "2"]))
+            let status = try await refused.wait(timeout: .seconds(20))
+            #expect(status == 1, "\(refused.output)\(refused.errorOutput)")
+            #expect(refused.errorOutput.contains("install libavahi-compat-libdnssd1"), "\(refused.errorOutput)")
+            #expect(refused.errorOutput.contains("--backend embedded"), "\(refused.errorOutput)")
+            // Auto, with avahi-daemon answering in h1: the library is missing, so embedded.
+            let advertiser = try lab.start(["avahi", "exec", "h1", "--"]
+                + Self.withoutDNSSD(["advertise", "Libless Box", "_openagents._tcp", "9801", "lib=none", "--json", "--verbose"]))
+            try await lab.withProcesses([advertiser]) {
+                _ = try await advertiser.waitForLine(containing: "\"advertising\"", timeout: .seconds(15))
+                #expect(advertiser.errorOutput.contains("using the embedded engine"), "\(advertiser.errorOutput)")
+                let found = try await lab.run(["exec", "h2", "--", LabTestSuite.DiscoveryLabTests.nearby,
+                                               "browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "3", "--backend", "embedded"])
+                #expect(found.contains("\"Libless Box\"") && found.contains("\"lib\":\"none\""), "\(found)")
+            }
+            // Browsing on the embedded backend, the library still hidden.
+            let (advertiser2, _) = try await NearbyRunner(lab: lab, backend: .embedded).advertise(
+                in: "h2", ["--host", "libfull", "Full Box", "_openagents._tcp", "9802"])
+            try await lab.withProcesses([advertiser2]) {
+                let browsed = try await lab.run(["exec", "h1", "--"]
+                    + Self.withoutDNSSD(["browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "3", "--backend", "embedded"]))
+                #expect(browsed.contains("\"Full Box\""), "\(browsed)")
+            }
+        }
+    }
 }
 }

@@ -88,6 +88,16 @@ struct BackendTests {
         let conflict = DNSSDError(code: -65548, operation: "DNSServiceRegister")
         #expect(!conflict.daemonUnavailable)
         #expect(conflict.description == "DNSServiceRegister failed (dns_sd: NameConflict)")
-        #expect(DNSSDError(code: -1, operation: "X").name == "error -1")
+        #expect(DNSSDError(code: -2, operation: "X").name == "error -2")
+    }
+
+    @Test("a missing dns_sd library says which package to install and that the embedded backend needs none")
+    func libraryMissingWords() {
+        let error = DNSSDError(code: -1, operation: "dlopen", detail: "libdns_sd.so.1: cannot open shared object file: No such file or directory")
+        #expect(error.libraryMissing && !error.daemonUnavailable)
+        #expect(error.description == "the system backend needs Avahi's dns_sd library, which could not be loaded "
+            + "(libdns_sd.so.1: cannot open shared object file: No such file or directory); install libavahi-compat-libdnssd1 "
+            + "(Debian, Ubuntu) or use the embedded backend (--backend embedded)")
+        #expect(DiscoveryError(error).code == .libraryMissing)
     }
 }
