@@ -3,13 +3,16 @@
 public struct ServiceNameError: Error, Hashable, Sendable, CustomStringConvertible {
     public var input: String
     public var reason: String
+    /// What was refused, in words: "service type", "instance name".
+    public var subject: String
 
-    public init(input: String, reason: String) {
+    public init(input: String, reason: String, subject: String = "service type") {
         self.input = input
         self.reason = reason
+        self.subject = subject
     }
 
-    public var description: String { "invalid service name \"\(input)\": \(reason)" }
+    public var description: String { "invalid \(subject) \"\(input)\": \(reason)" }
 }
 
 /// A DNS-SD service type such as `_openagents._tcp`, optionally narrowed to a subtype
@@ -214,13 +217,13 @@ public struct ServiceInstanceName: Hashable, Sendable, CustomStringConvertible {
         guard (1...63).contains(count) else {
             throw ServiceNameError(
                 input: instance,
-                reason: "an instance name must be 1 to 63 bytes of UTF-8, got \(count) bytes")
+                reason: "an instance name must be 1 to 63 bytes of UTF-8, got \(count) bytes", subject: "instance name")
         }
         if let control = instance.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             throw ServiceNameError(
                 input: instance,
                 reason: "an instance name may not contain control characters "
-                    + "(found U+\(String(control.value, radix: 16, uppercase: true)))")
+                    + "(found U+\(String(control.value, radix: 16, uppercase: true)))", subject: "instance name")
         }
         self.instance = instance
         self.type = type.baseType
@@ -229,11 +232,11 @@ public struct ServiceInstanceName: Hashable, Sendable, CustomStringConvertible {
     /// Splits a full name such as `Build\032Box._openagents._tcp.local.` into instance and type.
     public init(domainName: DomainName) throws(ServiceNameError) {
         guard let first = domainName.firstLabel else {
-            throw ServiceNameError(input: ".", reason: "the root name is not a service instance")
+            throw ServiceNameError(input: ".", reason: "the root name is not a service instance", subject: "instance name")
         }
         guard let text = String(validating: first, as: UTF8.self) else {
             throw ServiceNameError(
-                input: domainName.description, reason: "the instance name is not valid UTF-8")
+                input: domainName.description, reason: "the instance name is not valid UTF-8", subject: "instance name")
         }
         try self.init(text, type: ServiceType(domainName: domainName.parent))
     }

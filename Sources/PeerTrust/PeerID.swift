@@ -61,6 +61,22 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible, L
         self.bytes = bytes
     }
 
+    /// Whether `prefix` begins this peer ID as printed, read the way ``init(parsing:)`` reads
+    /// (case, dashes and spaces ignored, `O` as `0`, `I`/`L` as `1`): `pbfjbc` matches
+    /// `PBFJBC-…`. An empty prefix matches nothing.
+    public func hasPrefix(_ prefix: String) -> Bool {
+        var typed: [Character] = []
+        for character in prefix.uppercased() where character != "-" && !character.isWhitespace {
+            switch character {
+            case "O": typed.append("0")
+            case "I", "L": typed.append("1")
+            default: typed.append(character)
+            }
+        }
+        guard !typed.isEmpty else { return false }
+        return description.filter { $0 != "-" }.starts(with: typed)
+    }
+
     public init?(_ description: String) {
         guard let id = try? PeerID(parsing: description) else { return nil }
         self = id

@@ -30,7 +30,7 @@ struct Advertise: AsyncParsableCommand {
     var name: String
     @Argument(help: "Service type, e.g. _openagents._tcp.")
     var type: String
-    @Argument(help: "TCP or UDP port, 1-65535.")
+    @Argument(help: "TCP or UDP port, 1-65535.", transform: NumberInput.integer("port", 1...65535, use: "1-65535"))
     var port: Int
     @Argument(help: "TXT entries: key=value, key= or key.")
     var txt: [String] = []
@@ -38,7 +38,8 @@ struct Advertise: AsyncParsableCommand {
     var subtypes: [String] = []
     @Option(name: .customLong("host"), help: "Host label to publish in .local (default: this machine's name).")
     var host: String?
-    @Option(help: "TTL in seconds of the service's records (default: 120 for SRV, 4500 for PTR and TXT). Short TTLs make a crashed advertiser vanish sooner.")
+    @Option(help: "TTL in seconds of the service's records (default: 120 for SRV, 4500 for PTR and TXT). Short TTLs make a crashed advertiser vanish sooner.",
+            transform: NumberInput.integer("--ttl", 1...4500, use: "1-4500 seconds"))
     var ttl: Int?
     @Option(name: .customLong("txt-file"), help: ArgumentHelp(
         "More TXT entries, one per line (blank lines ignored). On SIGHUP the file is read again and the TXT record updated.",
@@ -63,7 +64,6 @@ struct Advertise: AsyncParsableCommand {
     }
 
     func validate() throws {
-        guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
         _ = try parseType(type)
         do {
             let serviceType = try parseType(type)
@@ -75,7 +75,6 @@ struct Advertise: AsyncParsableCommand {
         } catch let error as DiscoveryInfoError {
             throw ValidationError(error.description)
         }
-        if let ttl, !(1...4500).contains(ttl) { throw ValidationError("--ttl \(ttl) is out of range; use 1-4500 seconds") }
         if let host, host.isEmpty || host.utf8.count > 63 || host.contains(".") {
             throw ValidationError("host label \"\(host)\" must be 1-63 bytes without dots")
         }

@@ -24,13 +24,12 @@ struct Browse: AsyncParsableCommand {
     var type: String
     @Flag(help: "Resolve each service: host, port, addresses, TXT.")
     var resolve = false
-    @Option(help: "Stop after this many seconds (exit 0).")
+    @Option(help: "Stop after this many seconds (exit 0).", transform: NumberInput.seconds("--timeout"))
     var timeout: Double?
     @OptionGroup var network: NetworkOptions
 
     func validate() throws {
         _ = try parseType(type)
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
     }
 
     func run() async throws {

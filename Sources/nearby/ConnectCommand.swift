@@ -39,7 +39,7 @@ struct ConnectCommand: AsyncParsableCommand {
     var type: String?
     @Option(help: "The peer's address: IPv4, IPv6 (fe80::1%eth0 for link-local), a .local name (looked up over mDNS) or a DNS name.")
     var host: String?
-    @Option(help: "The peer's TCP port, 1-65535.")
+    @Option(help: "The peer's TCP port, 1-65535.", transform: NumberInput.integer("--port", 1...65535, use: "1-65535"))
     var port: Int?
     @Flag(help: "With TYPE: the nearest compatible peer (lowest round-trip time).")
     var nearest = false
@@ -51,7 +51,8 @@ struct ConnectCommand: AsyncParsableCommand {
     var backend: BackendChoice = .automatic
     @Option(name: .customLong("peer-id"), help: "The peer ID expected (from discovery's TXT id): any other key is refused.")
     var peerID: String?
-    @Option(help: ArgumentHelp("Seconds to wait for the connection, and at the end for replies still due.", valueName: "seconds"))
+    @Option(help: ArgumentHelp("Seconds to wait for the connection, and at the end for replies still due.", valueName: "seconds"),
+            transform: NumberInput.seconds("--timeout", maximum: 3600))
     var timeout: Double = 10
     @Flag(help: "Print one JSON object per line instead of text.")
     var json = false
@@ -69,9 +70,6 @@ struct ConnectCommand: AsyncParsableCommand {
             guard host == nil, port == nil else { throw ValidationError("give either --host and --port, or a service type, not both") }
             guard peerID == nil else { throw ValidationError("with a service type, the peer ID goes in --peer") }
             guard !channel.insecure else { throw ValidationError("--insecure works only with --host and --port: a found peer is told apart by its peer ID") }
-            if let wantedPeer {
-                do { _ = try PeerID(parsing: wantedPeer) } catch { throw ValidationError("--peer: \(error.message)") }
-            }
         } else {
             guard let host, let port else {
                 throw ValidationError("give --host and --port, or a service type with --nearest, --peer ID or --name NAME")
@@ -79,12 +77,7 @@ struct ConnectCommand: AsyncParsableCommand {
             guard !nearest, wantedPeer == nil, wantedName == nil else {
                 throw ValidationError("--nearest, --peer and --name need a service type (for example: nearby connect _openagents._tcp --nearest)")
             }
-            guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
             guard !host.isEmpty else { throw ValidationError("--host is empty; give an IP address or a name") }
-        }
-        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout \(timeout) is out of range; use 0-3600 seconds") }
-        if let peerID {
-            do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError("--peer-id: \(error.message)") }
         }
         if channel.insecure, peerID != nil { throw ValidationError("--peer-id needs TLS: an insecure connection proves no peer ID") }
         _ = try channel.version()
@@ -105,7 +98,7 @@ struct ConnectCommand: AsyncParsableCommand {
             return
         }
         guard let host, let port else { throw ValidationError("give --host and --port") }
-        let expected = try peerID.map { try PeerID(parsing: $0) }
+        let expected = try peerID.map { try PeerIDInput.resolve($0, for: "--peer-id", among: PeerIDInput.trusted(state.trust), lookedIn: "the trust store") }
         let connection: PeerConnection
         let address = try await HostLookup.address(of: host, logger: configuration.logger)
         do {
@@ -140,7 +133,22 @@ struct ConnectCommand: AsyncParsableCommand {
                     })),
                 ]
             } else if let wantedPeer {
-                connection = try await broker.connect(peerID: try PeerID(parsing: wantedPeer), timeout: limit)
+                let peer: PeerID
+                if let whole = try? PeerID(parsing: wantedPeer) {
+                    peer = whole
+                } else {
+                    // A prefix: of a peer on the link (browse a moment) or in the trust store.
+                    let discovered = await broker.peers(timeout: .seconds(1)).compactMap { found in found.peerID.map { (id: $0, label: found.name) } }
+                    do {
+                        peer = try PeerIDInput.resolve(wantedPeer, for: "--peer", among: discovered + PeerIDInput.trusted(state.trust),
+                                                       lookedIn: "the peers found on the link or in the trust store")
+                    } catch {
+                        await broker.shutdown()
+                        await discovery.shutdown()
+                        throw error
+                    }
+                }
+                connection = try await broker.connect(peerID: peer, timeout: limit)
             } else {
                 connection = try await broker.connect(name: wantedName ?? "", timeout: limit)
             }

@@ -48,6 +48,7 @@ struct IdentityShow: AsyncParsableCommand {
     @OptionGroup var state: StateOptions
 
     func run() async throws {
+        try state.location.requireExisting()
         let store = state.identities
         let identity: PeerIdentity?
         do {

@@ -35,8 +35,9 @@ struct Nearby: AsyncParsableCommand {
     /// Runs the command with the exit statuses the documentation promises: 0 success,
     /// 1 runtime failure, 2 bad input (ArgumentParser's own default for bad input is 64).
     static func main() async {
+        let arguments = NegativeNumbers.joiningOptionValues(Array(CommandLine.arguments.dropFirst()))
         do {
-            var command = try parseAsRoot()
+            var command = try parse(arguments)
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -58,10 +59,56 @@ struct Nearby: AsyncParsableCommand {
             }
             if code == .validationFailure {
                 // A malformed command line: one line saying what is wrong and where to look.
-                FileHandle.standardError.write(Data("nearby: \(message(for: error)) (see nearby --help)\n".utf8))
+                FileHandle.standardError.write(Data("nearby: \(plain(message(for: error))) (see \(helpCommand(for: arguments)))\n".utf8))
                 Foundation.exit(2)
             }
             exit(withError: error)
         }
+    }
+
+    /// Parses the command line. A negative number where a positional number belongs (`advertise
+    /// X _t._tcp -1`) reads as an unknown option and leaves the argument missing; then the line
+    /// is parsed again with the number marked as a value, and when the number's own check
+    /// explains the failure, that explanation is thrown instead. What that second parse makes
+    /// never runs.
+    static func parse(_ arguments: [String]) throws -> any ParsableCommand {
+        do {
+            return try parseAsRoot(arguments)
+        } catch {
+            if let marked = NegativeNumbers.marked(arguments) {
+                var parsedWhenMarked = false
+                do {
+                    _ = try parseAsRoot(marked)
+                    parsedWhenMarked = true
+                } catch let explained where message(for: explained).hasPrefix("The value '\(NegativeNumbers.mark)") {
+                    throw explained
+                } catch {}
+                // It was meant as text (an instance name "-1"): say how to give it.
+                if parsedWhenMarked, let token = arguments.first(where: { NegativeNumbers.isNegativeNumber($0) }) {
+                    throw ValidationError("\(token) reads as an option; to give it as an argument, put -- before it (every word after -- is an argument)")
+                }
+            }
+            throw error
+        }
+    }
+
+    /// ArgumentParser's "The value 'abc' is invalid for '<port>': port abc is not a whole
+    /// number; use 1-65535" without its preamble, when a check of ours says it all.
+    static func plain(_ message: String) -> String {
+        guard message.hasPrefix("The value '"), let range = message.range(of: "': ", options: .backwards) else { return message }
+        return String(message[range.upperBound...])
+    }
+
+    /// `nearby trust list --help` for `trust list --state-dir /x`: the help that holds the rules
+    /// of the command that was given, not the top level's.
+    static func helpCommand(for arguments: [String]) -> String {
+        var path = ["nearby"]
+        var commands = configuration.subcommands
+        for token in arguments {
+            guard let next = commands.first(where: { $0._commandName == token || $0.configuration.aliases.contains(token) }) else { break }
+            path.append(token)
+            commands = next.configuration.subcommands
+        }
+        return (path + ["--help"]).joined(separator: " ")
     }
 }

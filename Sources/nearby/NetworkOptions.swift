@@ -45,6 +45,8 @@ struct NetworkOptions: ParsableArguments {
         do {
             return try await NearbyDiscovery.start(
                 backend: choice, hostName: hostName, interfaces: interfaces.isEmpty ? nil : interfaces, logger: logger)
+        } catch let error as DiscoveryError where error.code == .invalidInput {
+            throw ValidationError(error.description)  // an interface that is not there: bad input, exit 2
         } catch let error as DiscoveryError {
             throw RuntimeFailure(error.description)
         }

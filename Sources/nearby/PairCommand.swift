@@ -30,11 +30,12 @@ struct PairCommand: AsyncParsableCommand {
 
     @Option(help: "The peer's address: IPv4, IPv6 (fe80::1%eth0 for link-local), a .local name or a DNS name.")
     var host: String
-    @Option(help: "The peer's TCP port, 1-65535.")
+    @Option(help: "The peer's TCP port, 1-65535.", transform: NumberInput.integer("--port", 1...65535, use: "1-65535"))
     var port: Int
     @Option(name: .customLong("peer-id"), help: "The peer ID expected (from discovery's TXT id): any other key is refused.")
     var peerID: String?
-    @Option(help: ArgumentHelp("Seconds for the whole pairing, the people's answers included.", valueName: "seconds"))
+    @Option(help: ArgumentHelp("Seconds for the whole pairing, the people's answers included.", valueName: "seconds"),
+            transform: NumberInput.seconds("--timeout", maximum: 3600))
     var timeout: Double = 60
     @Flag(help: "Print one JSON object per line instead of text.")
     var json = false
@@ -43,12 +44,7 @@ struct PairCommand: AsyncParsableCommand {
     @OptionGroup var state: StateDirectory
 
     func validate() throws {
-        guard (1...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535") }
         guard !host.isEmpty else { throw ValidationError("--host is empty; give an IP address or a name") }
-        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout \(timeout) is out of range; use 0-3600 seconds") }
-        if let peerID {
-            do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError("--peer-id: \(error.message)") }
-        }
     }
 
     func run() async throws {
@@ -60,7 +56,7 @@ struct PairCommand: AsyncParsableCommand {
         var configuration = PeerConnectionConfiguration(identity: identity, trust: TrustEvaluator(policy: .pinned([])))
         configuration.logger = logger
         configuration.setupTimeout = .milliseconds(Int64(min(timeout, 10) * 1000))
-        let expected = try peerID.map { try PeerID(parsing: $0) }
+        let expected = try peerID.map { try PeerIDInput.resolve($0, for: "--peer-id", among: PeerIDInput.trusted(state.trust), lookedIn: "the trust store") }
         let address = try await HostLookup.address(of: host, logger: logger)
         let invitations = Invitations(json: json)
         do {

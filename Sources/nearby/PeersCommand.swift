@@ -24,7 +24,7 @@ struct PeersCommand: AsyncParsableCommand {
 
     @Argument(help: "Service type, e.g. _openagents._tcp.")
     var type: String
-    @Option(help: ArgumentHelp("Seconds to browse before measuring.", valueName: "seconds"))
+    @Option(help: ArgumentHelp("Seconds to browse before measuring.", valueName: "seconds"), transform: NumberInput.seconds("--timeout", maximum: 3600))
     var timeout: Double = 2
     @Flag(help: "Print one JSON object per peer instead of a table.")
     var json = false
@@ -38,7 +38,6 @@ struct PeersCommand: AsyncParsableCommand {
 
     func validate() throws {
         _ = try parseType(type)
-        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout \(timeout) is out of range; use 0-3600 seconds") }
         guard !channel.insecure else { throw ValidationError("--insecure does not apply: peers are told apart by their peer IDs") }
         _ = try channel.version()
     }

@@ -21,7 +21,7 @@ struct Resolve: AsyncParsableCommand {
     var name: String
     @Argument(help: "Service type, e.g. _openagents._tcp.")
     var type: String
-    @Option(help: "Give up after this many seconds.")
+    @Option(help: "Give up after this many seconds.", transform: NumberInput.seconds("--timeout"))
     var timeout: Double = 5
     @OptionGroup var network: NetworkOptions
 
@@ -31,7 +31,6 @@ struct Resolve: AsyncParsableCommand {
         } catch let error as ServiceNameError {
             throw ValidationError(error.description)
         }
-        guard timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds") }
     }
 
     func run() async throws {
@@ -67,13 +66,9 @@ struct Types: AsyncParsableCommand {
         discussion: "Asks _services._dns-sd._udp.local. and prints each type once, for --timeout seconds."
     )
 
-    @Option(help: "How long to listen, in seconds.")
+    @Option(help: "How long to listen, in seconds.", transform: NumberInput.seconds("--timeout"))
     var timeout: Double = 3
     @OptionGroup var network: NetworkOptions
-
-    func validate() throws {
-        guard timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds") }
-    }
 
     func run() async throws {
         let discovery = try await network.start()

@@ -44,7 +44,8 @@ struct Serve: AsyncParsableCommand {
     var name: String
     @Argument(help: "Service type, e.g. _openagents._tcp.")
     var type: String
-    @Argument(help: "TCP port to listen on, 1-65535 (0: any free port, printed when listening).")
+    @Argument(help: "TCP port to listen on, 1-65535 (0: any free port, printed when listening).",
+              transform: NumberInput.integer("port", 0...65535, use: "1-65535, or 0 for any free port"))
     var port: Int
     @Argument(help: "More TXT entries: key=value, key= or key.")
     var txt: [String] = []
@@ -62,7 +63,6 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
 
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("port \(port) is out of range; use 1-65535, or 0 for any free port") }
         _ = try channel.version()
         if !noAdvertise {
             let serviceType = try parseType(type)

@@ -12,6 +12,17 @@ struct StateDirectory: ParsableArguments {
     var directory: URL { stateDirectory.map { URL(fileURLWithPath: $0) } ?? IdentityStore.defaultDirectory }
     var identities: IdentityStore { IdentityStore(directory: directory) }
     var trust: TrustStore { TrustStore(directory: directory.appendingPathComponent("trust")) }
+
+    /// For commands that only read: a --state-dir that does not exist is a typo, not an empty
+    /// store. (The default directory may be missing: nothing was stored yet.)
+    func requireExisting() throws {
+        guard let stateDirectory else { return }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: stateDirectory, isDirectory: &isDirectory) else {
+            throw ValidationError("--state-dir \(stateDirectory) does not exist (nearby identity create --state-dir \(stateDirectory) makes one)")
+        }
+        guard isDirectory.boolValue else { throw ValidationError("--state-dir \(stateDirectory) is not a directory") }
+    }
 }
 
 /// The state directory and --json, for the identity and trust commands.

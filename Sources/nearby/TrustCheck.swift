@@ -26,24 +26,21 @@ struct TrustCheck: AsyncParsableCommand {
     var systemRoots = false
     @Flag(help: "Trust the peers pinned in the trust store.")
     var pinned = false
-    @Option(name: .customLong("peer-id"), help: "The peer ID discovery announced: the certificate's key must match it.")
+    @Option(name: .customLong("peer-id"), help: "The peer ID discovery announced (or the beginning of a pinned one): the certificate's key must match it.")
     var peerID: String?
     @Option(help: ArgumentHelp("connecting (judge a TLS server) or accepting (judge a TLS client).", valueName: "connecting|accepting"))
     var role: PeerRole = .connecting
     @Option(help: ArgumentHelp("Judge at this time, ISO 8601 (e.g. 2027-01-01T00:00:00Z). Default: now.", valueName: "time"))
     var at: String?
-    @Option(name: .customLong("max-depth"), help: "Intermediate CA certificates allowed between leaf and anchor.")
+    @Option(name: .customLong("max-depth"), help: "Intermediate CA certificates allowed between leaf and anchor.",
+            transform: NumberInput.integer("--max-depth", 0...64, use: "0-64"))
     var maxDepth: Int = 8
     @OptionGroup var state: StateOptions
 
     func validate() throws {
-        if let peerID {
-            do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError(error.message) }
-        }
         if let at, parseTime(at) == nil {
             throw ValidationError("--at \(at) is not an ISO 8601 time; use e.g. 2027-01-01T00:00:00Z")
         }
-        guard (0...64).contains(maxDepth) else { throw ValidationError("--max-depth \(maxDepth) is out of range; use 0-64") }
     }
 
     func certificates(_ path: String, what: String) throws -> [Certificate] {
@@ -68,7 +65,7 @@ struct TrustCheck: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         let evaluator = TrustEvaluator(policy: parts.count == 1 ? parts[0] : .anyOf(parts), maximumIntermediates: maxDepth)
-        let expected = try peerID.map { try PeerID(parsing: $0) }
+        let expected = try peerID.map { try PeerIDInput.resolve($0, for: "--peer-id", among: PeerIDInput.trusted(state.trust), lookedIn: "the trust store") }
         let time = at.flatMap(parseTime) ?? Date()
         let verdict = evaluator.evaluate(chain: presented, expectedPeerID: expected, role: role, at: time)
         switch verdict {

@@ -29,6 +29,7 @@ struct TrustList: AsyncParsableCommand {
     @OptionGroup var state: StateOptions
 
     func run() async throws {
+        try state.location.requireExisting()
         let anchors: [Certificate]
         let pins: [Pin]
         do {
@@ -125,16 +126,13 @@ struct TrustPin: AsyncParsableCommand {
 
 struct TrustRemove: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove the pin or anchor with this peer ID.")
-    @Argument(help: "Peer ID of the pinned peer or of the anchor's key.")
+    @Argument(help: "Peer ID of the pinned peer or of the anchor's key, or its first characters (e.g. PBFJBC) when only one begins so.")
     var peerID: String
     @OptionGroup var state: StateOptions
 
-    func validate() throws {
-        do { _ = try PeerID(parsing: peerID) } catch { throw ValidationError(error.message) }
-    }
-
     func run() async throws {
-        let id = try PeerID(parsing: peerID)
+        try state.location.requireExisting()
+        let id = try PeerIDInput.resolve(peerID, for: "the peer ID", among: PeerIDInput.trusted(state.trust), lookedIn: "the trust store")
         let removed: [String]
         do {
             removed = try state.trust.remove(id)

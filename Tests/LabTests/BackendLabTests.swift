@@ -397,6 +397,18 @@ struct BackendLabTests {
         }
     }
 
+    @Test("--interface naming no interface is bad input: exit 2, naming it", arguments: Backend.allCases)
+    func unknownInterface(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 1)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h1"])) {
+            let process = try nearby.start("h1", ["browse", "_openagents._tcp", "--interface", "nosuchif", "--timeout", "2"])
+            let status = try await process.wait(timeout: .seconds(20))
+            #expect(status == 2, "\(process.errorOutput)")
+            #expect(process.errorOutput.contains("interface named \"nosuchif\""), "\(process.errorOutput)")
+        }
+    }
+
     /// `sh -c` text that hides Avahi's dns_sd library in a private mount namespace (every file
     /// it goes by becomes /dev/null) and then runs nearby with `arguments`.
     static func withoutDNSSD(_ arguments: [String]) -> [String] {

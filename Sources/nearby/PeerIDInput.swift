@@ -1,0 +1,46 @@
+import ArgumentParser
+import PeerTrust
+
+/// Peer IDs as people type them: the whole 54 characters, or any prefix that only one known
+/// peer has (as git takes short commit hashes).
+enum PeerIDInput {
+    /// A peer ID typed as `text` for `what` ("--peer-id", "the peer ID"): a whole peer ID as it
+    /// is, else the one entry of `known` that begins with it.
+    /// - Throws: `ValidationError` saying that nothing matches (and where it looked) or which
+    ///   entries do when several do.
+    static func resolve(_ text: String, for what: String, among known: [(id: PeerID, label: String)], lookedIn place: String) throws -> PeerID {
+        if let whole = try? PeerID(parsing: text) { return whole }
+        var seen = Set<PeerID>()
+        let matches = known.filter { $0.id.hasPrefix(text) && seen.insert($0.id).inserted }
+        switch matches.count {
+        case 1:
+            return matches[0].id
+        case 0:
+            // Say why it is not a whole peer ID too, in case it was meant as one.
+            let why = wholeIDProblem(text)
+            throw ValidationError("\(what) \"\(text)\" is neither a whole peer ID (\(why)) nor the beginning of one in \(place)")
+        default:
+            let listed = matches.map { "\($0.id)" + ($0.label.isEmpty ? "" : " (\($0.label))") }.joined(separator: ", ")
+            throw ValidationError("\(what) \"\(text)\" is ambiguous: \(matches.count) peer IDs in \(place) begin with it: \(listed); type more characters")
+        }
+    }
+
+    /// Why `text` is not a whole peer ID, in PeerTrust's words without the repeated text.
+    private static func wholeIDProblem(_ text: String) -> String {
+        do {
+            _ = try PeerID(parsing: text)
+            return "it is one"
+        } catch {
+            let message = error.message
+            if let range = message.range(of: "is not a peer ID: ") { return String(message[range.upperBound...]) }
+            return message
+        }
+    }
+
+    /// The anchors and pins of a trust store, as known peer IDs.
+    static func trusted(_ store: TrustStore) -> [(id: PeerID, label: String)] {
+        let pins = ((try? store.pins()) ?? []).map { (id: $0.peerID, label: $0.name ?? "pinned") }
+        let anchors = ((try? store.anchors()) ?? []).map { (id: $0.peerID, label: "anchor \($0.subject)") }
+        return pins + anchors
+    }
+}

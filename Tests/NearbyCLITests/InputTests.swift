@@ -1,0 +1,123 @@
+import ArgumentParser
+import Foundation
+import PeerTrust
+import Testing
+
+@testable import nearby
+
+/// Careless input, as a newcomer types it: negative and non-numeric numbers, peer IDs cut
+/// short, directories that are not there. Each gets one line saying what was wrong and what
+/// is allowed, and points to the help of the command that was given.
+@Suite("nearby: careless input")
+struct InputTests {
+    /// What `nearby ARGUMENTS` prints on stderr when it refuses the command line (nil: accepted),
+    /// through the same steps as `main`.
+    func refusal(_ arguments: [String]) -> String? {
+        let prepared = NegativeNumbers.joiningOptionValues(arguments)
+        do {
+            _ = try Nearby.parse(prepared)
+            return nil
+        } catch {
+            return Nearby.plain(Nearby.message(for: error))
+        }
+    }
+
+    @Test("numbers: negative, non-numeric and too large values get the same kind of message", arguments: [
+        (["advertise", "X", "_t._tcp", "-1"], "port -1 is out of range; use 1-65535"),
+        (["advertise", "X", "_t._tcp", "abc"], "port abc is not a whole number; use 1-65535"),
+        (["advertise", "X", "_t._tcp", "70000"], "port 70000 is out of range; use 1-65535"),
+        (["advertise", "X", "_t._tcp", "80", "--ttl", "-3"], "--ttl -3 is out of range; use 1-4500 seconds"),
+        (["advertise", "X", "_t._tcp", "80", "--ttl=0"], "--ttl 0 is out of range; use 1-4500 seconds"),
+        (["browse", "_t._tcp", "--timeout", "-1"], "--timeout -1 is out of range; use a number of seconds above 0"),
+        (["browse", "_t._tcp", "--timeout", "soon"], "--timeout soon is not a number; use a number of seconds above 0"),
+        (["resolve", "X", "_t._tcp", "--timeout", "0"], "--timeout 0 is out of range; use a number of seconds above 0"),
+        (["serve", "X", "_t._tcp", "-5"], "port -5 is out of range; use 1-65535, or 0 for any free port"),
+        (["connect", "--host", "127.0.0.1", "--port", "-1"], "--port -1 is out of range; use 1-65535"),
+        (["connect", "--host", "127.0.0.1", "--port", "9", "--timeout", "7200"], "--timeout 7200 is out of range; use a number of seconds above 0, at most 3600"),
+        (["pair", "--host", "127.0.0.1", "--port", "x"], "--port x is not a whole number; use 1-65535"),
+        (["peers", "_t._tcp", "--timeout", "-0.5"], "--timeout -0.5 is out of range; use a number of seconds above 0, at most 3600"),
+        (["trust", "check", "x.pem", "--max-depth", "-1"], "--max-depth -1 is out of range; use 0-64"),
+    ])
+    func numbers(_ arguments: [String], _ message: String) {
+        #expect(refusal(arguments) == message)
+    }
+
+    @Test("a negative number meant as text is told how to give it; one after -- is taken as it is")
+    func negativeText() throws {
+        #expect(refusal(["advertise", "-1", "_t._tcp", "80"])
+            == "-1 reads as an option; to give it as an argument, put -- before it (every word after -- is an argument)")
+        let command = try #require(try Nearby.parse(NegativeNumbers.joiningOptionValues(["advertise", "--", "-1", "_t._tcp", "80"])) as? Advertise)
+        #expect(command.name == "-1" && command.port == 80)
+        // An option's value that merely looks negative stays untouched text.
+        let named = try #require(try Nearby.parse(NegativeNumbers.joiningOptionValues(["advertise", "X", "_t._tcp", "80", "--host", "-7"])) as? Advertise)
+        #expect(named.host == "-7")
+    }
+
+    @Test("refusals point to the help of the command given, not the top level's")
+    func helpPointers() {
+        #expect(Nearby.helpCommand(for: ["trust", "list", "--state-dir", "x"]) == "nearby trust list --help")
+        #expect(Nearby.helpCommand(for: ["advertise", "X", "_t._tcp", "-1"]) == "nearby advertise --help")
+        #expect(Nearby.helpCommand(for: ["identity", "--bogus"]) == "nearby identity --help")
+        #expect(Nearby.helpCommand(for: ["nosuch"]) == "nearby --help")
+    }
+
+    static let low = PeerID(bytes: Array(repeating: 0, count: 32))!
+    static let lowNeighbour = PeerID(bytes: Array(repeating: 0, count: 31) + [1])!
+    static let high = PeerID(bytes: Array(repeating: 0xFF, count: 32))!
+    static var known: [(id: PeerID, label: String)] { [(low, "Low"), (lowNeighbour, "Neighbour"), (high, "High")] }
+
+    @Test("peer IDs: a prefix only one known peer has is that peer, in any case and with or without dashes")
+    func prefixes() throws {
+        let typed = String(Self.high.description.prefix(8)).lowercased()  // "zzzzzz-z"
+        #expect(try PeerIDInput.resolve(typed, for: "--peer", among: Self.known, lookedIn: "the trust store") == Self.high)
+        #expect(try PeerIDInput.resolve(Self.high.description.replacingOccurrences(of: "-", with: "").prefix(10).description,
+                                        for: "--peer", among: Self.known, lookedIn: "the trust store") == Self.high)
+        // A whole peer ID needs no match.
+        let stranger = PeerID(bytes: Array(repeating: 7, count: 32))!
+        #expect(try PeerIDInput.resolve(stranger.description, for: "--peer", among: [], lookedIn: "the trust store") == stranger)
+    }
+
+    @Test("peer IDs: an ambiguous prefix lists the matches; one that matches nothing says where it looked")
+    func prefixRefusals() {
+        do {
+            _ = try PeerIDInput.resolve("000000", for: "the peer ID", among: Self.known, lookedIn: "the trust store")
+            Issue.record("an ambiguous prefix was accepted")
+        } catch let error as ValidationError {
+            #expect(error.message.hasPrefix("the peer ID \"000000\" is ambiguous: 2 peer IDs in the trust store begin with it: "), "\(error.message)")
+            #expect(error.message.contains("\(Self.low) (Low)") && error.message.contains("\(Self.lowNeighbour) (Neighbour)"))
+            #expect(error.message.hasSuffix("; type more characters"))
+        } catch {
+            Issue.record("\(error)")
+        }
+        do {
+            _ = try PeerIDInput.resolve("QQQQ", for: "--peer-id", among: Self.known, lookedIn: "the trust store")
+            Issue.record("a prefix of nothing was accepted")
+        } catch let error as ValidationError {
+            #expect(error.message == "--peer-id \"QQQQ\" is neither a whole peer ID (it has 4 characters, a peer ID has 54 (nine groups of six)) nor the beginning of one in the trust store")
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
+    @Test("trust remove takes a prefix; trust list and identity show refuse a --state-dir that does not exist")
+    func stateDirectories() async throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("nearby-input-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let store = TrustStore(directory: work.appendingPathComponent("trust"))
+        try store.pin(Self.high, name: "High")
+        try store.pin(Self.low, name: "Low")
+        var remove = try #require(try Nearby.parse(["trust", "remove", "zzz", "--state-dir", work.path]) as? TrustRemove)
+        try await remove.run()
+        #expect(try store.pins().map(\.peerID) == [Self.low])
+        let missing = work.appendingPathComponent("no-such").path
+        for arguments in [["trust", "list", "--state-dir", missing], ["identity", "show", "--state-dir", missing]] {
+            var command = try #require(try Nearby.parse(arguments) as? any AsyncParsableCommand)
+            do {
+                try await command.run()
+                Issue.record("\(arguments) ran")
+            } catch let error as ValidationError {
+                #expect(error.message == "--state-dir \(missing) does not exist (nearby identity create --state-dir \(missing) makes one)")
+            }
+        }
+    }
+}
