@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        // `swift package generate-documentation`: the DocC catalogs of the public modules.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
@@ -78,6 +81,7 @@ let package = Package(
             name: "NearbyDiscovery",
             dependencies: [
                 "DNSWire", "MulticastDNSCore", "MulticastDNS", "SystemDNSSD", "NetworkPlatform", .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -97,6 +101,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -127,6 +132,7 @@ let package = Package(
             dependencies: [
                 "DNSWire", "PeerConnection", "PeerTrust", "NearbyDiscovery", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict),
         .testTarget(name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust"], swiftSettings: strict),
@@ -137,6 +143,7 @@ let package = Package(
                 "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", "ConnectionBroker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

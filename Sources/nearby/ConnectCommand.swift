@@ -172,27 +172,45 @@ struct ConnectCommand: AsyncParsableCommand {
         await discovery.shutdown()
     }
 
-    /// stdin lines to the peer, the peer's messages to stdout, until stdin ends.
+    /// How relaying ends.
+    enum RelayEnding: Sendable {
+        /// stdin ended: wait for the replies due, then close.
+        case inputEnded
+        /// Sending failed, or the peer closed the connection: say so at once (exit 1), without
+        /// waiting for stdin.
+        case lost, peerClosed
+    }
+
+    /// stdin lines to the peer, the peer's messages to stdout, until stdin ends or the peer goes.
     private func relay(_ connection: PeerConnection) async throws {
         let who = connection.peerID?.description
         // Replies due: ids of the requests sent, until their answers arrive.
         let due = DueReplies()
+        let (endings, ending) = AsyncStream<RelayEnding>.makeStream()
+        let json = json
         let printer = Task {
             for await message in connection.incoming {
                 printMessage(json, peerID: who, message.message)
                 due.answered(message.message)
             }
+            ending.yield(.peerClosed)
         }
-        var lost = false
-        while let line = await LineReader.standardInput.next() {
-            guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
-            due.sending(line)
-            do { try await connection.send(text: line) } catch {
-                lost = true
-                break
+        // stdin is read on a thread of its own and cannot be interrupted: when the peer goes
+        // first, this task is left waiting and the process ends without it.
+        Task {
+            while let line = await LineReader.standardInput.next() {
+                guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+                due.sending(line)
+                do { try await connection.send(text: line) } catch {
+                    ending.yield(.lost)
+                    return
+                }
             }
+            ending.yield(.inputEnded)
         }
-        if !lost {
+        var first = endings.makeAsyncIterator()
+        let ended = await first.next() ?? .peerClosed
+        if ended == .inputEnded {
             await due.waitUntilAnswered(or: .milliseconds(Int64(timeout * 1000)))
             await connection.close(code: 1000, reason: "done")
         }
@@ -201,7 +219,7 @@ struct ConnectCommand: AsyncParsableCommand {
         printEvent(
             json, [("event", .string("disconnected")), ("peerID", who.map { .string($0) } ?? .null), ("reason", .string(reason))],
             text: "Disconnected: \(reason)")
-        if lost { throw ExitCode(1) }
+        if ended != .inputEnded { throw ExitCode(1) }
     }
 }
 

@@ -2,8 +2,10 @@ public import ArgumentParser
 import ConnectionBroker
 import Foundation
 import NearbyDiscovery
+import Logging
 import PeerConnection
 import PeerTrust
+import ServiceLifecycle
 
 enum AcceptChoice: String, ExpressibleByArgument, CaseIterable {
     case trusted, all, ask
@@ -151,10 +153,19 @@ struct Serve: AsyncParsableCommand {
                 }
             }
         }
-        await waitForTermination()
-        await listener.close()
+        // Discovery first: a group shuts down in reverse order, so the listener closes its
+        // connections (1001) before the goodbyes go out.
+        try await Self.runUntilSignalled((discovery.map { [$0] } ?? []) + [listener], logger: network.logger)
         serving.cancel()
-        await discovery?.shutdown()
+    }
+
+    /// Runs `services` as a swift-service-lifecycle `ServiceGroup` until SIGINT or SIGTERM; then
+    /// each shuts down gracefully, last listed first.
+    static func runUntilSignalled(_ services: [any Service], logger: Logger) async throws {
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
     }
 
     /// `--auto-invite`: a broker listens, advertises, browses and connects.
@@ -203,21 +214,31 @@ struct Serve: AsyncParsableCommand {
                 }
             }
         }
-        await waitForTermination()
-        let counted = await broker.statistics()
-        await broker.shutdown()
+        // Shut down in reverse order: the statistics are printed, then the broker closes its
+        // connections and withdraws its service, then discovery says its goodbyes.
+        try await Self.runUntilSignalled([discovery, broker, StatisticsReport(broker: broker, json: json)], logger: network.logger)
         serving.cancel()
-        printEvent(
-            json,
-            [
-                ("event", .string("statistics")), ("dials", .number(Double(counted.dials))), ("dialsSucceeded", .number(Double(counted.dialsSucceeded))),
-                ("dialsFailed", .number(Double(counted.dialsFailed))), ("accepted", .number(Double(counted.accepted))),
-                ("duplicatesClosed", .number(Double(counted.duplicatesClosed))), ("replaced", .number(Double(counted.replaced))),
-                ("skipped", .number(Double(counted.skipped))),
-            ],
-            text: "Broker: \(counted.dials) dials (\(counted.dialsSucceeded) connected, \(counted.dialsFailed) failed), \(counted.accepted) accepted, "
-                + "\(counted.duplicatesClosed) duplicates closed, \(counted.replaced) replaced, \(counted.skipped) skipped")
-        await discovery.shutdown()
+    }
+
+    /// Prints what the broker counted when the group shuts down (before the broker stops).
+    struct StatisticsReport: Service {
+        let broker: ConnectionBroker
+        let json: Bool
+
+        func run() async throws {
+            try? await gracefulShutdown()
+            let counted = await broker.statistics()
+            printEvent(
+                json,
+                [
+                    ("event", .string("statistics")), ("dials", .number(Double(counted.dials))), ("dialsSucceeded", .number(Double(counted.dialsSucceeded))),
+                    ("dialsFailed", .number(Double(counted.dialsFailed))), ("accepted", .number(Double(counted.accepted))),
+                    ("duplicatesClosed", .number(Double(counted.duplicatesClosed))), ("replaced", .number(Double(counted.replaced))),
+                    ("skipped", .number(Double(counted.skipped))),
+                ],
+                text: "Broker: \(counted.dials) dials (\(counted.dialsSucceeded) connected, \(counted.dialsFailed) failed), \(counted.accepted) accepted, "
+                    + "\(counted.duplicatesClosed) duplicates closed, \(counted.replaced) replaced, \(counted.skipped) skipped")
+        }
     }
 
     /// Prints what the peer sends (ping and echo are answered before this); a request gets -32601.

@@ -318,5 +318,49 @@ struct BrokerLabTests {
             #expect(lines.contains { ($0["message"] as? [String: Any])?["id"] as? Int == 7 }, "\(process.output)")
         }
     }
+
+    @Test("serve runs as a service group: on SIGTERM its connections close with 1001, its service says goodbye, and --auto-invite prints its statistics first; exit 0")
+    func gracefulShutdown() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let peers = try await peers(lab, 2)
+        let browser = try lab.start(["exec", "h3", "--", Self.nearby, "browse", "_openagents._tcp", "--json", "--backend", "embedded", "--timeout", "40"])
+        try await lab.withProcesses([browser]) {
+            // A plain server and a client that keeps its stdin open.
+            let server = try lab.start(["exec", "h1", "--", "sh", "-c",
+                "exec 2>&1; exec '\(Self.nearby)' serve 'Plain Box' _openagents._tcp 9560 --host p-h1 --backend embedded --json --state-dir '\(peers[0].directory)' < /dev/null"])
+            _ = try await server.waitForLine(containing: "listening", timeout: .seconds(20))
+            let client = try lab.start(["exec", "h2", "--", "sh", "-c",
+                "sleep 30 | '\(Self.nearby)' connect --host 198.18.1.1 --port 9560 --json --state-dir '\(peers[1].directory)'"])
+            try await lab.withProcesses([server, client]) {
+                _ = try await browser.waitForLine(containing: "\"Plain Box\"", timeout: .seconds(15))
+                _ = try await client.waitForLine(containing: "\"connected\"", timeout: .seconds(15))
+                await server.stop()
+                #expect(server.exitStatus == 0, "\(server.output)")
+                let line = try await client.waitForLine(containing: "\"disconnected\"", timeout: .seconds(5))
+                #expect(line.contains("1001") || line.contains("shutting down"), "\(line)")
+                _ = try await browser.waitForLine(containing: "\"lost\"", timeout: .seconds(3))
+            }
+            // Two auto-invite peers: the one stopped prints its statistics, and the other sees it go.
+            let first = try serve(lab, "h1", peers[0], name: "Mesh A", port: 9561)
+            let second = try serve(lab, "h2", peers[1], name: "Mesh B", port: 9561)
+            try await lab.withProcesses([first, second]) {
+                try await waitFor(first, "connected", count: 1, timeout: .seconds(15))
+                try await waitFor(second, "connected", count: 1, timeout: .seconds(15))
+                await first.stop()
+                #expect(first.exitStatus == 0, "\(first.output)")
+                let statistics = try #require(events(first, "statistics").first, "\(first.output)")
+                #expect((statistics["dialsSucceeded"] as? Int ?? 0) + (statistics["accepted"] as? Int ?? 0) == 1, "\(statistics)")
+                // The statistics come before the connection is closed (the report shuts down first).
+                let lines = first.output.split(separator: "\n")
+                let reported = lines.firstIndex { $0.contains("\"statistics\"") }
+                let closed = lines.firstIndex { $0.contains("\"disconnected\"") }
+                #expect(reported != nil && (closed == nil || reported! < closed!), "\(first.output)")
+                try await waitFor(second, "disconnected", count: 1, timeout: .seconds(5))
+                #expect(events(second, "disconnected").first?["reason"] as? String != nil, "\(second.output)")
+                try await Task.sleep(for: .seconds(2))
+                #expect(jsonLines(browser.output).contains { $0["event"] as? String == "lost" && $0["name"] as? String == "Mesh A" }, "\(browser.output)")
+            }
+        }
+    }
 }
 }
