@@ -123,6 +123,7 @@ let package = Package(
             name: "ConnectionLoopbackTests",
             dependencies: [
                 "PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict),
         // Discovered endpoints in, one connection per peer out (issue 11, being built): the
