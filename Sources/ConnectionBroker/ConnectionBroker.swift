@@ -104,7 +104,7 @@ public struct BrokerError: Error, Hashable, Sendable, CustomStringConvertible {
 /// connection to each other peer: the smaller peer ID invites, crossing connections collapse to
 /// the one the smaller ID initiated, a peer that reconnects while its old connection looks alive
 /// gets the old one probed and replaced if dead, and dropped connections are redialed with a
-/// bounded backoff. The decisions are ``BrokerStateMachine``'s; this type performs them.
+/// bounded backoff. The decisions are `BrokerStateMachine`'s; this type performs them.
 public final class ConnectionBroker: Sendable {
     /// Connections made and lost, peers skipped, refusals.
     public let events: AsyncStream<BrokerEvent>

@@ -180,23 +180,9 @@ extension MDNSCore {
         switch set.kind {
         case .host:
             if hostNameOwnedElsewhere { return [] }
-            return Self.publishedAddresses(interfaces[interface] ?? []).map { address in
-                switch address {
-                case .v4(let v4):
-                    ResourceRecord(name: set.name, data: .a(v4), ttl: MDNSTiming.hostRecordTTL, cacheFlush: true)
-                case .v6(let v6, _):
-                    ResourceRecord(name: set.name, data: .aaaa(v6), ttl: MDNSTiming.hostRecordTTL, cacheFlush: true)
-                }
-            }
+            return PublishedRecords.host(set.name, addresses: interfaces[interface] ?? [])
         case .service(let registration):
-            return [
-                ResourceRecord(
-                    name: set.name, data: .srv(SRVData(port: registration.port, target: hostName)),
-                    ttl: registration.ttl ?? MDNSTiming.hostRecordTTL, cacheFlush: true),
-                ResourceRecord(
-                    name: set.name, data: .txt(registration.txt.txt), ttl: registration.ttl ?? MDNSTiming.otherRecordTTL,
-                    cacheFlush: true),
-            ]
+            return PublishedRecords.service(registration, instance: set.name, hostName: hostName)
         }
     }
 
@@ -211,18 +197,7 @@ extension MDNSCore {
 
     private func makeSharedRecords(of set: RecordSet) -> [ResourceRecord] {
         guard case .service(let registration) = set.kind else { return [] }
-        let ttl = registration.ttl ?? MDNSTiming.otherRecordTTL
-        var records = [ResourceRecord(name: registration.type.domainName, data: .ptr(set.name), ttl: ttl)]
-        for subtype in registration.subtypes {
-            if let type = try? registration.type.withSubtype(subtype) {
-                records.append(ResourceRecord(name: type.domainName, data: .ptr(set.name), ttl: ttl))
-            }
-        }
-        records.append(
-            ResourceRecord(
-                name: ServiceType.enumerationName(in: registration.type.domain),
-                data: .ptr(registration.type.domainName), ttl: ttl))
-        return records
+        return PublishedRecords.shared(registration, instance: set.name)
     }
 
     /// Records that belong in the additional section after `answers` (RFC 6763 §12).

@@ -44,7 +44,7 @@ extension OpenKind where Owner == BrowseEvent {
     /// A service left: goodbye, expiry, or failure detection.
     public static var lost: Self { Self("lost") }
     /// The browse cannot see the network for now (the system daemon stopped). It carries on by
-    /// itself: ``restored`` follows when it can see again.
+    /// itself: `restored` follows when it can see again.
     public static var interrupted: Self { Self("interrupted") }
     /// The browse sees the network again. Services still there are not reported again; those
     /// that left meanwhile are reported lost a few seconds later.
@@ -94,8 +94,8 @@ extension OpenKind where Owner == DiscoveryError {
 /// }
 /// ```
 public struct BrowseEvent: Sendable, Equatable, CustomStringConvertible {
-    /// What happened: ``OpenKind/found``, ``OpenKind/updated``, ``OpenKind/lost``,
-    /// ``OpenKind/interrupted``, ``OpenKind/restored`` (and kinds to come).
+    /// What happened: `.found`, `.updated`, `.lost`,
+    /// `.interrupted`, `.restored` (and kinds to come).
     public typealias Kind = OpenKind<BrowseEvent>
 
     /// What happened.
@@ -141,7 +141,7 @@ public struct BrowseEvent: Sendable, Equatable, CustomStringConvertible {
 /// What happens to an advertisement after its name was first won: a ``kind`` and what goes
 /// with it. A struct, like ``BrowseEvent``, so kinds can be added: keep a `default:`.
 public struct AdvertisementEvent: Sendable, Equatable, CustomStringConvertible {
-    /// What happened: ``OpenKind/renamed``, ``OpenKind/interrupted``, ``OpenKind/restored``
+    /// What happened: `.renamed`, `.interrupted`, `.restored`
     /// (and kinds to come).
     public typealias Kind = OpenKind<AdvertisementEvent>
 
@@ -168,7 +168,7 @@ public struct AdvertisementEvent: Sendable, Equatable, CustomStringConvertible {
 
 /// Why discovery failed: a ``code`` to switch on and a message a person can act on.
 public struct DiscoveryError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// What kind of failure this is: ``OpenKind/daemonNotRunning``, ``OpenKind/timeout``, …
+    /// What kind of failure this is: `.daemonNotRunning`, `.timeout`, …
     /// New codes may be added; switch with a `default`.
     public typealias Code = OpenKind<DiscoveryError>
 
@@ -285,9 +285,9 @@ public final class NearbyDiscovery: Sendable {
     ///   - hostName: host label to publish (embedded only; default: this machine's name).
     ///   - interfaces: interface names to use (default: every multicast-capable one but
     ///     loopback). The system backend takes at most one.
-    /// - Throws: ``DiscoveryError`` when the backend cannot start, e.g. `.system` with no daemon.
     ///   - logger: where the library says what it does and what it throws away (drops,
     ///     failures, why a service does not resolve); silent by default.
+    /// - Throws: ``DiscoveryError`` when the backend cannot start, e.g. `.system` with no daemon.
     public static func start(
         backend: BackendChoice = .automatic, hostName: String? = nil, interfaces: [String]? = nil,
         logger: Logger = silentLogger
@@ -319,7 +319,13 @@ public final class NearbyDiscovery: Sendable {
     }
 
     /// Publishes a service and returns once its name is won (probing takes about a second).
-    /// - Parameter ttl: TTL of the service's records (default: RFC 6762's 120 s / 4500 s).
+    /// - Parameters:
+    ///   - name: the instance name people see (UTF-8, at most 63 bytes).
+    ///   - type: the service type, e.g. `_openagents._tcp`.
+    ///   - port: the port the service listens on.
+    ///   - info: the TXT discovery info (empty by default).
+    ///   - subtypes: subtypes to list the service under as well, e.g. `_bridge`.
+    ///   - ttl: TTL of the service's records (default: RFC 6762's 120 s / 4500 s).
     /// - Throws: ``ServiceNameError`` for a bad instance name, before anything is sent.
     public func advertise(
         _ name: String, type: ServiceType, port: UInt16, info: DiscoveryInfo = DiscoveryInfo(), subtypes: [String] = [],

@@ -33,7 +33,9 @@ public struct SystemBackend: DiscoveryBackend {
     }
 
     /// Connects to the daemon.
-    /// - Parameter interfaces: nil for all interfaces, or one interface name.
+    /// - Parameters:
+    ///   - interfaces: nil for all interfaces, or one interface name.
+    ///   - logger: where the backend says what it does; silent by default.
     /// - Throws: ``DiscoveryError`` naming what to start when no daemon answers, or what is wrong
     ///   with `interfaces`.
     public static func start(interfaces: [String]? = nil, logger: Logger = NearbyDiscovery.silentLogger) async throws -> SystemBackend {

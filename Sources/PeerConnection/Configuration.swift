@@ -47,6 +47,8 @@ public struct PeerConnectionConfiguration: Sendable {
     ///   - trust: whom to trust (for example `TrustEvaluator(policy: try .pinned(store))`).
     ///   - protocolVersion: the version spoken in `initialize`.
     ///   - name: `info.name`; `title` and `version` complete `info`.
+    ///   - title: `info.title`.
+    ///   - version: `info.version`.
     public init(
         identity: PeerIdentity?, trust: TrustEvaluator, protocolVersion: ProtocolVersion = ProtocolVersion(major: 0, minor: 2, patch: 2),
         name: String = "nearby", title: String = "Nearby", version: String = "0.2.0"

@@ -16,8 +16,10 @@ extension PeerConnection {
     /// - Parameters:
     ///   - host: an IPv4 address, an IPv6 address (`fe80::1%eth0` for link-local), or a DNS
     ///     name (resolve `.local` names through NearbyDiscovery first).
+    ///   - port: the peer's TCP port, 1-65535.
     ///   - expecting: the peer ID discovery announced (TXT `id`) or the user expects: a
     ///     certificate with another key is refused before any application byte.
+    ///   - configuration: this side's identity, trust policy, protocol version and timeouts.
     /// - Throws: ``PeerConnectionError``: `unreachable`, `untrusted` (with the reasons), `tls`,
     ///   `upgrade`, `handshake`, `timeout`, `invalidInput`.
     public static func connect(
@@ -40,8 +42,11 @@ extension PeerConnection {
     ///
     /// - Parameters:
     ///   - host: as in ``connect(host:port:expecting:configuration:)``.
+    ///   - port: the peer's TCP port, 1-65535.
     ///   - expecting: when set, a peer with another key is refused before pairing starts.
+    ///   - configuration: this side's identity (required) and settings; TLS cannot be off.
     ///   - store: where the peer is pinned.
+    ///   - timeout: how long the whole pairing may take, the people's answers included.
     ///   - confirm: asks the person; true when both devices show the same code.
     /// - Throws: ``PeerConnectionError``: `pairing` (refused, declined on either side, a wrong
     ///   reveal, too slow), `unreachable`, `tls`, `upgrade`, `invalidInput`.

@@ -63,7 +63,10 @@ public final class PeerConnection: Sendable {
     public var peerID: PeerID? { peer.peerID }
 
     /// Sends a request and waits for its result.
-    /// - Parameter timeout: how long to wait (default: the configuration's `requestTimeout`).
+    /// - Parameters:
+    ///   - method: the JSON-RPC method to call.
+    ///   - params: the request's params, if any.
+    ///   - timeout: how long to wait (default: the configuration's `requestTimeout`).
     /// - Throws: ``PeerConnectionError``: `remote` with the peer's error, `timeout`, `closed`,
     ///   `cancelled` (the peer is then sent `$/cancelRequest`).
     public func request(_ method: String, params: JSONValue? = nil, timeout: Duration? = nil) async throws(PeerConnectionError) -> JSONValue {

@@ -59,7 +59,9 @@ public struct IdentityStore: Sendable {
     }
 
     /// Stores an identity (with its private key).
-    /// - Parameter replacing: false refuses to overwrite an existing identity (`exists`).
+    /// - Parameters:
+    ///   - identity: the identity to store.
+    ///   - replacing: false refuses to overwrite an existing identity (`exists`).
     public func save(_ identity: PeerIdentity, replacing: Bool) throws(PeerTrustError) {
         try Storage.makeDirectory(directory)
         let contents = Array((identity.privateKey.pem + identity.pem()).utf8)

@@ -91,6 +91,7 @@ public struct TrustEvaluator: Sendable {
 
     /// Judges `chain` (leaf first, then the intermediates the peer sent).
     /// - Parameters:
+    ///   - chain: the certificates the peer presented, leaf first.
     ///   - expectedPeerID: the peer ID discovery announced, if any.
     ///   - role: `.connecting` when we connect to the peer, `.accepting` when it connected to us.
     ///   - time: the time to judge validity at (now by default).

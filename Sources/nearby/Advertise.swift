@@ -19,6 +19,8 @@ struct Advertise: AsyncParsableCommand {
               nearby advertise --json --subtype _bridge "Build Box" _openagents._tcp 9099
               nearby advertise --txt-file info.txt "Build Box" _openagents._tcp 9099
                   (then `kill -HUP PID` republishes the TXT after info.txt changed)
+              nearby advertise --dry-run "Build Box" _openagents._tcp 9099 version=0.2.2
+                  (check the input and show the records; nothing is sent)
 
             With --backend system (or auto, when avahi-daemon runs) the daemon publishes the \
             service under its own host name and renames it "NAME #2" on a conflict; --host and \
@@ -45,6 +47,8 @@ struct Advertise: AsyncParsableCommand {
         "More TXT entries, one per line (blank lines ignored). On SIGHUP the file is read again and the TXT record updated.",
         valueName: "file"))
     var txtFile: String?
+    @Flag(name: .customLong("dry-run"), help: "Check everything and print the records that would be published; send nothing.")
+    var dryRun = false
     @OptionGroup var network: NetworkOptions
 
     /// The TXT entries: the arguments, then the lines of --txt-file.
@@ -92,6 +96,11 @@ struct Advertise: AsyncParsableCommand {
         let serviceType = try parseType(type)
         let info = try discoveryInfo()
         for warning in info.warnings { FileHandle.standardError.write(Data("nearby: warning: \(warning)\n".utf8)) }
+        if dryRun {
+            try DryRun.show(name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init),
+                            network: network, hostName: host)
+            return
+        }
         let discovery = try await network.start(hostName: host, embeddedOnly: embeddedOnlyOption)
         let ad = try await discovery.advertise(
             name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init))

@@ -40,6 +40,7 @@ struct Serve: AsyncParsableCommand {
               nearby serve "Build Box" _openagents._tcp 9099 --auto-invite --json
               nearby serve "Build Box" _openagents._tcp 9099 --accept ask --json
               nearby serve "Bridge" _openagents._tcp 9099 --no-advertise --trust-on-first-use
+              nearby serve "Build Box" _openagents._tcp 9099 --dry-run      (what would be published)
             """)
 
     @Argument(help: "Instance name people see (UTF-8, up to 63 bytes).")
@@ -59,6 +60,8 @@ struct Serve: AsyncParsableCommand {
     var autoInvite = false
     @Option(name: .customLong("host"), help: "Host label to publish in .local (embedded backend; default: this machine's name).")
     var host: String?
+    @Flag(name: .customLong("dry-run"), help: "Check everything and print the records that would be published; listen on nothing, send nothing.")
+    var dryRun = false
     @OptionGroup(title: "TRUST") var trust: TrustOptions
     @OptionGroup var channel: ChannelOptions
     @OptionGroup var state: StateDirectory
@@ -91,6 +94,10 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let json = network.json
+        if dryRun {
+            try showPlan()
+            return
+        }
         var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: network.logger)
         // ping ({}) is built in; echo answers with its params. Both are answered on the event loop.
         configuration.methods["echo"] = { params in .success(params ?? .null) }
@@ -157,6 +164,36 @@ struct Serve: AsyncParsableCommand {
         // connections (1001) before the goodbyes go out.
         try await Self.runUntilSignalled((discovery.map { [$0] } ?? []) + [listener], logger: network.logger)
         serving.cancel()
+    }
+
+    /// `--dry-run`: the identity (never created here), the TXT entries with `id` and `pv`, and
+    /// the records the advertisement would publish.
+    private func showPlan() throws {
+        let identity: PeerIdentity?
+        do { identity = channel.insecure ? nil : try state.identities.load() } catch { throw ValidationError(error.message) }
+        let version = try channel.version()
+        var entries = txt
+        if let identity { entries.append("id=\(identity.peerID)") }
+        entries.append("pv=\(version)")
+        let info: DiscoveryInfo
+        do { info = try DiscoveryInfo(entries) } catch { throw ValidationError(error.description) }
+        var notes: [String] = []
+        if identity == nil && !channel.insecure {
+            notes.append("There is no identity in \(state.directory.path) yet: serve would create one and add its peer ID as TXT id.")
+        }
+        if port == 0 { notes.append("Port 0: serve listens on a free port chosen at start, and advertises that one.") }
+        if autoInvite { notes.append("With --auto-invite it also browses \(type) and connects to every compatible peer it trusts.") }
+        let listening: [(String, OutputValue)] = [
+            ("peerID", identity.map { .string($0.peerID.description) } ?? .null), ("protocolVersion", .string(version.description)),
+            ("accept", .string(accept.rawValue)), ("autoInvite", .bool(autoInvite)),
+        ]
+        if noAdvertise {
+            printEvent(network.json, [("event", .string("dryRun")), ("name", .string(name)), ("port", .number(Double(port)))] + listening + [("records", .array([]))],
+                       text: "Dry run: nothing is sent. serve would listen on port \(port) and advertise nothing (--no-advertise).")
+            return
+        }
+        try DryRun.show(name, type: try parseType(type), port: UInt16(port), info: info, subtypes: [], ttl: nil, network: network, hostName: host,
+                        extra: listening, note: notes.isEmpty ? nil : notes.joined(separator: "\n"))
     }
 
     /// Runs `services` as a swift-service-lifecycle `ServiceGroup` until SIGINT or SIGTERM; then

@@ -409,6 +409,45 @@ struct BackendLabTests {
         }
     }
 
+    @Test("advertise --dry-run and serve --dry-run print the records they would publish, exit 0, and send nothing (a capture on the host stays empty)")
+    func dryRun() async throws {
+        let lab = try Lab.require(hosts: 1)
+        let directory = try Lab.temporaryDirectory()
+        let capture = directory.appendingPathComponent("dry.pcap").path
+        try await lab.run(["capture", "start", "h1", capture])
+        let nearby = LabTestSuite.DiscoveryLabTests.nearby
+        let advertised = try await lab.run(["exec", "h1", "--", nearby, "advertise", "--dry-run", "--json", "Dry Box", "_openagents._tcp", "9901",
+                                            "version=1", "--subtype", "_bridge", "--host", "drybox"])
+        let plan = try #require(jsonLines(advertised).first)
+        #expect(plan["event"] as? String == "dryRun")
+        #expect(plan["host"] as? String == "drybox.local.")
+        #expect(plan["interfaces"] as? [String] == ["lan1"])
+        let records = plan["records"] as? [[String: Any]] ?? []
+        #expect(records.map { $0["type"] as? String ?? "" } == ["PTR", "PTR", "PTR", "SRV", "TXT", "A", "AAAA"], "\(records)")
+        #expect(records.contains { $0["address"] as? String == "198.18.1.1" })
+        #expect(records.contains { $0["name"] as? String == "_bridge._sub._openagents._tcp.local." })
+        #expect(records.contains { ($0["txt"] as? [String: Any])?["version"] as? String == "1" })
+        // serve: TXT id (the identity that exists) and pv are added; no identity is created.
+        let state = directory.appendingPathComponent("state").path
+        let missing = try await lab.run(["exec", "h1", "--", nearby, "serve", "--dry-run", "Dry Server", "_openagents._tcp", "9902",
+                                         "--state-dir", state])
+        #expect(missing.contains("There is no identity in \(state) yet"), "\(missing)")
+        #expect(!FileManager.default.fileExists(atPath: state))
+        _ = try await lab.run(["exec", "h1", "--", nearby, "identity", "create", "--state-dir", state])
+        let served = try await lab.run(["exec", "h1", "--", nearby, "serve", "--dry-run", "--json", "Dry Server", "_openagents._tcp", "9902",
+                                        "--state-dir", state, "--host", "dryserver"])
+        let serving = try #require(jsonLines(served).first)
+        let peerID = try #require(serving["peerID"] as? String)
+        let txt = (serving["records"] as? [[String: Any]] ?? []).compactMap { $0["txt"] as? [String: Any] }.first
+        #expect(txt?["id"] as? String == peerID && txt?["pv"] as? String == "0.2.2", "\(served)")
+        // Bad input is still bad input in a dry run.
+        let refused = try lab.start(["exec", "h1", "--", nearby, "advertise", "--dry-run", "Dry Box", "_openagents._tcp", "0"])
+        #expect(try await refused.wait(timeout: .seconds(10)) == 2)
+        try await lab.run(["capture", "stop", "h1", capture])
+        let packets = try udpPayloads(ofPcap: [UInt8](try Data(contentsOf: URL(fileURLWithPath: capture))))
+        #expect(packets.isEmpty, "a dry run sent \(packets.count) mDNS packet(s)")
+    }
+
     /// `sh -c` text that hides Avahi's dns_sd library in a private mount namespace (every file
     /// it goes by becomes /dev/null) and then runs nearby with `arguments`.
     static func withoutDNSSD(_ arguments: [String]) -> [String] {

@@ -26,6 +26,28 @@ struct ResponderTests {
         return (lan, alpha)
     }
 
+    @Test("a dry run's plan (PublishedRecords.advertisement) is exactly what the responder announces")
+    func planMatchesAnnouncement() throws {
+        let lan = SimulatedLAN()
+        let a = lan.addHost("alpha")
+        lan.run(for: .seconds(2))
+        let start = lan.now
+        var published = registration("Build Box", txt: ["version=0.2.2", "tls"])
+        published.subtypes = ["_bridge"]
+        _ = a.core.register(published)
+        lan.run(for: .seconds(5))
+        let announced = lan.sent(by: a, since: start).filter { $0.message.header.isResponse }.flatMap(\.message.allRecords)
+        let plan = PublishedRecords.advertisement(published, hostLabel: "alpha", addresses: [.v4(a.address)])
+        #expect(plan.map(\.type) == [.ptr, .ptr, .ptr, .srv, .txt, .a])
+        for record in plan {
+            #expect(announced.contains(record), "planned but never announced: \(record)")
+        }
+        // Nothing of the service or the host is announced that the plan leaves out.
+        let ours = announced.filter { $0.name == "alpha.local." || $0.name == instanceName("Build Box")
+            || ($0.type == .ptr && ($0.data == .ptr(instanceName("Build Box")) || $0.data == .ptr(agentType.domainName))) }
+        for record in ours { #expect(plan.contains(record), "announced but not planned: \(record)") }
+    }
+
     @Test("probes three times 250 ms apart, wins after 750 ms, then announces twice")
     func probeAndAnnounce() throws {
         let lan = SimulatedLAN()
