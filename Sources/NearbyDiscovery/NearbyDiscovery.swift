@@ -310,6 +310,10 @@ public final class NearbyDiscovery: Sendable {
         }
     }
 
+    /// The backend doing the work: ``BackendChoice/embedded`` or ``BackendChoice/system``
+    /// (never `automatic`: that is resolved at start).
+    public var backendInUse: BackendChoice { backend is SystemBackend ? .system : .embedded }
+
     /// A logger that says nothing: the default everywhere, libraries are quiet unless asked.
     public static let silentLogger = Logger(label: "nearby", factory: { _ in SwiftLogNoOpLogHandler() })
 

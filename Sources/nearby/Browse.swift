@@ -16,7 +16,8 @@ struct Browse: AsyncParsableCommand {
             Examples:
               nearby browse _openagents._tcp --resolve
               nearby browse _openagents._tcp --json --timeout 5
-              nearby browse _openagents._tcp --resolve --verbose   (on stderr: why a service does not resolve)
+              nearby browse _openagents._tcp --resolve --verbose
+                  (on stderr: why a service does not resolve yet)
             """
     )
 
@@ -35,6 +36,13 @@ struct Browse: AsyncParsableCommand {
     func run() async throws {
         let serviceType = try parseType(type)
         let discovery = try await network.start()
+        if !network.json {
+            // A browse can be quiet for a long time: say what it is doing, on stderr.
+            let where_ = network.interfaces.isEmpty ? "all interfaces" : network.interfaces.joined(separator: ", ")
+            let how = discovery.backendInUse == .system ? "through the system's DNS-SD daemon" : "with the embedded mDNS engine"
+            let until = timeout.map { "for \(Self.seconds($0)) s" } ?? "until Ctrl-C"
+            FileHandle.standardError.write(Data("Browsing \(serviceType) on \(where_) \(how), \(until)...\n".utf8))
+        }
         let events = discovery.browse(serviceType, resolve: resolve)
         let printer = Task {
             for await event in events { printLine(render(event)) }
@@ -42,6 +50,11 @@ struct Browse: AsyncParsableCommand {
         await waitForTermination(timeout: timeout.map { .milliseconds(Int($0 * 1000)) })
         printer.cancel()
         await discovery.shutdown()
+    }
+
+    /// 3 for 3.0, 1.5 for 1.5.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
     }
 
     func render(_ event: BrowseEvent) -> String {

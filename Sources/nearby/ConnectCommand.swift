@@ -30,7 +30,8 @@ struct ConnectCommand: AsyncParsableCommand {
               echo '{"jsonrpc":"2.0","id":1,"method":"ping"}' | nearby connect --host 192.168.1.20 --port 9099
               nearby connect --host fe80::1%eth0 --port 9099 --peer-id 3KX…  --json
               nearby connect --host buildbox.local --port 9099
-              nearby connect --host bridge.example --port 9099 --insecure --protocol-version 0.2.2
+              nearby connect --host bridge.example --port 9099 --insecure
+              nearby connect --host 192.168.1.20 --port 9099 --protocol-version 0.3
               nearby connect _openagents._tcp --nearest --json
               nearby connect _openagents._tcp --peer 3KX…
             """)

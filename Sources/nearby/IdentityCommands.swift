@@ -16,7 +16,7 @@ struct IdentityCommand: AsyncParsableCommand {
               nearby identity create --name "Build Box"
               nearby identity show
               nearby identity import --pkcs12 device.p12 --passphrase-file pass.txt
-              nearby identity export > build-box.pem       (the certificate, to give to others)
+              nearby identity export > build-box.pem   (the certificate, for others)
             """,
         subcommands: [IdentityShow.self, IdentityCreate.self, IdentityImport.self, IdentityExport.self]
     )
@@ -44,7 +44,14 @@ func printIdentity(_ identity: PeerIdentity, store: IdentityStore, json: Bool, e
 }
 
 struct IdentityShow: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "show", abstract: "Show the identity and its peer ID.")
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "Show the identity and its peer ID.",
+        discussion: """
+            Examples:
+              nearby identity show
+              nearby identity show --json
+              nearby identity show --state-dir /var/lib/nearby
+            """)
     @OptionGroup var state: StateOptions
 
     func run() async throws {
@@ -65,7 +72,15 @@ struct IdentityShow: AsyncParsableCommand {
 
 struct IdentityCreate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "create", abstract: "Make a new key pair and self-signed certificate (P-256).")
+        commandName: "create", abstract: "Make a new key pair and self-signed certificate (P-256).",
+        discussion: """
+            Refuses to replace an identity that exists (its peer ID would be lost) unless \
+            --force is given.
+
+            Examples:
+              nearby identity create --name "Build Box"
+              nearby identity create --state-dir ./peer-a --name "Peer A"
+            """)
     @Option(help: "Display name (default: the host name without .local).")
     var name: String?
     @Flag(help: "Replace an existing identity (its peer ID is lost).")

@@ -15,15 +15,17 @@ struct Nearby: AsyncParsableCommand {
               nearby browse _openagents._tcp --resolve
               nearby resolve "Build Box" _openagents._tcp --json
               nearby types
-              nearby decode capture.pcap          show the mDNS packets of a tcpdump capture
-              nearby identity show                this peer's identity and peer ID
-              nearby trust check peer.pem         judge a certificate chain
-              nearby serve "Build Box" _openagents._tcp 9099     accept authenticated peers
-              nearby connect --host 192.168.1.20 --port 9099     talk JSON-RPC to one
-              nearby pair --host 192.168.1.20 --port 9099        pair with a peer by comparing a code
-              nearby connect _openagents._tcp --nearest          find the nearest peer and talk to it
-              nearby serve "Build Box" _openagents._tcp 9099 --auto-invite   one connection to every peer
-              nearby peers _openagents._tcp                      who is on the link, how far, trusted
+              nearby decode capture.pcap        (mDNS packets of a tcpdump capture)
+              nearby identity show              (this peer's identity and peer ID)
+              nearby trust check peer.pem       (judge a certificate chain)
+              nearby serve "Build Box" _openagents._tcp 9099
+              nearby serve "Build Box" _openagents._tcp 9099 --auto-invite
+              nearby connect _openagents._tcp --nearest
+              nearby connect --host 192.168.1.20 --port 9099
+              nearby pair --host 192.168.1.20 --port 9099
+              nearby peers _openagents._tcp     (who is there, how far, trusted)
+
+            Each command explains itself: nearby help COMMAND, or nearby COMMAND --help.
             """,
         version: "0.2.0",
         subcommands: [

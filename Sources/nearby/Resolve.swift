@@ -12,8 +12,9 @@ struct Resolve: AsyncParsableCommand {
         discussion: """
             Exits 0 with one result, or 1 with a message when nothing answers in time.
 
-            Example:
-              nearby resolve "Build Box" _openagents._tcp --json
+            Examples:
+              nearby resolve "Build Box" _openagents._tcp
+              nearby resolve "Build Box" _openagents._tcp --json --timeout 2
             """
     )
 
@@ -63,7 +64,14 @@ struct Resolve: AsyncParsableCommand {
 struct Types: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the service types advertised on the network.",
-        discussion: "Asks _services._dns-sd._udp.local. and prints each type once, for --timeout seconds."
+        discussion: """
+            Asks _services._dns-sd._udp.local. and prints each type once, for --timeout seconds.
+
+            Examples:
+              nearby types
+              nearby types --timeout 10 --json
+              nearby types --backend embedded --interface eth0
+            """
     )
 
     @Option(help: "How long to listen, in seconds.", transform: NumberInput.seconds("--timeout"))

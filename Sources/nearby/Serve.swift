@@ -39,8 +39,10 @@ struct Serve: AsyncParsableCommand {
               nearby serve "Build Box" _openagents._tcp 9099
               nearby serve "Build Box" _openagents._tcp 9099 --auto-invite --json
               nearby serve "Build Box" _openagents._tcp 9099 --accept ask --json
-              nearby serve "Bridge" _openagents._tcp 9099 --no-advertise --trust-on-first-use
-              nearby serve "Build Box" _openagents._tcp 9099 --dry-run      (what would be published)
+              nearby serve Bridge _openagents._tcp 9099 --no-advertise
+              nearby serve Bridge _openagents._tcp 9099 --trust-on-first-use
+              nearby serve "Build Box" _openagents._tcp 9099 --dry-run
+                  (what would be published; nothing is sent)
             """)
 
     @Argument(help: "Instance name people see (UTF-8, up to 63 bytes).")

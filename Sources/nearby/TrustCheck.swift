@@ -17,6 +17,12 @@ struct TrustCheck: AsyncParsableCommand {
 
             --role connecting: the peer is the one we connect to (must be fit for a TLS server); \
             accepting: it connected to us (must be fit for a TLS client).
+
+            Examples:
+              nearby trust check peer.pem
+              nearby trust check peer.pem --anchor ca.pem --role accepting
+              nearby trust check peer.pem --pinned --peer-id 3QX7KD
+              nearby trust check peer.pem --at 2027-01-01T00:00:00Z --json
             """)
     @Argument(help: "PEM file: leaf certificate first, then intermediates.")
     var chain: String

@@ -25,7 +25,14 @@ struct TrustCommand: AsyncParsableCommand {
 }
 
 struct TrustList: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "list", abstract: "List anchors and pins.")
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "List anchors and pins.",
+        discussion: """
+            Examples:
+              nearby trust list
+              nearby trust list --json
+              nearby trust list --state-dir ./peer-a
+            """)
     @OptionGroup var state: StateOptions
 
     func run() async throws {
@@ -59,12 +66,23 @@ struct TrustList: AsyncParsableCommand {
 
 struct TrustAnchor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "anchor", abstract: "Manage anchor certificates.", subcommands: [TrustAnchorAdd.self])
+        commandName: "anchor", abstract: "Manage anchor certificates.",
+        discussion: """
+            Examples:
+              nearby trust anchor add company-ca.pem
+              nearby trust remove 3QX7KD        (an anchor goes by its key's peer ID)
+            """,
+        subcommands: [TrustAnchorAdd.self])
 }
 
 struct TrustAnchorAdd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "add", abstract: "Trust chains that lead to the certificates in FILE (PEM or DER).")
+        commandName: "add", abstract: "Trust chains that lead to the certificates in FILE (PEM or DER).",
+        discussion: """
+            Examples:
+              nearby trust anchor add company-ca.pem
+              nearby trust anchor add root.der --json
+            """)
     @Argument(help: "Certificate file: PEM (one or more certificates) or DER.")
     var file: String
     @OptionGroup var state: StateOptions
@@ -96,7 +114,16 @@ struct TrustAnchorAdd: AsyncParsableCommand {
 
 struct TrustPin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "pin", abstract: "Trust the peer with this peer ID (after checking it with its owner).")
+        commandName: "pin", abstract: "Trust the peer with this peer ID (after checking it with its owner).",
+        discussion: """
+            The whole peer ID is needed here: it is what you checked with the peer's owner \
+            (`nearby identity show` on their machine). To pin after comparing a six-digit code \
+            instead, use `nearby pair`.
+
+            Examples:
+              nearby trust pin 3QX7KD-...-R2M4 --name "Build Box"
+              nearby peers _openagents._tcp --json     (peer IDs of those nearby)
+            """)
     @Argument(help: "The peer ID, as `nearby identity show` prints it.")
     var peerID: String
     @Option(help: "What to call the peer.")
@@ -125,7 +152,16 @@ struct TrustPin: AsyncParsableCommand {
 }
 
 struct TrustRemove: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove the pin or anchor with this peer ID.")
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Remove the pin or anchor with this peer ID.",
+        discussion: """
+            Any beginning of the peer ID that only one entry has will do, as `trust list` \
+            shows it; when several match, they are listed.
+
+            Examples:
+              nearby trust remove 3QX7KD
+              nearby trust remove 3QX7KD-HS1B97 --state-dir ./peer-a
+            """)
     @Argument(help: "Peer ID of the pinned peer or of the anchor's key, or its first characters (e.g. PBFJBC) when only one begins so.")
     var peerID: String
     @OptionGroup var state: StateOptions

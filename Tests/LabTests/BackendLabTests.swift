@@ -448,6 +448,21 @@ struct BackendLabTests {
         #expect(packets.isEmpty, "a dry run sent \(packets.count) mDNS packet(s)")
     }
 
+    @Test("browse in text mode says on stderr what it is doing (type, interfaces, backend, how long); with --json it says nothing", arguments: Backend.allCases)
+    func browseSaysWhatItDoes(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 1)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h1"])) {
+            let text = try nearby.start("h1", ["browse", "_openagents._tcp", "--timeout", "1"])
+            #expect(try await text.wait(timeout: .seconds(20)) == 0)
+            let how = backend == .system ? "through the system's DNS-SD daemon" : "with the embedded mDNS engine"
+            #expect(text.errorOutput.contains("Browsing _openagents._tcp on all interfaces \(how), for 1 s..."), "\(text.errorOutput)")
+            let json = try nearby.start("h1", ["browse", "_openagents._tcp", "--timeout", "1", "--json"])
+            #expect(try await json.wait(timeout: .seconds(20)) == 0)
+            #expect(!json.errorOutput.contains("Browsing"), "\(json.errorOutput)")
+        }
+    }
+
     /// `sh -c` text that hides Avahi's dns_sd library in a private mount namespace (every file
     /// it goes by becomes /dev/null) and then runs nearby with `arguments`.
     static func withoutDNSSD(_ arguments: [String]) -> [String] {
