@@ -41,7 +41,7 @@ struct Browse: AsyncParsableCommand {
             let where_ = network.interfaces.isEmpty ? "all interfaces" : network.interfaces.joined(separator: ", ")
             let how = discovery.backendInUse == .system ? "through the system's DNS-SD daemon" : "with the embedded mDNS engine"
             let until = timeout.map { "for \(Self.seconds($0)) s" } ?? "until Ctrl-C"
-            FileHandle.standardError.write(Data("Browsing \(serviceType) on \(where_) \(how), \(until)...\n".utf8))
+            status("Browsing \(serviceType) on \(where_) \(how), \(until)...")
         }
         let events = discovery.browse(serviceType, resolve: resolve)
         let printer = Task {

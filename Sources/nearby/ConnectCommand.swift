@@ -115,6 +115,10 @@ struct ConnectCommand: AsyncParsableCommand {
 
     /// Finds the peer with a broker that browses (and does not advertise), then relays.
     private func connectByDiscovery(type: ServiceType, configuration: PeerConnectionConfiguration) async throws {
+        if !json {
+            let whom = nearest ? "the nearest \(type) peer" : wantedPeer.map { "the \(type) peer \($0)" } ?? "the \(type) peer \"\(wantedName ?? "")\""
+            status("Looking for \(whom)...")
+        }
         let (discovery, broker) = try await BrowsingBroker.start(type: type, configuration: configuration, backend: backend, logger: logger)
         let limit = Duration.milliseconds(Int64(timeout * 1000))
         let connection: PeerConnection

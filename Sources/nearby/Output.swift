@@ -8,6 +8,12 @@ func printLine(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }
 
+/// What a command is waiting for, on stderr (text mode only), so that a silent wait is never a
+/// mystery and stdout keeps only results.
+func status(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
 /// Addresses as text; a link-local IPv6 address names its interface (`fe80::1%eth0`).
 func addressesText(_ resolved: ResolvedService) -> [String] {
     resolved.addresses.map { address in

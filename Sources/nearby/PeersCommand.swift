@@ -49,6 +49,7 @@ struct PeersCommand: AsyncParsableCommand {
         let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
         let pinned = Set(((try? state.trust.pins()) ?? []).map(\.peerID))
         let pinsOnly = trust.anchors.isEmpty && !trust.systemRoots
+        if !json { status("Looking for \(type) peers for \(Browse.seconds(timeout)) s, then measuring them...") }
         let (discovery, broker) = try await BrowsingBroker.start(
             type: try parseType(type), configuration: configuration, backend: backend, logger: logger)
         if !json {

@@ -37,6 +37,7 @@ struct Resolve: AsyncParsableCommand {
     func run() async throws {
         let serviceType = try parseType(type)
         let discovery = try await network.start()
+        if !network.json { status("Resolving \"\(name)\" (\(serviceType)), for up to \(Browse.seconds(timeout)) s...") }
         let resolved: ResolvedService
         do {
             resolved = try await discovery.resolve(name, type: serviceType, timeout: .milliseconds(Int(timeout * 1000)))
@@ -80,6 +81,7 @@ struct Types: AsyncParsableCommand {
 
     func run() async throws {
         let discovery = try await network.start()
+        if !network.json { status("Listening for service types for \(Browse.seconds(timeout)) s...") }
         let types = discovery.serviceTypes()
         let printer = Task {
             for await type in types {
