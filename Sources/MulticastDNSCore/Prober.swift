@@ -1,4 +1,4 @@
-public import DNSWire
+import DNSWire
 
 /// §8.1: conflicts counted over a sliding 10 s window; 15 of them slow probing down.
 struct ConflictLimiter {

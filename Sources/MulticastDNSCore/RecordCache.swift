@@ -1,4 +1,4 @@
-public import DNSWire
+import DNSWire
 
 struct CacheKey: Hashable {
     var name: DomainName

@@ -1,4 +1,4 @@
-public import DNSWire
+import DNSWire
 
 /// A record identity for rate limiting: name, data and the interface it went out on.
 struct RecordKey: Hashable {

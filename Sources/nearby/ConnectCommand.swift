@@ -1,4 +1,4 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
 import ConnectionBroker
 import Logging
@@ -72,7 +72,7 @@ struct ConnectCommand: AsyncParsableCommand {
             guard peerID == nil else { throw ValidationError("with a service type, the peer ID goes in --peer") }
             guard !channel.insecure else { throw ValidationError("--insecure works only with --host and --port: a found peer is told apart by its peer ID") }
         } else {
-            guard let host, let port else {
+            guard let host, port != nil else {
                 throw ValidationError("give --host and --port, or a service type with --nearest, --peer ID or --name NAME")
             }
             guard !nearest, wantedPeer == nil, wantedName == nil else {

@@ -1,4 +1,4 @@
-public import ArgumentParser
+import ArgumentParser
 import ConnectionBroker
 import Foundation
 import Logging

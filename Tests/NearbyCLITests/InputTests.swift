@@ -106,7 +106,7 @@ struct InputTests {
         let store = TrustStore(directory: work.appendingPathComponent("trust"))
         try store.pin(Self.high, name: "High")
         try store.pin(Self.low, name: "Low")
-        var remove = try #require(try Nearby.parse(["trust", "remove", "zzz", "--state-dir", work.path]) as? TrustRemove)
+        let remove = try #require(try Nearby.parse(["trust", "remove", "zzz", "--state-dir", work.path]) as? TrustRemove)
         try await remove.run()
         #expect(try store.pins().map(\.peerID) == [Self.low])
         let missing = work.appendingPathComponent("no-such").path
