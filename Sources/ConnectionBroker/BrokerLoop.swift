@@ -103,7 +103,7 @@ actor BrokerLoop {
         await listener?.close()
         let open = Array(connections.values)
         connections = [:]
-        for connection in open { await connection.close(code: 1001, reason: "going away") }
+        for connection in open { await connection.close(code: 1001, reason: "the broker is shutting down") }
         for (_, pending) in waiters {
             for (_, waiter) in pending { waiter.resume(returning: .failure(BrokerError(.unreachable, "the broker was shut down"))) }
         }
@@ -288,7 +288,7 @@ actor BrokerLoop {
         case .success(let connection):
             statistics.dialsSucceeded += 1
             guard !stopped else {
-                await connection.close(code: 1001, reason: "going away")
+                await connection.close(code: 1001, reason: "the broker is shutting down")
                 return
             }
             let id = register(connection)
