@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A JSON-RPC 2.0 request id: a string or an integer.
 public enum JSONRPCID: Hashable, Sendable, CustomStringConvertible {

@@ -120,6 +120,7 @@ public final class PeerListener: Sendable {
             side.pairing = PairingSetup(
                 side: .offer(NIOLockedValueBox(limiter)), store: pairing.store, confirm: pairing.confirm, timeout: pairing.timeout)
         }
+        let setupSide = side
         let liveBox = NIOLockedValueBox<PeerListener?>(nil)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -128,7 +129,7 @@ public final class PeerListener: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let start = ContinuousClock.now
-                    let opened = try Setup.configure(channel, side: side)
+                    let opened = try Setup.configure(channel, side: setupSide)
                     let address = channel.remoteAddress
                     opened.whenComplete { outcome in
                         switch outcome {

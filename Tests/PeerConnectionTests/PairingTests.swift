@@ -23,10 +23,11 @@ struct PairingTests {
 
     /// Sends `actions`' messages through JSON text, as the connection does.
     func wire(_ actions: [PairingExchange.Action]) throws -> [JSONRPCMessage] {
-        try actions.compactMap { action -> JSONRPCMessage? in
-            guard case .send(let message) = action else { return nil }
-            return try #require(JSONRPCFrame(parsing: message.jsonText).messages.first)
+        var messages: [JSONRPCMessage] = []
+        for case .send(let message) in actions {
+            messages.append(try #require(JSONRPCFrame(parsing: message.jsonText).messages.first))
         }
+        return messages
     }
 
     func deliver(_ actions: [PairingExchange.Action], to other: inout PairingExchange, at now: Duration = .zero) throws -> [PairingExchange.Action] {
