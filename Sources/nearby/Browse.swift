@@ -25,7 +25,7 @@ struct Browse: AsyncParsableCommand {
     var type: String
     @Flag(help: "Resolve each service: host, port, addresses, TXT.")
     var resolve = false
-    @Option(help: "Stop after this many seconds (exit 0).", transform: NumberInput.seconds("--timeout"))
+    @Option(help: "Stop after this many seconds (exit 0).", transform: NumberInput.seconds("--timeout", maximum: 86_400))
     var timeout: Double?
     @OptionGroup var network: NetworkOptions
 

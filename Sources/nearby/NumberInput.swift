@@ -21,13 +21,14 @@ enum NumberInput {
         }
     }
 
-    /// Seconds: more than zero, at most `maximum` when there is one.
-    static func seconds(_ what: String, maximum: Double? = nil) -> @Sendable (String) throws -> Double {
+    /// Seconds: more than zero, at most `maximum` (a bound also keeps the conversion to a
+    /// `Duration` from overflowing).
+    static func seconds(_ what: String, maximum: Double) -> @Sendable (String) throws -> Double {
         { text in
             let typed = NegativeNumbers.unmarked(text)
-            let allowed = "a number of seconds above 0" + (maximum.map { ", at most \(Int($0))" } ?? "")
+            let allowed = "a number of seconds above 0, at most \(Int(maximum))"
             guard let value = Double(typed), value.isFinite else { throw Refusal(description: "\(what) \(typed) is not a number; use \(allowed)") }
-            guard value > 0, value <= (maximum ?? .greatestFiniteMagnitude) else { throw Refusal(description: "\(what) \(typed) is out of range; use \(allowed)") }
+            guard value > 0, value <= maximum else { throw Refusal(description: "\(what) \(typed) is out of range; use \(allowed)") }
             return value
         }
     }
@@ -35,7 +36,7 @@ enum NumberInput {
 
 /// Negative numbers on the command line.
 enum NegativeNumbers {
-    /// Marks a negative number given where a positional argument belongs (see ``retry(_:)``).
+    /// Marks a negative number given where a positional argument belongs (see `Nearby.parse`).
     static let mark = "\u{E000}"
 
     /// Whether `token` reads as a negative number: `-1`, `-0.5`.

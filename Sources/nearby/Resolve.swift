@@ -22,7 +22,7 @@ struct Resolve: AsyncParsableCommand {
     var name: String
     @Argument(help: "Service type, e.g. _openagents._tcp.")
     var type: String
-    @Option(help: "Give up after this many seconds.", transform: NumberInput.seconds("--timeout"))
+    @Option(help: "Give up after this many seconds.", transform: NumberInput.seconds("--timeout", maximum: 86_400))
     var timeout: Double = 5
     @OptionGroup var network: NetworkOptions
 
@@ -75,7 +75,7 @@ struct Types: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "How long to listen, in seconds.", transform: NumberInput.seconds("--timeout"))
+    @Option(help: "How long to listen, in seconds.", transform: NumberInput.seconds("--timeout", maximum: 86_400))
     var timeout: Double = 3
     @OptionGroup var network: NetworkOptions
 
