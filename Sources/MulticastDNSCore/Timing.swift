@@ -1,3 +1,5 @@
+import DNSWire
+
 /// The numbers of RFC 6762 the engine keeps, in one place so they can be read beside the RFC.
 public enum MDNSTiming {
     /// §8.1: a random delay of 0–250 ms before the first probe.
@@ -39,20 +41,14 @@ public enum MDNSTiming {
     public static let legacyUnicastMaximumTTL: UInt32 = 10
 }
 
-/// A small deterministic generator (SplitMix64): the engine's randomness comes from a seed, so
-/// tests replay exactly; in production the seed is random.
+/// The engine's randomness: the package's SplitMix64 from a seed, so tests replay exactly; in
+/// production the seed is random.
 public struct EngineRandom: Sendable {
-    private var state: UInt64
+    private var generator: SplitMix64
 
-    public init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { generator = SplitMix64(seed: seed) }
 
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    public mutating func next() -> UInt64 { generator.next() }
 
     /// A uniformly drawn duration in `range`, to the microsecond.
     public mutating func duration(in range: ClosedRange<Duration>) -> Duration {
