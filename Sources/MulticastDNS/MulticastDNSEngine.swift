@@ -66,14 +66,7 @@ public actor MulticastDNSEngine {
     public static func start(
         hostName: String? = nil, interfaces: [String]? = nil, logger: Logger = Logger(label: "nearby.mdns", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws -> MulticastDNSEngine {
-        if let interfaces {
-            let known = Set(MulticastTransport.interfaces(named: nil).map(\.interface.name) + ["lo"])
-            if let unknown = interfaces.first(where: { !known.contains($0) }) {
-                throw TransportError(
-                    "no multicast-capable interface named \"\(unknown)\" (have: \(known.sorted().joined(separator: ", ")))",
-                    unknownInterface: true)
-            }
-        }
+        try checkInterfaces(interfaces)
         let shared = MulticastTransport.portInUse()
         let transport = try await MulticastTransport.open(logger: logger)
         let core = MDNSCore(hostName: hostName ?? Self.defaultHostLabel(), seed: UInt64.random(in: .min ... .max))
@@ -84,6 +77,18 @@ public actor MulticastDNSEngine {
         let engine = MulticastDNSEngine(core: core, transport: transport, interfaceNames: interfaces, logger: logger)
         await engine.begin()
         return engine
+    }
+
+    /// Throws an unknown-interface ``TransportError`` naming the interfaces there are when one
+    /// of `names` is not a multicast-capable interface of this machine (nil: all; checks only).
+    public static func checkInterfaces(_ names: [String]?) throws {
+        guard let names else { return }
+        let known = Set(MulticastTransport.interfaces(named: nil).map(\.interface.name) + ["lo"])
+        if let unknown = names.first(where: { !known.contains($0) }) {
+            throw TransportError(
+                "no multicast-capable interface named \"\(unknown)\" (have: \(known.sorted().joined(separator: ", ")))",
+                unknownInterface: true)
+        }
     }
 
     /// This machine's host name without a domain, or `nearby` when it has none.

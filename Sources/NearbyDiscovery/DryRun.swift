@@ -29,12 +29,12 @@ extension NearbyDiscovery {
     ) throws -> PlannedAdvertisement {
         _ = try ServiceInstanceName(name, type: type)
         for subtype in subtypes { _ = try type.withSubtype(subtype) }
-        let found = MulticastTransport.interfaces(named: interfaces)
-        if let interfaces, let missing = interfaces.first(where: { wanted in !found.contains { $0.interface.name == wanted } }) {
-            let known = MulticastTransport.interfaces(named: nil).map(\.interface.name).sorted()
-            let have = known.isEmpty ? "none is up" : "have: " + known.joined(separator: ", ")
-            throw DiscoveryError(.invalidInput, "no multicast-capable interface named \"\(missing)\" (\(have))")
+        do {
+            try MulticastDNSEngine.checkInterfaces(interfaces)
+        } catch let error as TransportError {
+            throw DiscoveryError(.invalidInput, error.description)
         }
+        let found = MulticastTransport.interfaces(named: interfaces)
         let registration = ServiceRegistration(instance: name, type: type, port: port, txt: info, subtypes: subtypes, ttl: ttl)
         let label = hostName ?? MulticastDNSEngine.defaultHostLabel()
         let records = PublishedRecords.advertisement(registration, hostLabel: label, addresses: found.flatMap(\.addresses))

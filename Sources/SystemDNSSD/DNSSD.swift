@@ -106,17 +106,21 @@ public enum DNSSD {
     /// operation does.
     /// - Throws: a ``DNSSDError`` with ``DNSSDError/libraryMissing`` set, saying what to install.
     public static func loadLibrary() throws(DNSSDError) {
-        #if !canImport(dnssd)
+        if let failure = libraryFailure { throw failure }
+    }
+
+    /// Why the library did not load, found once (nil: it is loaded).
+    private static let libraryFailure: DNSSDError? = {
+        #if canImport(dnssd)
+        return nil
+        #else
         var reason = [CChar](repeating: 0, count: 512)
         let status = reason.withUnsafeMutableBufferPointer { nearby_dnssd_load($0.baseAddress, $0.count) }
-        if status != 0 {
-            let detail = reason.withUnsafeBufferPointer { buffer in
-                String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            }
-            throw DNSSDError(code: DNSSDError.libraryNotLoaded, operation: "dlopen", detail: detail)
-        }
+        guard status != 0 else { return nil }
+        let detail = String(decoding: reason.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return DNSSDError(code: DNSSDError.libraryNotLoaded, operation: "dlopen", detail: detail)
         #endif
-    }
+    }()
 
     /// Checks that the daemon answers, without sending anything onto the network: a record
     /// query for an invalid name connects to the daemon, which refuses the name (`BadParam`).
