@@ -128,11 +128,7 @@ struct Serve: AsyncParsableCommand {
         var advertisedName = name
         if !noAdvertise {
             let serviceType = try parseType(type)
-            var entries = txt
-            if !peerID.isEmpty { entries.append("id=\(peerID)") }
-            entries.append("pv=\(configuration.protocolVersion)")
-            let info: DiscoveryInfo
-            do { info = try DiscoveryInfo(entries) } catch { throw ValidationError(error.description) }
+            let info = try announcedInfo(peerID: peerID.isEmpty ? nil : peerID, version: configuration.protocolVersion)
             let started = try await network.start(hostName: host, embeddedOnly: host == nil ? nil : "--host")
             discovery = started
             do {
@@ -168,17 +164,22 @@ struct Serve: AsyncParsableCommand {
         serving.cancel()
     }
 
+    /// The TXT record serve advertises: the entries given, then `id=<peer ID>` (with TLS) and
+    /// `pv=<protocol version>`.
+    private func announcedInfo(peerID: String?, version: ProtocolVersion) throws -> DiscoveryInfo {
+        var entries = txt
+        if let peerID { entries.append("id=\(peerID)") }
+        entries.append("pv=\(version)")
+        do { return try DiscoveryInfo(entries) } catch { throw ValidationError(error.description) }
+    }
+
     /// `--dry-run`: the identity (never created here), the TXT entries with `id` and `pv`, and
     /// the records the advertisement would publish.
     private func showPlan() throws {
         let identity: PeerIdentity?
         do { identity = channel.insecure ? nil : try state.identities.load() } catch { throw ValidationError(error.message) }
         let version = try channel.version()
-        var entries = txt
-        if let identity { entries.append("id=\(identity.peerID)") }
-        entries.append("pv=\(version)")
-        let info: DiscoveryInfo
-        do { info = try DiscoveryInfo(entries) } catch { throw ValidationError(error.description) }
+        let info = try announcedInfo(peerID: identity.map { $0.peerID.description }, version: version)
         var notes: [String] = []
         if identity == nil && !channel.insecure {
             notes.append("There is no identity in \(state.directory.path) yet: serve would create one and add its peer ID as TXT id.")
