@@ -40,11 +40,7 @@ enum DryRun {
         let rows = plan.records.map { record in
             [record.name.description, record.type.description, "TTL \(record.ttl)", PacketText.data(record.data)]
         }
-        var widths = [0, 0, 0]
-        for row in rows { for column in 0..<3 { widths[column] = max(widths[column], row[column].count) } }
-        for row in rows {
-            printLine("  " + (0..<3).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ") + "  " + row[3])
-        }
+        for line in alignedLines(rows) { printLine(line) }
         if let note { printLine(note) }
         if let daemon { printLine("(\(daemon))") }
     }

@@ -8,6 +8,21 @@ func printLine(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }
 
+/// Rows as indented text lines: every column but the last padded to its widest cell, two
+/// spaces apart, the last left ragged (no trailing spaces).
+func alignedLines(_ rows: [[String]]) -> [String] {
+    let columns = (rows.map(\.count).max() ?? 1) - 1
+    var widths = [Int](repeating: 0, count: max(columns, 0))
+    for row in rows { for column in 0..<min(columns, row.count) { widths[column] = max(widths[column], row[column].count) } }
+    return rows.map { row in
+        let cells = row.enumerated().map { index, cell in
+            index < widths.count && index < row.count - 1 ? cell.padding(toLength: widths[index], withPad: " ", startingAt: 0) : cell
+        }
+        let line = "  " + cells.joined(separator: "  ")
+        return String(line.reversed().drop(while: { $0 == " " }).reversed())
+    }
+}
+
 /// What a command is waiting for, on stderr (text mode only), so that a silent wait is never a
 /// mystery and stdout keeps only results.
 func status(_ text: String) {

@@ -108,15 +108,7 @@ enum PacketText {
         for skipped in decoded.skippedRecords {
             rows.append(["skipped", skipped.name.description, skipped.type.description, "", skipped.error.description])
         }
-        // Align the columns, leaving the last one ragged.
-        var widths = [Int](repeating: 0, count: 4)
-        for row in rows { for column in 0..<4 { widths[column] = max(widths[column], row[column].count) } }
-        let lines = rows.map { row in
-            let line = "  " + (0..<4).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
-                .joined(separator: "  ") + "  " + row[4]
-            return String(line.reversed().drop(while: { $0 == " " }).reversed())
-        }
-        return ([head] + lines).joined(separator: "\n") + "\n"
+        return ([head] + alignedLines(rows)).joined(separator: "\n") + "\n"
     }
 
     static func data(_ data: RecordData) -> String {
