@@ -9,31 +9,21 @@ enum PeerIDInput {
     /// - Throws: `ValidationError` saying that nothing matches (and where it looked) or which
     ///   entries do when several do.
     static func resolve(_ text: String, for what: String, among known: [(id: PeerID, label: String)], lookedIn place: String) throws -> PeerID {
-        if let whole = try? PeerID(parsing: text) { return whole }
+        let whole: PeerTrustError
+        do { return try PeerID(parsing: text) } catch { whole = error }
         var seen = Set<PeerID>()
         let matches = known.filter { $0.id.hasPrefix(text) && seen.insert($0.id).inserted }
         switch matches.count {
         case 1:
             return matches[0].id
         case 0:
-            // Say why it is not a whole peer ID too, in case it was meant as one.
-            let why = wholeIDProblem(text)
+            // Say why it is not a whole peer ID too, in case it was meant as one (PeerTrust's
+            // words without the text repeated).
+            let why = whole.message.range(of: "is not a peer ID: ").map { String(whole.message[$0.upperBound...]) } ?? whole.message
             throw ValidationError("\(what) \"\(text)\" is neither a whole peer ID (\(why)) nor the beginning of one in \(place)")
         default:
             let listed = matches.map { "\($0.id)" + ($0.label.isEmpty ? "" : " (\($0.label))") }.joined(separator: ", ")
             throw ValidationError("\(what) \"\(text)\" is ambiguous: \(matches.count) peer IDs in \(place) begin with it: \(listed); type more characters")
-        }
-    }
-
-    /// Why `text` is not a whole peer ID, in PeerTrust's words without the repeated text.
-    private static func wholeIDProblem(_ text: String) -> String {
-        do {
-            _ = try PeerID(parsing: text)
-            return "it is one"
-        } catch {
-            let message = error.message
-            if let range = message.range(of: "is not a peer ID: ") { return String(message[range.upperBound...]) }
-            return message
         }
     }
 
