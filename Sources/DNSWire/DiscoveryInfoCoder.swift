@@ -50,6 +50,42 @@ private func unsupported(_ path: [any CodingKey], _ what: String) -> DiscoveryIn
             + "one level of key=value entries; use a string, number, Bool or bytes")
 }
 
+/// How a value TXT holds directly becomes an entry: `true` a flag, `false` no entry, text and
+/// numbers their text, a byte array its bytes. Other values (enums, `Data`, wrappers) encode
+/// themselves through a ``FieldEncoder``.
+private enum DirectValue {
+    case entry(DiscoveryInfo.Value)
+    case omitted
+
+    init?(_ value: some Encodable) {
+        switch value {
+        case let flag as Bool: self = flag ? .entry(.flag) : .omitted
+        case let text as String: self = .entry(.string(text))
+        case let bytes as [UInt8]: self = .entry(.bytes(bytes))
+        case let number as any FixedWidthInteger: self = .entry(.string("\(number)"))
+        case let number as any TextFloat: self = .entry(.string("\(number)"))
+        default: return nil
+        }
+    }
+
+    var entry: DiscoveryInfo.Value? {
+        if case .entry(let entry) = self { return entry }
+        return nil
+    }
+}
+
+/// Numbers are stored as decimal text, floating-point ones as Swift prints them.
+private typealias TextFloat = BinaryFloatingPoint & LosslessStringConvertible
+
+/// The words an error uses for the integers `N` holds.
+private func integerWords<N: FixedWidthInteger>(_ type: N.Type) -> String {
+    switch (N.isSigned, N.bitWidth >= 64) {
+    case (true, true): "an integer"
+    case (false, true): "a non-negative integer"
+    default: "an integer from \(N.min) to \(N.max)"
+    }
+}
+
 private struct TopLevelEncoder: Encoder {
     let storage: EncodingStorage
     var codingPath: [any CodingKey] { [] }
@@ -79,26 +115,12 @@ private struct KeyedEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func encodeNil(forKey key: Key) throws {}
-    mutating func encode(_ value: Bool, forKey key: Key) throws {
-        if value { try put(key, .flag) } else { storage.info.remove(key.stringValue) }
-    }
-    mutating func encode(_ value: String, forKey key: Key) throws { try put(key, .string(value)) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: Float, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try put(key, .string("\(value)")) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try put(key, .string("\(value)")) }
-
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        if let bytes = value as? [UInt8] {
-            try put(key, .bytes(bytes))
+        if let direct = DirectValue(value) {
+            switch direct {
+            case .entry(let entry): try put(key, entry)
+            case .omitted: storage.info.remove(key.stringValue)
+            }
             return
         }
         // Other types (enums with raw values, Data, URL, wrappers) encode through one field.
@@ -160,23 +182,9 @@ private struct FieldEncoder: Encoder, SingleValueEncodingContainer {
     func singleValueContainer() -> any SingleValueEncodingContainer { self }
 
     mutating func encodeNil() throws { result.value = nil }
-    mutating func encode(_ value: Bool) throws { result.value = value ? .flag : nil }
-    mutating func encode(_ value: String) throws { result.value = .string(value) }
-    mutating func encode(_ value: Double) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: Float) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: Int) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: Int8) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: Int16) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: Int32) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: Int64) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: UInt) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: UInt8) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: UInt16) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: UInt32) throws { result.value = .string("\(value)") }
-    mutating func encode(_ value: UInt64) throws { result.value = .string("\(value)") }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        if let bytes = value as? [UInt8] {
-            result.value = .bytes(bytes)
+        if let direct = DirectValue(value) {
+            result.value = direct.entry
             return
         }
         let inner = FieldEncoder(storage: storage, codingPath: codingPath)
@@ -197,30 +205,12 @@ private struct ByteCollector: UnkeyedEncodingContainer {
         storage.error = storage.error ?? unsupported(path, "a list of values other than bytes")
     }
 
-    mutating func encode(_ value: UInt8) throws {
-        count += 1
-        guard let key, case .bytes(let bytes)? = key.value else { return refuse() }
-        key.value = .bytes(bytes + [value])
-    }
-
-    mutating func encodeNil() throws { refuse() }
-    mutating func encode(_ value: Bool) throws { refuse() }
-    mutating func encode(_ value: String) throws { refuse() }
-    mutating func encode(_ value: Double) throws { refuse() }
-    mutating func encode(_ value: Float) throws { refuse() }
-    mutating func encode(_ value: Int) throws { refuse() }
-    mutating func encode(_ value: Int8) throws { refuse() }
-    mutating func encode(_ value: Int16) throws { refuse() }
-    mutating func encode(_ value: Int32) throws { refuse() }
-    mutating func encode(_ value: Int64) throws { refuse() }
-    mutating func encode(_ value: UInt) throws { refuse() }
-    mutating func encode(_ value: UInt16) throws { refuse() }
-    mutating func encode(_ value: UInt32) throws { refuse() }
-    mutating func encode(_ value: UInt64) throws { refuse() }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        if let byte = value as? UInt8 { return try encode(byte) }
-        refuse()
+        count += 1
+        guard let byte = value as? UInt8, let key, case .bytes(let bytes)? = key.value else { return refuse() }
+        key.value = .bytes(bytes + [byte])
     }
+    mutating func encodeNil() throws { refuse() }
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type)
         -> KeyedEncodingContainer<NestedKey>
     {
@@ -308,16 +298,34 @@ private struct ValueReader {
         return text
     }
 
-    func number<N: LosslessStringConvertible>(_ type: N.Type, _ label: String) throws -> N {
-        guard let text = value.string, let number = N(text) else {
-            throw invalid(path, expected: label, found: value)
+    func integer<N: FixedWidthInteger>(_ type: N.Type) throws -> N {
+        guard let text = value.string, let number = N(text, radix: 10) else {
+            throw invalid(path, expected: integerWords(N.self), found: value)
         }
+        return number
+    }
+
+    func float<N: TextFloat>(_ type: N.Type) throws -> N {
+        guard let text = value.string, let number = N(text) else { throw invalid(path, expected: "a number", found: value) }
         return number
     }
 
     func bytes() -> [UInt8] {
         if case .bytes(let bytes) = value { return bytes }
         return []
+    }
+
+    /// The value as `T` when TXT holds `T` directly (see ``DirectValue``), or nil when `T`
+    /// decodes itself from a single value or a list of bytes.
+    func direct<T>(_ type: T.Type) throws -> T? {
+        switch type {
+        case is Bool.Type: try bool() as? T
+        case is String.Type: try string() as? T
+        case is [UInt8].Type: bytes() as? T
+        case let integer as any FixedWidthInteger.Type: try self.integer(integer) as? T
+        case let float as any TextFloat.Type: try self.float(float) as? T
+        default: nil
+        }
     }
 }
 
@@ -338,28 +346,11 @@ private struct KeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { !info.contains(key.stringValue) }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
-        guard info.contains(key.stringValue) else { return false }
-        return try reader(key).bool()
-    }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try reader(key).string() }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try reader(key).number(Double.self, "a number") }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try reader(key).number(Float.self, "a number") }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try reader(key).number(Int.self, "an integer") }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try reader(key).number(Int8.self, "an integer from -128 to 127") }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try reader(key).number(Int16.self, "a 16-bit integer") }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try reader(key).number(Int32.self, "a 32-bit integer") }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try reader(key).number(Int64.self, "a 64-bit integer") }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try reader(key).number(UInt.self, "a non-negative integer") }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try reader(key).number(UInt8.self, "an integer from 0 to 255") }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try reader(key).number(UInt16.self, "an integer from 0 to 65535") }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try reader(key).number(UInt32.self, "a 32-bit unsigned integer") }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try reader(key).number(UInt64.self, "a 64-bit unsigned integer") }
-
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        if T.self == [UInt8].self, let bytes = try reader(key).bytes() as? T { return bytes }
-        if T.self == Bool.self, let flag = try decode(Bool.self, forKey: key) as? T { return flag }
-        return try T(from: FieldDecoder(reader: try reader(key)))
+        // An absent Bool is false (RFC 6763 §6.4); every other absent field is an error.
+        if T.self == Bool.self, !contains(key), let absent = false as? T { return absent }
+        let reader = try reader(key)
+        return try reader.direct(T.self) ?? T(from: FieldDecoder(reader: reader))
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
@@ -387,23 +378,8 @@ private struct FieldDecoder: Decoder, SingleValueDecodingContainer {
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
 
     func decodeNil() -> Bool { false }
-    func decode(_ type: Bool.Type) throws -> Bool { try reader.bool() }
-    func decode(_ type: String.Type) throws -> String { try reader.string() }
-    func decode(_ type: Double.Type) throws -> Double { try reader.number(Double.self, "a number") }
-    func decode(_ type: Float.Type) throws -> Float { try reader.number(Float.self, "a number") }
-    func decode(_ type: Int.Type) throws -> Int { try reader.number(Int.self, "an integer") }
-    func decode(_ type: Int8.Type) throws -> Int8 { try reader.number(Int8.self, "an integer from -128 to 127") }
-    func decode(_ type: Int16.Type) throws -> Int16 { try reader.number(Int16.self, "a 16-bit integer") }
-    func decode(_ type: Int32.Type) throws -> Int32 { try reader.number(Int32.self, "a 32-bit integer") }
-    func decode(_ type: Int64.Type) throws -> Int64 { try reader.number(Int64.self, "a 64-bit integer") }
-    func decode(_ type: UInt.Type) throws -> UInt { try reader.number(UInt.self, "a non-negative integer") }
-    func decode(_ type: UInt8.Type) throws -> UInt8 { try reader.number(UInt8.self, "an integer from 0 to 255") }
-    func decode(_ type: UInt16.Type) throws -> UInt16 { try reader.number(UInt16.self, "an integer from 0 to 65535") }
-    func decode(_ type: UInt32.Type) throws -> UInt32 { try reader.number(UInt32.self, "a 32-bit unsigned integer") }
-    func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.number(UInt64.self, "a 64-bit unsigned integer") }
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        if T.self == [UInt8].self, let bytes = reader.bytes() as? T { return bytes }
-        return try T(from: self)
+        try reader.direct(T.self) ?? T(from: self)
     }
 }
 

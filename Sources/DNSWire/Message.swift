@@ -16,49 +16,25 @@ public struct Header: Hashable, Sendable {
     public static let response = Header(flags: 0x8400)
 
     /// QR: true for a response.
-    public var isResponse: Bool {
-        get { flags & 0x8000 != 0 }
-        set { setBit(0x8000, newValue) }
-    }
-
+    public var isResponse: Bool { get { self[0x8000] != 0 } set { self[0x8000] = newValue ? 1 : 0 } }
     /// OPCODE (4 bits); mDNS uses 0, and receivers ignore messages with any other (RFC 6762 §18.3).
-    public var opcode: UInt8 {
-        get { UInt8((flags >> 11) & 0xF) }
-        set { flags = (flags & ~0x7800) | (UInt16(newValue & 0xF) << 11) }
-    }
-
+    public var opcode: UInt8 { get { UInt8(self[0x7800]) } set { self[0x7800] = UInt16(newValue) } }
     /// AA: authoritative answer.
-    public var isAuthoritative: Bool {
-        get { flags & 0x0400 != 0 }
-        set { setBit(0x0400, newValue) }
-    }
-
+    public var isAuthoritative: Bool { get { self[0x0400] != 0 } set { self[0x0400] = newValue ? 1 : 0 } }
     /// TC: truncated. In an mDNS query, more known answers follow in further packets.
-    public var isTruncated: Bool {
-        get { flags & 0x0200 != 0 }
-        set { setBit(0x0200, newValue) }
-    }
-
+    public var isTruncated: Bool { get { self[0x0200] != 0 } set { self[0x0200] = newValue ? 1 : 0 } }
     /// RD: recursion desired.
-    public var recursionDesired: Bool {
-        get { flags & 0x0100 != 0 }
-        set { setBit(0x0100, newValue) }
-    }
-
+    public var recursionDesired: Bool { get { self[0x0100] != 0 } set { self[0x0100] = newValue ? 1 : 0 } }
     /// RA: recursion available.
-    public var recursionAvailable: Bool {
-        get { flags & 0x0080 != 0 }
-        set { setBit(0x0080, newValue) }
-    }
-
+    public var recursionAvailable: Bool { get { self[0x0080] != 0 } set { self[0x0080] = newValue ? 1 : 0 } }
     /// RCODE (4 bits); mDNS receivers ignore messages with a non-zero one (RFC 6762 §18.11).
-    public var responseCode: UInt8 {
-        get { UInt8(flags & 0xF) }
-        set { flags = (flags & ~0xF) | UInt16(newValue & 0xF) }
-    }
+    public var responseCode: UInt8 { get { UInt8(self[0x000F]) } set { self[0x000F] = UInt16(newValue) } }
 
-    private mutating func setBit(_ bit: UInt16, _ on: Bool) {
-        if on { flags |= bit } else { flags &= ~bit }
+    /// The field of ``flags`` that `mask` covers, as a number from 0: read shifted down, written
+    /// shifted up and cut to the mask (so a value too wide for its field cannot spill into others).
+    private subscript(mask: UInt16) -> UInt16 {
+        get { (flags & mask) >> mask.trailingZeroBitCount }
+        set { flags = (flags & ~mask) | ((newValue << mask.trailingZeroBitCount) & mask) }
     }
 }
 

@@ -62,15 +62,9 @@ package enum JSONTextCodec {
         }
 
         mutating func object(depth: Int) throws(Failure) -> JSONValue {
-            guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth) levels") }
-            index += 1
             var members: [String: JSONValue] = [:]
-            skipSpace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return .object(members)
-            }
-            while true {
+            var more = try open(depth: depth, close: UInt8(ascii: "}"))
+            while more {
                 skipSpace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("an object key (a string) is expected") }
                 let key = try string()
@@ -79,42 +73,44 @@ package enum JSONTextCodec {
                 index += 1
                 skipSpace()
                 members[key] = try value(depth: depth)
-                skipSpace()
-                guard index < bytes.count else { throw failure("an unfinished object") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                } else if bytes[index] == UInt8(ascii: "}") {
-                    index += 1
-                    return .object(members)
-                } else {
-                    throw failure("',' or '}' is expected in an object")
-                }
+                more = try next(close: UInt8(ascii: "}"), in: "object")
             }
+            return .object(members)
         }
 
         mutating func array(depth: Int) throws(Failure) -> JSONValue {
-            guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth) levels") }
-            index += 1
             var elements: [JSONValue] = []
-            skipSpace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return .array(elements)
-            }
-            while true {
+            var more = try open(depth: depth, close: UInt8(ascii: "]"))
+            while more {
                 skipSpace()
                 elements.append(try value(depth: depth))
-                skipSpace()
-                guard index < bytes.count else { throw failure("an unfinished array") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                } else if bytes[index] == UInt8(ascii: "]") {
-                    index += 1
-                    return .array(elements)
-                } else {
-                    throw failure("',' or ']' is expected in an array")
-                }
+                more = try next(close: UInt8(ascii: "]"), in: "array")
             }
+            return .array(elements)
+        }
+
+        /// Steps over an object's or array's opening bracket; false when `close` follows at once
+        /// (an empty one, then read to its end).
+        mutating func open(depth: Int, close: UInt8) throws(Failure) -> Bool {
+            guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth) levels") }
+            index += 1
+            skipSpace()
+            guard index < bytes.count, bytes[index] == close else { return true }
+            index += 1
+            return false
+        }
+
+        /// After an item of an object or array (`kind`): true after a comma (another item
+        /// follows), false after `close` (the end).
+        mutating func next(close: UInt8, in kind: String) throws(Failure) -> Bool {
+            skipSpace()
+            guard index < bytes.count else { throw failure("an unfinished \(kind)") }
+            let byte = bytes[index]
+            guard byte == UInt8(ascii: ",") || byte == close else {
+                throw failure("',' or '\(Character(Unicode.Scalar(close)))' is expected in an \(kind)")
+            }
+            index += 1
+            return byte != close
         }
 
         mutating func number() throws(Failure) -> JSONValue {
@@ -254,33 +250,50 @@ package enum JSONTextCodec {
         case .null: out += "null"
         case .bool(let flag): out += flag ? "true" : "false"
         case .integer(let number): out += String(number)
-        case .number(let number):
-            // JSON has no NaN or infinity.
-            if !number.isFinite {
-                out += "null"
-            } else if number == number.rounded(), abs(number) < 1e15 {
-                out += String(Int64(number))
-            } else {
-                out += "\(number)"
-            }
+        case .number(let number): writeNumber(number, to: &out)
         case .string(let text): writeString(text, to: &out)
-        case .array(let elements):
-            out += "["
-            for (position, element) in elements.enumerated() {
-                if position > 0 { out += "," }
-                write(element, to: &out)
-            }
-            out += "]"
+        case .array(let elements): writeArray(elements, to: &out, write)
         case .object(let members):
-            out += "{"
-            for (position, key) in members.keys.sorted().enumerated() {
-                if position > 0 { out += "," }
-                writeString(key, to: &out)
-                out += ":"
-                if let member = members[key] { write(member, to: &out) }
-            }
-            out += "}"
+            writeObject(members.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, to: &out, write)
         }
+    }
+
+    /// A number as JSON: integral values without a fraction, and null for NaN and the
+    /// infinities, which JSON has no words for.
+    package static func writeNumber(_ number: Double, to out: inout String) {
+        if !number.isFinite {
+            out += "null"
+        } else if number == number.rounded(), abs(number) < 1e15 {
+            out += String(Int64(number))
+        } else {
+            out += "\(number)"
+        }
+    }
+
+    /// `[a,b,…]`, each element written by `element`.
+    package static func writeArray<Element>(
+        _ elements: [Element], to out: inout String, _ element: (Element, inout String) -> Void
+    ) {
+        out += "["
+        for (position, item) in elements.enumerated() {
+            if position > 0 { out += "," }
+            element(item, &out)
+        }
+        out += "]"
+    }
+
+    /// `{"key":value,…}` in the order given, each value written by `value`.
+    package static func writeObject<Value>(
+        _ members: [(String, Value)], to out: inout String, _ value: (Value, inout String) -> Void
+    ) {
+        out += "{"
+        for (position, (key, member)) in members.enumerated() {
+            if position > 0 { out += "," }
+            writeString(key, to: &out)
+            out += ":"
+            value(member, &out)
+        }
+        out += "}"
     }
 
     /// `text` as a JSON string, quotes included (also used by the command-line tool's output).

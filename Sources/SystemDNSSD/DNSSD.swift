@@ -48,13 +48,24 @@ public struct DNSSDInstance: Sendable, Hashable {
     public var interfaceIndex: UInt32
 }
 
-/// What a browse reports.
-public enum DNSSDBrowseEvent: Sendable, Hashable {
+/// What a browse or a record query reports: an item came or went, or the operation failed.
+public enum DNSSDChange<Item: Sendable & Hashable>: Sendable, Hashable {
     /// `moreComing`: more events are queued right behind this one.
-    case added(DNSSDInstance, moreComing: Bool)
-    case removed(DNSSDInstance, moreComing: Bool)
+    case added(Item, moreComing: Bool)
+    case removed(Item, moreComing: Bool)
     case failed(DNSSDError)
 }
+
+extension DNSSDChange {
+    /// The change that a dns_sd callback's flags (kDNSServiceFlagsAdd, MoreComing) report for `item`.
+    fileprivate init(_ item: Item, flags: UInt32) {
+        let more = flags & DNSSD.flagsMoreComing != 0
+        self = flags & DNSSD.flagsAdd != 0 ? .added(item, moreComing: more) : .removed(item, moreComing: more)
+    }
+}
+
+/// What a browse reports.
+public typealias DNSSDBrowseEvent = DNSSDChange<DNSSDInstance>
 
 /// Where a service runs, as a resolve reports it.
 public struct DNSSDResolution: Sendable, Hashable {
@@ -82,11 +93,8 @@ public struct DNSSDRecord: Sendable, Hashable {
     public var interfaceIndex: UInt32
 }
 
-public enum DNSSDQueryEvent: Sendable, Hashable {
-    case added(DNSSDRecord, moreComing: Bool)
-    case removed(DNSSDRecord, moreComing: Bool)
-    case failed(DNSSDError)
-}
+/// What a record query reports.
+public typealias DNSSDQueryEvent = DNSSDChange<DNSSDRecord>
 
 /// The system's DNS-SD service through the dns_sd C API: Avahi's compatibility library on
 /// Linux (talking to avahi-daemon over D-Bus), mDNSResponder on Apple platforms (not tested
@@ -98,8 +106,8 @@ public enum DNSSD {
     public static let typeTXT: UInt16 = 16
     public static let typeAAAA: UInt16 = 28
 
-    private static let flagsMoreComing: UInt32 = 0x1
-    private static let flagsAdd: UInt32 = 0x2
+    fileprivate static let flagsMoreComing: UInt32 = 0x1
+    fileprivate static let flagsAdd: UInt32 = 0x2
 
     /// Opens the dns_sd library (on Linux, Avahi's `libdns_sd.so.1`) if it is not open yet.
     /// Nothing links it, so that programs run without it; this is the first thing every
@@ -187,8 +195,7 @@ public enum DNSSD {
                 guard let context = CallbackContext<DNSSDBrowseEvent>.from(pointer) else { return }
                 guard error == 0 else { return context.fail(DNSSDError(code: error, operation: "DNSServiceBrowse")) }
                 let instance = DNSSDInstance(name: string(name), type: string(type), domain: string(domain), interfaceIndex: interface)
-                let more = flags & DNSSD.flagsMoreComing != 0
-                context.yield(flags & DNSSD.flagsAdd != 0 ? .added(instance, moreComing: more) : .removed(instance, moreComing: more))
+                context.yield(DNSSDChange(instance, flags: flags))
             }, context)
         }
     }
@@ -220,8 +227,7 @@ public enum DNSSD {
                 guard error == 0 else { return context.fail(DNSSDError(code: error, operation: "DNSServiceQueryRecord")) }
                 let bytes = rdata.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(length))) } ?? []
                 let record = DNSSDRecord(name: string(name), type: type, rdata: bytes, ttl: ttl, interfaceIndex: interface)
-                let more = flags & DNSSD.flagsMoreComing != 0
-                context.yield(flags & DNSSD.flagsAdd != 0 ? .added(record, moreComing: more) : .removed(record, moreComing: more))
+                context.yield(DNSSDChange(record, flags: flags))
             }, context)
         }
     }

@@ -22,32 +22,13 @@ enum JSONText {
 
     static func write(_ value: OutputValue, to out: inout String) {
         switch value {
-        case .string(let text): writeString(text, to: &out)
-        case .number(let number):
-            if number == number.rounded(), abs(number) < 1e15 { out += String(Int64(number)) } else { out += "\(number)" }
+        case .string(let text): JSONTextCodec.writeString(text, to: &out)
+        case .number(let number): JSONTextCodec.writeNumber(number, to: &out)
         case .bool(let flag): out += flag ? "true" : "false"
         case .null: out += "null"
         case .raw(let json): out += json
-        case .array(let items):
-            out += "["
-            for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
-                write(item, to: &out)
-            }
-            out += "]"
-        case .object(let members):
-            out += "{"
-            for (index, (key, item)) in members.enumerated() {
-                if index > 0 { out += "," }
-                writeString(key, to: &out)
-                out += ":"
-                write(item, to: &out)
-            }
-            out += "}"
+        case .array(let items): JSONTextCodec.writeArray(items, to: &out, write)
+        case .object(let members): JSONTextCodec.writeObject(members, to: &out, write)
         }
-    }
-
-    private static func writeString(_ text: String, to out: inout String) {
-        JSONTextCodec.writeString(text, to: &out)
     }
 }

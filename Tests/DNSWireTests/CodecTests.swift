@@ -63,6 +63,17 @@ struct CodecTests {
         #expect(decoded.header == header)
         #expect(decoded.header.opcode == 5 && decoded.header.responseCode == 3)
         #expect(Header.response.isResponse && Header.response.isAuthoritative)
+
+        // Clearing a bit leaves the others; a value too wide for its field is cut to the field.
+        header.isAuthoritative = false
+        header.isTruncated = true
+        header.recursionAvailable = true
+        header.opcode = 0x1F
+        #expect(header.flags == 0x8000 | 0x0200 | 0x0080 | (0xF << 11) | 3 | 0x0100)
+        header.responseCode = 0
+        header.isResponse = false
+        #expect(header.flags == 0x0200 | 0x0080 | (0xF << 11) | 0x0100)
+        #expect(header.isTruncated && header.recursionAvailable && header.recursionDesired && !header.isResponse)
     }
 
     @Test("QU bit on questions and cache-flush bit on records survive the wire")

@@ -240,4 +240,35 @@ struct DiscoveryInfoCoderTests {
         #expect(error?.kind == .entryTooLong)
         #expect(error?.key == "description")
     }
+
+    enum Level: Int, Codable { case low = 1, high = 9 }
+
+    struct Numbers: Codable, Equatable {
+        var int8: Int8, int16: Int16, int32: Int32, int64: Int64
+        var uint: UInt, uint16: UInt16, uint32: UInt32, uint64: UInt64
+        var float: Float, level: Level, levels: Level?
+    }
+
+    @Test("every number width and a raw-value enum round-trip as decimal text; ranges are checked")
+    func numbers() throws {
+        let numbers = Numbers(
+            int8: -128, int16: -300, int32: 70_000, int64: -5_000_000_000, uint: 1, uint16: 65535, uint32: 4_000_000_000,
+            uint64: .max, float: 1.5, level: .high, levels: nil)
+        let info = try DiscoveryInfoEncoder().encode(numbers)
+        #expect(info.string(for: "int8") == "-128")
+        #expect(info.string(for: "uint64") == "18446744073709551615")
+        #expect(info.string(for: "float") == "1.5")
+        #expect(info.string(for: "level") == "9")
+        #expect(!info.contains("levels"))
+        #expect(try DiscoveryInfoDecoder().decode(Numbers.self, from: info) == numbers)
+
+        var wrong = info
+        try wrong.set("uint16", to: "65536")
+        let range = #expect(throws: DiscoveryInfoError.self) { try DiscoveryInfoDecoder().decode(Numbers.self, from: wrong) }
+        #expect(range?.description == "field \"uint16\": expected an integer from 0 to 65535, found \"65536\"")
+        try wrong.set("uint16", to: "1")
+        try wrong.set("level", to: "4")
+        // A raw value no case has is the enum's own error, not a TXT one.
+        #expect(throws: DecodingError.self) { try DiscoveryInfoDecoder().decode(Numbers.self, from: wrong) }
+    }
 }
