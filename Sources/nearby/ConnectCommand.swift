@@ -55,13 +55,13 @@ struct ConnectCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seconds to wait for the connection, and at the end for replies still due.", valueName: "seconds"),
             transform: NumberInput.seconds("--timeout", maximum: 3600))
     var timeout: Double = 10
-    @Flag(help: "Print one JSON object per line instead of text.")
-    var json = false
-    @Flag(name: .shortAndLong, help: "Say on stderr what the connection does.")
-    var verbose = false
+    @OptionGroup var output: OutputOptions
     @OptionGroup(title: "TRUST") var trust: TrustOptions
     @OptionGroup var channel: ChannelOptions
     @OptionGroup var state: StateDirectory
+
+    var json: Bool { output.json }
+    var logger: Logger { output.logger("nearby.connection") }
 
     func validate() throws {
         if let type {
@@ -82,13 +82,6 @@ struct ConnectCommand: AsyncParsableCommand {
         }
         if channel.insecure, peerID != nil { throw ValidationError("--peer-id needs TLS: an insecure connection proves no peer ID") }
         _ = try channel.version()
-    }
-
-    var logger: Logger {
-        CommandLogging.bootstrap()
-        var logger = Logger(label: "nearby.connection")
-        logger.logLevel = verbose ? .debug : .warning
-        return logger
     }
 
     func run() async throws {

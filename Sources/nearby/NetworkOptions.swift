@@ -4,6 +4,27 @@ import ConnectionBroker
 import NearbyDiscovery
 import PeerConnection
 
+/// How a command reports: the same three options on every command that uses the network.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print one JSON object per line instead of text.")
+    var json = false
+
+    @Flag(name: .shortAndLong, help: "Say on stderr what the command does: interfaces, drops, connections, and why a service does not resolve yet (--log-level debug).")
+    var verbose = false
+
+    @Option(help: ArgumentHelp("How much to log on stderr (default: warning; --verbose: debug).",
+                               valueName: "trace|debug|info|notice|warning|error|critical"))
+    var logLevel: Logger.Level?
+
+    /// The logger the options ask for, writing to stderr.
+    func logger(_ label: String = "nearby") -> Logger {
+        CommandLogging.bootstrap()
+        var logger = Logger(label: label)
+        logger.logLevel = logLevel ?? (verbose ? .debug : .warning)
+        return logger
+    }
+}
+
 /// Options every discovery command shares.
 struct NetworkOptions: ParsableArguments {
     @Option(name: .customLong("interface"), help: "Use only this interface (repeat for several). Default: all multicast-capable ones but loopback.")
@@ -14,23 +35,10 @@ struct NetworkOptions: ParsableArguments {
         valueName: "embedded|system|auto"))
     var backend: BackendChoice = .automatic
 
-    @Flag(help: "Print one JSON object per line instead of text.")
-    var json = false
+    @OptionGroup var output: OutputOptions
 
-    @Flag(name: .shortAndLong, help: "Say on stderr what discovery does: interfaces, drops, and why a service does not resolve yet (--log-level debug).")
-    var verbose = false
-
-    @Option(help: ArgumentHelp("How much to log on stderr (default: warning; --verbose: debug).",
-                               valueName: "trace|debug|info|notice|warning|error|critical"))
-    var logLevel: Logger.Level?
-
-    /// The logger the options ask for, writing to stderr.
-    var logger: Logger {
-        CommandLogging.bootstrap()
-        var logger = Logger(label: "nearby")
-        logger.logLevel = logLevel ?? (verbose ? .debug : .warning)
-        return logger
-    }
+    var json: Bool { output.json }
+    var logger: Logger { output.logger() }
 
     func validate() throws {
         if backend == .system && interfaces.count > 1 {

@@ -37,10 +37,7 @@ struct PairCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seconds for the whole pairing, the people's answers included.", valueName: "seconds"),
             transform: NumberInput.seconds("--timeout", maximum: 3600))
     var timeout: Double = 60
-    @Flag(help: "Print one JSON object per line instead of text.")
-    var json = false
-    @Flag(name: .shortAndLong, help: "Say on stderr what the connection does.")
-    var verbose = false
+    @OptionGroup var output: OutputOptions
     @OptionGroup var state: StateDirectory
 
     func validate() throws {
@@ -48,9 +45,8 @@ struct PairCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        CommandLogging.bootstrap()
-        var logger = Logger(label: "nearby.pairing")
-        logger.logLevel = verbose ? .debug : .warning
+        let logger = output.logger("nearby.pairing")
+        let json = output.json
         let identity: PeerIdentity
         do { identity = try state.identities.loadOrCreate() } catch { throw inputError(error) }
         var configuration = PeerConnectionConfiguration(identity: identity, trust: TrustEvaluator(policy: .pinned([])))

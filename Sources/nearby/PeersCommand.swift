@@ -26,12 +26,9 @@ struct PeersCommand: AsyncParsableCommand {
     var type: String
     @Option(help: ArgumentHelp("Seconds to browse before measuring.", valueName: "seconds"), transform: NumberInput.seconds("--timeout", maximum: 3600))
     var timeout: Double = 2
-    @Flag(help: "Print one JSON object per peer instead of a table.")
-    var json = false
-    @Flag(name: .shortAndLong, help: "Say on stderr what discovery and the measurements do.")
-    var verbose = false
     @Option(help: ArgumentHelp("The discovery backend (embedded, system or auto).", valueName: "embedded|system|auto"))
     var backend: BackendChoice = .automatic
+    @OptionGroup var output: OutputOptions
     @OptionGroup(title: "TRUST") var trust: TrustOptions
     @OptionGroup var channel: ChannelOptions
     @OptionGroup var state: StateDirectory
@@ -43,9 +40,7 @@ struct PeersCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        CommandLogging.bootstrap()
-        var logger = Logger(label: "nearby.peers")
-        logger.logLevel = verbose ? .debug : .warning
+        let (logger, json) = (output.logger("nearby.peers"), output.json)
         let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
         let pinned = Set(((try? state.trust.pins()) ?? []).map(\.peerID))
         let pinsOnly = trust.anchors.isEmpty && !trust.systemRoots

@@ -30,4 +30,26 @@ struct HelpTests {
             }
         }
     }
+
+    @Test("every command that uses the network takes --json, --verbose and --log-level, and --log-level wins over --verbose")
+    func outputOptions() throws {
+        let commands: [[String]] = [
+            ["advertise", "Box", "_openagents._tcp", "9099"], ["browse", "_openagents._tcp"], ["resolve", "Box", "_openagents._tcp"],
+            ["types"], ["serve", "Box", "_openagents._tcp", "9099"], ["connect", "--host", "127.0.0.1", "--port", "9099"], ["connect", "_openagents._tcp", "--nearest"],
+            ["pair", "--host", "127.0.0.1", "--port", "9099"], ["peers", "_openagents._tcp"],
+        ]
+        for arguments in commands {
+            for options in [["--json"], ["-v"], ["--log-level", "trace"], ["--verbose", "--log-level", "error"]] {
+                #expect(throws: Never.self, "nearby \((arguments + options).joined(separator: " "))") {
+                    _ = try Nearby.parseAsRoot(arguments + options)
+                }
+            }
+        }
+        let pair = try #require(try Nearby.parseAsRoot(["pair", "--host", "h", "--port", "1", "-v", "--log-level", "error"]) as? PairCommand)
+        #expect(pair.output.logger().logLevel == .error)
+        let peers = try #require(try Nearby.parseAsRoot(["peers", "_openagents._tcp", "-v"]) as? PeersCommand)
+        #expect(peers.output.logger().logLevel == .debug)
+        let connect = try #require(try Nearby.parseAsRoot(["connect", "--host", "h", "--port", "1"]) as? ConnectCommand)
+        #expect(connect.logger.logLevel == .warning && !connect.json)
+    }
 }
