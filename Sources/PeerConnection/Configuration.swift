@@ -26,8 +26,17 @@ public struct PeerConnectionConfiguration: Sendable {
     public var setupTimeout: Duration = .seconds(10)
     /// The peer must send (or answer) `initialize` within this, once the WebSocket is open.
     public var initializeTimeout: Duration = .seconds(5)
-    /// The app must accept an invitation within this, or it counts as declined.
+    /// The app must accept an invitation within this, or it counts as declined. While it
+    /// decides, the connecting side is told how long it may take, and waits that long.
     public var invitationTimeout: Duration = .seconds(30)
+    /// Connecting side: when the peer says someone there decides whether to let us in (a
+    /// person asked, up to its own invitation timeout), `initialize` waits that long instead of
+    /// ``initializeTimeout``, but never longer than this.
+    public var admissionWaitLimit: Duration = .seconds(120)
+    /// Connecting side: called (on the connection's event loop; return at once) when the peer
+    /// says someone there decides whether to let us in, with how long this side now waits.
+    /// Tell the user: the connection is not stuck, it waits for the other side to accept.
+    public var waitingForAdmission: (@Sendable (Duration) -> Void)?
     /// How long ``PeerConnection/request(_:params:timeout:)`` waits by default; nil: forever.
     public var requestTimeout: Duration? = .seconds(30)
     /// A peer silent this long is dead (pings go out after a third of it); zero: never.

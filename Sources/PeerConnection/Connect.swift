@@ -105,7 +105,8 @@ extension PeerConnection {
                 _ = try await bootstrap.connect(host: host, port: port).get()
             }
         } catch {
-            throw PeerConnectionError(.unreachable, "cannot connect to \(host) port \(port): \(error)")
+            configuration.logger.debug("connect to \(host) port \(port) failed: \(error)")
+            throw SocketErrors.connectFailure(error, host: host, port: port, timeout: configuration.setupTimeout)
         }
         guard let outcome = made.withLockedValue({ $0 }) else {
             throw PeerConnectionError(.unreachable, "cannot connect to \(host) port \(port)")

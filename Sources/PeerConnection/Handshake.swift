@@ -40,8 +40,11 @@ struct Handshake: Sendable {
     enum Action: Hashable, Sendable {
         /// Write this message.
         case send(JSONRPCMessage)
-        /// Accepting side: ask the app whether to let this peer in (``decide(accept:at:)``).
+        /// Accepting side: ask the app whether to let this peer in (``decide(accept:reason:at:)``).
         case invite(PeerHello)
+        /// Connecting side: the peer said someone there decides whether to let us in, and may
+        /// take up to this long; the handshake now waits that long (within its limit).
+        case waiting(Duration)
         /// The handshake is done; the connection is the app's from now on.
         case established(PeerHello)
         /// After ``established(_:)``: a message for the app.
@@ -78,16 +81,28 @@ struct Handshake: Sendable {
     let invitationTimeout: Duration
     /// Accepting side: a `pair/request` before `initialize` turns the connection into a pairing.
     let offersPairing: Bool
+    /// Connecting side: the longest wait for a person or app on the other side that this side
+    /// accepts when told about one (``waitingMethod``), counted from the start.
+    let admissionWaitLimit: Duration
+
+    /// Accepting side, to the connecting side while its `initialize` waits for a decision:
+    /// `{"timeout_ms": N, "reason": "..."}`. A connecting side that knows it waits up to N ms
+    /// more (and says so to its user); one that does not ignores a notification it does not know.
+    static let waitingMethod = "initialize/waiting"
+    /// Slack for the network on top of the time the accepting side announced.
+    static let waitingSlack: Duration = .seconds(2)
 
     private var state: State = .idle
+    private var startedAt: Duration = .zero
     private(set) var deadline: Duration?
     static let initializeID = JSONRPCID.integer(0)
 
     init(
         role: Role, local: Local, remotePeerID: PeerID?, initializeTimeout: Duration = .seconds(5), invitationTimeout: Duration = .seconds(30),
-        offersPairing: Bool = false
+        offersPairing: Bool = false, admissionWaitLimit: Duration = .seconds(120)
     ) {
         self.role = role
+        self.admissionWaitLimit = admissionWaitLimit
         self.offersPairing = offersPairing
         self.local = local
         self.remotePeerID = remotePeerID
@@ -100,6 +115,7 @@ struct Handshake: Sendable {
     /// The channel is open (TLS and WebSocket done) at `now`.
     mutating func start(at now: Duration) -> [Action] {
         guard state == .idle else { return [] }
+        startedAt = now
         deadline = now + initializeTimeout
         switch role {
         case .accepting:
@@ -134,6 +150,7 @@ struct Handshake: Sendable {
         case .closed, .idle, .pairing:
             return []
         case .awaitingAnswer:
+            if case .notification(Self.waitingMethod, let params) = message { return receiveWaiting(params, at: now) }
             return receiveAnswer(message)
         case .awaitingInitialize:
             if case .request(let id, "initialize", let params) = message { return receiveInitialize(id: id, params: params, at: now) }
@@ -174,6 +191,28 @@ struct Handshake: Sendable {
         return [.invite(hello)]
     }
 
+    /// Accepting side: the app asks someone (a person) about the peer, which may take until the
+    /// invitation's deadline; the peer is told so and by when, so that it waits that long
+    /// instead of giving up after its own `initialize` timeout.
+    func announceWaiting(reason: String, at now: Duration) -> [Action] {
+        guard case .awaitingDecision = state, let deadline, deadline > now else { return [] }
+        let params: JSONValue = .object(["timeout_ms": .integer(Int(nanoseconds(deadline - now) / 1_000_000)), "reason": .string(reason)])
+        return [.send(.notification(method: Self.waitingMethod, params: params))]
+    }
+
+    /// Connecting side: the peer asks someone about us and says how long that may take. The
+    /// deadline moves out to that (plus slack for the network), never beyond
+    /// ``admissionWaitLimit`` from the start, and never in.
+    private mutating func receiveWaiting(_ params: JSONValue?, at now: Duration) -> [Action] {
+        guard case .integer(let announced)? = params?["timeout_ms"], announced > 0 else { return [] }
+        let wait = min(Duration.milliseconds(announced), admissionWaitLimit)
+        let latest = startedAt + initializeTimeout + admissionWaitLimit
+        let proposed = min(now + wait + Self.waitingSlack, latest)
+        guard let current = deadline, proposed > current else { return [] }
+        deadline = proposed
+        return [.waiting(min(wait, proposed - now))]
+    }
+
     private mutating func receiveAnswer(_ message: JSONRPCMessage) -> [Action] {
         switch message {
         case .response(Self.initializeID, let result):
@@ -194,16 +233,18 @@ struct Handshake: Sendable {
             case JSONRPCError.incompatibleVersion: "the peer refused our protocol version"
             default: "the peer refused initialize"
             }
-            return close("\(what): \(error.message) (\(error.code))")
+            // "declined" alone adds nothing to "the peer declined the connection".
+            let detail = error.message == "declined" || error.message.isEmpty ? "" : ": \(error.message)"
+            return close("\(what)\(detail) (\(error.code))")
         default:
             return refuseEarly(message)
         }
     }
 
-    /// The app's answer to ``Action/invite(_:)``.
-    mutating func decide(accept: Bool, at now: Duration) -> [Action] {
+    /// The app's answer to ``Action/invite(_:)``; `reason` tells a declined peer why.
+    mutating func decide(accept: Bool, reason: String? = nil, at now: Duration) -> [Action] {
         guard case .awaitingDecision(let id, let hello) = state else { return [] }
-        guard accept else { return fail(id: id, JSONRPCError(JSONRPCError.declined, "declined")) }
+        guard accept else { return fail(id: id, JSONRPCError(JSONRPCError.declined, reason ?? "declined")) }
         state = .established
         deadline = nil
         let result: JSONValue = .object([
@@ -221,11 +262,11 @@ struct Handshake: Sendable {
         guard let deadline, now >= deadline else { return [] }
         switch state {
         case .awaitingAnswer:
-            return close("no answer to initialize within \(initializeTimeout)")
+            return close("no answer to initialize within \(seconds(deadline - startedAt))")
         case .awaitingInitialize:
             return close("no initialize within \(initializeTimeout)")
         case .awaitingDecision:
-            return decide(accept: false, at: now)
+            return decide(accept: false, reason: "nobody accepted within \(seconds(invitationTimeout))", at: now)
         default:
             return []
         }

@@ -20,6 +20,8 @@ public struct PairingRequest: Hashable, Sendable {
     public let code: String
     /// The peer's address.
     public let address: String
+    /// The pairing must be done by then (both people's answers included); a later answer counts for nothing.
+    public let answerBy: ContinuousClock.Instant
 }
 
 /// The pairing exchange (both roles) as a pure state machine: messages, the person's answer

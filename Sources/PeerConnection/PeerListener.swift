@@ -14,8 +14,12 @@ public final class PeerListener: Sendable {
         case trusted
         /// Any peer that proves its key in TLS, trusted or not (see ``PeerConnection/verdict``).
         case all
-        /// The app decides for each peer (an ``Invitation``); undecided after the
-        /// configuration's `invitationTimeout`, it is declined.
+        /// The app decides for each peer it has not admitted before (an ``Invitation``);
+        /// undecided by ``Invitation/answerBy`` (the configuration's `invitationTimeout`), it is
+        /// declined. The peer is told that someone decides, and by when, so it waits that long.
+        /// Peers the trust policy trusts (pinned, paired) get in without a question, and so does
+        /// a peer the app admitted earlier while this listener runs (the same peer ID). The task
+        /// that runs the closure is cancelled when the peer goes away first.
         case ask(@Sendable (Invitation) async -> Bool)
     }
 
@@ -26,6 +30,8 @@ public final class PeerListener: Sendable {
         public let verdict: TrustVerdict?
         public let address: String
         public let port: Int
+        /// The decision is due by then; after it the peer is declined and an answer counts for nothing.
+        public let answerBy: ContinuousClock.Instant
         /// The name to show: the one it gave in `initialize`, else its certificate's.
         public var displayName: String {
             if let name = peer.displayName, !name.isEmpty { return name }
@@ -100,15 +106,26 @@ public final class PeerListener: Sendable {
         case .trusted where pairing != nil:
             // Untrusted peers got through TLS to pair; initializing is for trusted ones only.
             decide = { proof, _ in
-                proof?.verdict?.isTrusted == true ? nil : { @Sendable _ in false }
+                proof?.verdict?.isTrusted == true
+                    ? nil : { @Sendable _ in .refuse("this peer admits only peers it trusts; pair with it first (nearby pair --host H --port P)") }
             }
         case .trusted, .all:
             decide = { _, _ in nil }
         case .ask(let ask):
+            // Peers admitted by the app while this listener runs: not asked again.
+            let admitted = NIOLockedValueBox<Set<PeerID>>([])
             decide = { proof, address in
                 let verdict = proof?.verdict
                 return { hello in
-                    await ask(Invitation(peer: hello, verdict: verdict, address: displayAddress(address), port: address?.port ?? 0))
+                    if verdict?.isTrusted == true { return .admit }
+                    if let peerID = hello.peerID, admitted.withLockedValue({ $0.contains(peerID) }) { return .admit }
+                    return .ask { hello, answerBy in
+                        let invitation = Invitation(
+                            peer: hello, verdict: verdict, address: displayAddress(address), port: address?.port ?? 0, answerBy: answerBy)
+                        let accepted = await ask(invitation)
+                        if accepted, !Task.isCancelled, let peerID = hello.peerID { admitted.withLockedValue { _ = $0.insert(peerID) } }
+                        return accepted
+                    }
                 }
             }
         }
@@ -172,7 +189,8 @@ public final class PeerListener: Sendable {
             liveBox.withLockedValue { $0 = listener }
             return listener
         } catch {
-            throw PeerConnectionError(.invalidInput, "cannot listen on \(host) port \(port): \(error)")
+            configuration.logger.debug("listening on \(host) port \(port) failed: \(error)")
+            throw SocketErrors.listenFailure(error, host: host, port: port)
         }
     }
 

@@ -96,8 +96,15 @@ final class SessionHandler: ChannelDuplexHandler {
     typealias OutboundIn = Never
     typealias OutboundOut = OutboundFrame
 
-    /// Asks the app about a peer that wants in (accepting side); nil admits everyone.
-    typealias Decide = @Sendable (PeerHello) async -> Bool
+    /// What to do with a peer that sent `initialize` (accepting side); a nil `Decide` admits everyone.
+    enum Admission: Sendable {
+        case admit
+        /// Declined at once, telling the peer why.
+        case refuse(String)
+        /// Someone decides, by the deadline given (the peer is told it waits for that).
+        case ask(@Sendable (PeerHello, ContinuousClock.Instant) async -> Bool)
+    }
+    typealias Decide = @Sendable (PeerHello) -> Admission
 
     private var handshake: Handshake
     private let decide: Decide?
@@ -114,6 +121,8 @@ final class SessionHandler: ChannelDuplexHandler {
     private var batches: [Int: Batch] = [:]
     private var nextBatch = 0
     private var handshakeTimer: Scheduled<Void>?
+    /// The app being asked about the peer; cancelled when the connection ends first.
+    private var asking: Task<Void, Never>?
     private var endReason: String?
     private(set) var statistics = ConnectionStatistics()
     /// Inside `channelRead`: answers wait for `channelReadComplete`, so that a burst of requests
@@ -138,13 +147,17 @@ final class SessionHandler: ChannelDuplexHandler {
 
     /// Answered here, on the event loop (see ``PeerConnectionConfiguration/methods``).
     private let methods: [String: BuiltInMethod]
+    /// Connecting side: told when the peer asks someone about us (``PeerConnectionConfiguration/waitingForAdmission``).
+    private let waitingForAdmission: (@Sendable (Duration) -> Void)?
 
     init(
         handshake: Handshake, decide: Decide?, eventLoop: any EventLoop, logger: Logger, pairing: PairingSetup? = nil,
-        remoteName: String = "", remoteAddress: String = "", methods: [String: BuiltInMethod] = [:]
+        remoteName: String = "", remoteAddress: String = "", methods: [String: BuiltInMethod] = [:],
+        waitingForAdmission: (@Sendable (Duration) -> Void)? = nil
     ) {
         self.handshake = handshake
         self.methods = methods
+        self.waitingForAdmission = waitingForAdmission
         self.decide = decide
         pairingSetup = pairing
         self.remoteName = remoteName
@@ -207,7 +220,7 @@ final class SessionHandler: ChannelDuplexHandler {
                     logger.debug("answered malformed input: \(owed.jsonText)")
                     send(owed, context: context)
                 case .message(let message):
-                    if !handshake.isEstablished, case .notification(let method, _) = message {
+                    if !handshake.isEstablished, case .notification(let method, _) = message, method != Handshake.waitingMethod {
                         statistics.droppedBeforeInitialize += 1
                         logger.info("dropped notification \"\(method)\" that came before initialize")
                     }
@@ -345,6 +358,8 @@ final class SessionHandler: ChannelDuplexHandler {
             releasePairingSlot(succeeded: false, context: context)
         }
         handshakeTimer?.cancel()
+        asking?.cancel()
+        asking = nil
         let error = PeerConnectionError(.closed, reason)
         if !pinning { established.fail(error) }
         for (_, waiting) in pending {
@@ -365,6 +380,9 @@ final class SessionHandler: ChannelDuplexHandler {
                 send(message, context: context)
             case .invite(let hello):
                 invite(hello, context: context)
+            case .waiting(let wait):
+                logger.info("the peer asks someone whether to let us in; waiting up to \(seconds(wait))")
+                waitingForAdmission?(wait)
             case .established(let hello):
                 logger.debug("initialized", metadata: ["peer": "\(hello.peerID?.short ?? "(insecure)")"])
                 established.succeed(.initialized(hello))
@@ -385,23 +403,28 @@ final class SessionHandler: ChannelDuplexHandler {
     }
 
     private func invite(_ hello: PeerHello, context: ChannelHandlerContext) {
-        guard let decide else {
-            apply(handshake.decide(accept: true, at: uptime(context)), context: context)
-            return
-        }
-        Self.ask(decide, about: hello, session: NIOLoopBound(self, eventLoop: context.eventLoop))
-    }
-
-    /// Asks the app off the event loop; its answer comes back on it.
-    private static func ask(_ decide: @escaping Decide, about hello: PeerHello, session: NIOLoopBound<SessionHandler>) {
-        Task {
-            let accepted = await decide(hello)
-            session.eventLoop.execute { session.value.decided(accepted) }
+        let now = uptime(context)
+        switch decide?(hello) ?? .admit {
+        case .admit:
+            apply(handshake.decide(accept: true, at: now), context: context)
+        case .refuse(let reason):
+            apply(handshake.decide(accept: false, reason: reason, at: now), context: context)
+        case .ask(let ask):
+            let reason = "someone there decides whether to let you in"
+            apply(handshake.announceWaiting(reason: reason, at: now), context: context)
+            let answerBy = ContinuousClock.now + ((handshake.deadline ?? now) - now)
+            let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+            // Off the event loop; the answer comes back on it. Ending the connection cancels it.
+            asking = Task {
+                let accepted = await ask(hello, answerBy)
+                session.eventLoop.execute { session.value.decided(accepted) }
+            }
         }
     }
 
     private func decided(_ accepted: Bool) {
-        guard let context else { return }
+        asking = nil
+        guard let context, endReason == nil else { return }
         apply(handshake.decide(accept: accepted, at: uptime(context)), context: context)
     }
 
@@ -472,7 +495,9 @@ final class SessionHandler: ChannelDuplexHandler {
                 send(message, context: context)
             case .showCode(let code, let name):
                 guard let setup = pairingSetup, let peerID = handshake.remotePeerID else { continue }
-                let request = PairingRequest(peerID: peerID, name: name, code: code, address: remoteAddress)
+                let now = uptime(context)
+                let answerBy = ContinuousClock.now + ((pairing?.deadline ?? now + setup.timeout) - now)
+                let request = PairingRequest(peerID: peerID, name: name, code: code, address: remoteAddress, answerBy: answerBy)
                 let session = NIOLoopBound(self, eventLoop: context.eventLoop)
                 let confirm = setup.confirm
                 Task {

@@ -66,13 +66,14 @@ enum Setup {
                 let handshake = Handshake(
                     role: side.role == .connecting ? .connecting : .accepting, local: configuration.local(), remotePeerID: proof?.peerID,
                     initializeTimeout: configuration.initializeTimeout, invitationTimeout: configuration.invitationTimeout,
-                    offersPairing: offersPairing)
+                    offersPairing: offersPairing, admissionWaitLimit: configuration.admissionWaitLimit)
                 let leaf = proof?.presented.first
                 let session = SessionHandler(
                     handshake: handshake, decide: side.decide?(proof, channel.remoteAddress), eventLoop: channel.eventLoop,
                     logger: configuration.logger, pairing: side.pairing,
                     remoteName: leaf.map { $0.commonName.isEmpty ? $0.subject : $0.commonName } ?? "",
-                    remoteAddress: displayAddress(channel.remoteAddress), methods: configuration.methods)
+                    remoteAddress: displayAddress(channel.remoteAddress), methods: configuration.methods,
+                    waitingForAdmission: configuration.waitingForAdmission)
                 let messages = WebSocketMessageHandler(
                     masksFrames: side.role == .connecting, maximumMessageSize: limit, deadPeerTimeout: configuration.deadPeerTimeout,
                     logger: configuration.logger)
@@ -125,6 +126,7 @@ enum Setup {
             }
             return PeerConnectionError(.tls, "the TLS handshake failed (\(detail))")
         }
+        if let failure = SocketErrors.setupFailure(error) { return failure }
         if error is NIOHTTPClientUpgradeError || error is HTTPParserError {
             return PeerConnectionError(.upgrade, "the peer is not a WebSocket server on path / (\(text))")
         }

@@ -171,4 +171,77 @@ struct HandshakeTests {
                                     params: .object(["protocol_version": .string("0.2"), "_meta": .object(["peer_id": .string(Self.clientID.description)])])))
         guard case .invite? = ok.first else { Issue.record("\(ok)"); return }
     }
+
+    @Test("a person is asked: the accepting side says so and by when; the connecting side waits that long (plus slack), not its 5 s")
+    func waitingForAPerson() throws {
+        var a = client()
+        var b = server()
+        let request = try #require(sent(a.start(at: .zero)).first)
+        _ = b.start(at: .zero)
+        _ = b.receive(request, at: .seconds(1))
+        // The server's invitation is due at 31 s; asked at 1 s, it announces 30 s.
+        let told = b.announceWaiting(reason: "someone there decides", at: .seconds(1))
+        let notice = try #require(sent(told).first)
+        guard case .notification(Handshake.waitingMethod, let params?) = notice else { Issue.record("\(told)"); return }
+        #expect(params["timeout_ms"] == .integer(30_000))
+        // Through the wire format, as the connection carries it.
+        let arriving = try #require(JSONRPCFrame(parsing: notice.jsonText).messages.first)
+        let waiting = a.receive(arriving, at: .seconds(1))
+        #expect(waiting == [.waiting(.seconds(30))])
+        #expect(a.deadline == .seconds(33))
+        // Past its own 5 s the client still waits; the answer at 20 s establishes it.
+        #expect(a.advance(to: .seconds(6)).isEmpty)
+        let accepted = b.decide(accept: true, at: .seconds(20))
+        let answer = try #require(sent(accepted).first)
+        guard case .established? = a.receive(answer, at: .seconds(20)).first else { Issue.record("client not established"); return }
+        // Nothing to announce once decided, nor before a decision is pending.
+        #expect(b.announceWaiting(reason: "x", at: .seconds(21)).isEmpty)
+        var fresh = server()
+        _ = fresh.start(at: .zero)
+        #expect(fresh.announceWaiting(reason: "x", at: .zero).isEmpty)
+    }
+
+    @Test("the connecting side's wait has a limit: a peer that announces hours, or announces again and again, gets at most admissionWaitLimit")
+    func waitingIsBounded() {
+        var a = Handshake(role: .connecting, local: local(Self.clientID, "Laptop"), remotePeerID: Self.serverID, admissionWaitLimit: .seconds(60))
+        _ = a.start(at: .zero)
+        let hours = JSONRPCMessage.notification(method: Handshake.waitingMethod, params: .object(["timeout_ms": .integer(36_000_000)]))
+        #expect(a.receive(hours, at: .seconds(1)) == [.waiting(.seconds(60))])
+        #expect(a.deadline == .seconds(63))
+        // Again later: the deadline cannot pass start + 5 s + 60 s.
+        _ = a.receive(hours, at: .seconds(50))
+        #expect(a.deadline == .seconds(65))
+        #expect(a.receive(hours, at: .seconds(64)).isEmpty)
+        #expect(a.advance(to: .seconds(65)).contains(.close(reason: "no answer to initialize within 65 s")))
+        // Nonsense is ignored; the deadline stays.
+        var b = client()
+        _ = b.start(at: .zero)
+        for params: JSONValue? in [nil, .object(["timeout_ms": .integer(-5)]), .object(["timeout_ms": .string("10")]), .array([])] {
+            #expect(b.receive(.notification(method: Handshake.waitingMethod, params: params), at: .seconds(1)).isEmpty)
+        }
+        #expect(b.deadline == .seconds(5))
+        // The accepting side does not take it from a connecting peer.
+        var c = server()
+        _ = c.start(at: .zero)
+        #expect(c.receive(hours, at: .zero).isEmpty && c.deadline == .seconds(5))
+    }
+
+    @Test("a refusal with a reason reaches the connecting side in its words; a bare decline is not repeated")
+    func refusalReason() throws {
+        var a = client()
+        var b = server()
+        let request = try #require(sent(a.start(at: .zero)).first)
+        _ = b.start(at: .zero)
+        _ = b.receive(request)
+        let no = b.decide(accept: false, reason: "pair with it first", at: .seconds(1))
+        #expect(closes(a.receive(try #require(sent(no).first))) == "the peer declined the connection: pair with it first (-32003)")
+
+        var c = client()
+        var d = server()
+        _ = c.start(at: .zero)
+        _ = d.start(at: .zero)
+        _ = d.receive(request)
+        let plain = d.decide(accept: false, at: .seconds(1))
+        #expect(closes(c.receive(try #require(sent(plain).first))) == "the peer declined the connection (-32003)")
+    }
 }
