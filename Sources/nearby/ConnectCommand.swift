@@ -99,7 +99,7 @@ struct ConnectCommand: AsyncParsableCommand {
             connection = try await PeerConnection.connect(host: address, port: port, expecting: expected, configuration: configuration)
         } catch {
             if error.code == .invalidInput { throw ValidationError(error.message) }
-            printRejection(json, address: host, peerID: nil, error: error)
+            printNotConnected(json, to: "\(host) port \(port)", error: error)
             throw ExitCode(1)
         }
         printConnected(json, connection)
@@ -152,7 +152,7 @@ struct ConnectCommand: AsyncParsableCommand {
             }
         } catch let error as BrokerError {
             if let refusal = error.connectionError {
-                printRejection(json, address: type.description, peerID: nil, error: refusal)
+                printNotConnected(json, to: "the \(type) peer", error: refusal)
             } else {
                 FileHandle.standardError.write(Data("nearby: \(error.message)\n".utf8))
             }

@@ -77,14 +77,36 @@ struct ChannelOptions: ParsableArguments {
     }
 
     /// The connection configuration for `identity` (loaded or created in the state directory).
-    func configuration(state: StateDirectory, trust: TrustOptions, json: Bool, logger: Logger) throws -> PeerConnectionConfiguration {
+    /// With `creating` false (commands that only look), a missing identity is not created: a
+    /// throwaway one made in memory stands in, and nothing is written.
+    func configuration(state: StateDirectory, trust: TrustOptions, json: Bool, logger: Logger, creating: Bool = true) throws
+        -> PeerConnectionConfiguration
+    {
         let identity: PeerIdentity
-        do { identity = try state.identities.loadOrCreate() } catch { throw inputError(error) }
+        do {
+            if creating {
+                identity = try state.identities.loadOrCreate()
+            } else {
+                try state.requireExisting()
+                identity = try state.identities.load() ?? PeerIdentity.generate(displayName: PeerIdentity.defaultDisplayName())
+            }
+        } catch let error as PeerTrustError { throw inputError(error) }
         let store = state.trust
         var configuration = PeerConnectionConfiguration(
             identity: insecure ? nil : identity, trust: TrustEvaluator(policy: .pinned([])), protocolVersion: try version())
         configuration.insecure = insecure
         configuration.logger = logger
+        configuration.waitingForAdmission = { wait in
+            let within = Int((Double(nanoseconds(wait)) / 1e9).rounded())
+            if json {
+                printLine(JSONText.object([
+                    ("event", .string("waiting")), ("reason", .string("the peer asks someone there whether to let us in")),
+                    ("timeoutMs", .number(Double(nanoseconds(wait) / 1_000_000))),
+                ]))
+            } else {
+                status("Waiting for the other side to accept this connection (someone there is asked; up to \(within) s)...")
+            }
+        }
         configuration.judge = try trust.judge(store) { peerID, name in
             printEvent(json, [("event", .string("pinned")), ("peerID", .string(peerID.description)), ("name", .string(name))],
                        text: "pinned \"\(name)\" (peer ID \(peerID)) on first use")

@@ -1,29 +1,51 @@
 import Foundation
 
 /// Standard input, line by line, for async code: a thread of its own blocks in `readLine`
-/// (never a thread of the cooperative pool), and callers get lines in turn, oldest first.
+/// (never a thread of the cooperative pool), and callers get lines in turn, oldest first,
+/// each with the time it was read (so an answer can be told from input typed ahead).
 final class LineReader: @unchecked Sendable {
     static let standardInput = LineReader()
 
+    /// A line and when the reading thread got it.
+    struct Line: Sendable {
+        let text: String
+        let arrived: ContinuousClock.Instant
+    }
+
     private let lock = NSLock()
-    private var lines: [String] = []
-    private var waiting: [CheckedContinuation<String?, Never>] = []
+    private var lines: [Line] = []
+    private var waiting: [CheckedContinuation<Line?, Never>] = []
     private var finished = false
     private var started = false
 
     /// The next line, or nil at the end of input.
     func next() async -> String? {
+        await nextLine()?.text
+    }
+
+    /// Starts reading now (lines are stamped as they arrive, whether or not anyone waits yet).
+    func start() {
+        lock.lock()
+        startLocked()
+        lock.unlock()
+    }
+
+    private func startLocked() {
+        guard !started else { return }
+        started = true
+        let thread = Thread { [self] in
+            while let line = readLine(strippingNewline: true) { deliver(Line(text: line, arrived: .now)) }
+            finish()
+        }
+        thread.name = "nearby-stdin"
+        thread.start()
+    }
+
+    /// The next line with its arrival time, or nil at the end of input.
+    func nextLine() async -> Line? {
         await withCheckedContinuation { continuation in
             lock.lock()
-            if !started {
-                started = true
-                let thread = Thread { [self] in
-                    while let line = readLine(strippingNewline: true) { deliver(line) }
-                    finish()
-                }
-                thread.name = "nearby-stdin"
-                thread.start()
-            }
+            startLocked()
             if !lines.isEmpty {
                 let line = lines.removeFirst()
                 lock.unlock()
@@ -38,7 +60,7 @@ final class LineReader: @unchecked Sendable {
         }
     }
 
-    private func deliver(_ line: String) {
+    private func deliver(_ line: Line) {
         lock.lock()
         if waiting.isEmpty {
             lines.append(line)

@@ -9,7 +9,8 @@ struct PairCommand: AsyncParsableCommand {
         commandName: "pair",
         abstract: "Pair with a peer that does not trust you yet: compare a 6-digit code, then each side pins the other.",
         discussion: """
-            Connects over TLS to a peer that offers pairing (`nearby serve … --accept ask`), \
+            Connects over TLS to a peer that offers pairing (`nearby serve … --pairing`, or \
+            `--accept ask`), \
             runs a commit-then-reveal exchange of random nonces, and shows a 6-digit code made \
             from both keys and both nonces. The other device shows its code too. Answer y only \
             if the two codes are the same: a device in the middle makes them differ, and gets \
@@ -17,8 +18,9 @@ struct PairCommand: AsyncParsableCommand {
             peer ID, name, time) only when both people answered yes; afterwards the default \
             trust policy (--pinned) admits the peer both ways.
 
-            With --json: the question is an "invitation" event with "code", answered by an \
-            `accept` or `decline` line on stdin; success prints a "pinned" event.
+            The answer is a line on stdin (y or n) typed after the question is shown; anything \
+            typed before it is ignored. With --json: the question is an "invitation" event with \
+            "code", answered by an `accept` or `decline` line; success prints a "pinned" event.
 
             Exit status: 0 paired; 1 not paired (declined on either side, codes refused, \
             too many failed attempts at the peer, no answer in time, unreachable); 2 bad input.
@@ -54,15 +56,16 @@ struct PairCommand: AsyncParsableCommand {
         configuration.setupTimeout = .milliseconds(Int64(min(timeout, 10) * 1000))
         let expected = try peerID.map { try PeerIDInput.resolve($0, for: "--peer-id", among: PeerIDInput.trusted(state.trust), lookedIn: "the trust store") }
         let address = try await HostLookup.address(of: host, logger: logger)
-        let invitations = Invitations(json: json)
+        let desk = AdmissionDesk(json: json)
+        desk.start()
         do {
             let result = try await PeerConnection.pair(
                 host: address, port: port, expecting: expected, configuration: configuration, store: state.trust,
-                timeout: .milliseconds(Int64(timeout * 1000)), confirm: invitations.confirm)
+                timeout: .milliseconds(Int64(timeout * 1000)), confirm: { request in await desk.confirm(request) })
             printPinned(json, result)
         } catch {
             if error.code == .invalidInput { throw ValidationError(error.message) }
-            printRejection(json, address: host, peerID: nil, error: error)
+            printNotConnected(json, to: "\(host) port \(port)", error: error)
             throw ExitCode(1)
         }
     }

@@ -20,12 +20,20 @@ struct Serve: AsyncParsableCommand {
             until SIGINT or SIGTERM, then closes every connection (1001) and withdraws the service.
 
             --accept trusted (default): peers that pass TRUST; others are refused in the TLS \
-            handshake. all: any peer that proves its key. ask: each peer is an invitation: a \
-            question on the terminal, or with --json an "invitation" event answered by an \
-            `accept` or `decline` line on stdin (oldest invitation first). Unanswered in 30 s: declined. \
-            With ask, peers may also pair (`nearby pair --host H --port P` on the other device): \
-            both sides show the same 6-digit code, the invitation carries it ("code"), and the \
-            peer is pinned once both people answer yes.
+            handshake. all: any peer that proves its key. ask: peers that pass TRUST get in; \
+            for any other, a numbered question names the peer (with --json an "invitation" \
+            event with "question"), answered by a line on stdin: y or n (accept or decline), \
+            optionally followed by the question's number or the start of its peer ID. One \
+            question is open at a time. Only a line that arrives while its question is shown \
+            counts: lines typed before it are ignored (and said so), and so is an answer after \
+            the question's 30 s ran out (it is then declined). The connecting side is told \
+            that someone is asked and waits that long. A peer accepted once gets in again \
+            without a question until serve stops; pair or pin it to let it in for good.
+
+            Pairing (`nearby pair --host H --port P` on the other device): both sides show the \
+            same 6-digit code, and the peer is pinned once both people answer yes. It is offered \
+            with --accept ask, and with --pairing under --accept trusted or all: a newly paired \
+            peer then gets in on its next connection, with no restart.
 
             --auto-invite also browses TYPE and connects to every compatible peer (TXT id, and a \
             pv compatible with ours) by the broker's rules: the smaller peer ID invites, the other \
@@ -39,6 +47,8 @@ struct Serve: AsyncParsableCommand {
               nearby serve "Build Box" _openagents._tcp 9099
               nearby serve "Build Box" _openagents._tcp 9099 --auto-invite --json
               nearby serve "Build Box" _openagents._tcp 9099 --accept ask --json
+              nearby serve "Build Box" _openagents._tcp 9099 --pairing
+                  (trusted peers get in; others may pair first)
               nearby serve Bridge _openagents._tcp 9099 --no-advertise
               nearby serve Bridge _openagents._tcp 9099 --trust-on-first-use
               nearby serve "Build Box" _openagents._tcp 9099 --dry-run
@@ -56,6 +66,8 @@ struct Serve: AsyncParsableCommand {
     var txt: [String] = []
     @Option(help: ArgumentHelp("Which peers get in: trusted, all, ask.", valueName: "trusted|all|ask"))
     var accept: AcceptChoice = .trusted
+    @Flag(help: "Let peers that are not trusted pair (both people compare a 6-digit code); once paired they get in. Implied by --accept ask.")
+    var pairing = false
     @Flag(name: .customLong("no-advertise"), help: "Do not advertise; peers connect with `nearby connect --host H --port P`.")
     var noAdvertise = false
     @Flag(name: .customLong("auto-invite"), help: "Also browse TYPE and connect to every compatible peer, one connection each (the broker's rules).")
@@ -75,11 +87,15 @@ struct Serve: AsyncParsableCommand {
             let serviceType = try parseType(type)
             do { _ = try ServiceInstanceName(name, type: serviceType) } catch { throw ValidationError(error.description) }
             do { _ = try DiscoveryInfo(txt) } catch { throw ValidationError(error.description) }
+            for entry in txt {
+                let key = entry.prefix { $0 != "=" }.lowercased()
+                if key == "id" || key == "pv" {
+                    throw ValidationError("TXT \(key) is serve's own (\(key == "id" ? "the peer ID" : "the protocol version")); use another key than \"\(entry.prefix { $0 != "=" })\"")
+                }
+            }
         }
         if let host {
-            guard !host.isEmpty, host.utf8.count <= 63, !host.contains(".") else {
-                throw ValidationError("host label \"\(host)\" must be 1-63 bytes without dots")
-            }
+            try checkHostLabel(host)
             guard network.backend != .system else {
                 throw ValidationError("--host needs --backend embedded: with the system backend avahi-daemon chooses the host name")
             }
@@ -88,6 +104,10 @@ struct Serve: AsyncParsableCommand {
             guard !noAdvertise else { throw ValidationError("--auto-invite advertises and browses; it does not go with --no-advertise") }
             guard !channel.insecure else { throw ValidationError("--auto-invite needs TLS: peers are told apart by their peer IDs") }
             guard accept != .ask else { throw ValidationError("--auto-invite admits by TRUST: use --accept trusted (the default) or all") }
+        }
+        if pairing {
+            guard !channel.insecure else { throw ValidationError("--pairing needs TLS: pairing proves both peers' keys") }
+            guard !autoInvite else { throw ValidationError("--pairing does not go with --auto-invite: the broker admits by TRUST only; pair first with a plain serve") }
         }
         if accept != .trusted, trust.trustOnFirstUse {
             throw ValidationError("--trust-on-first-use goes with --accept trusted (with all or ask, untrusted peers are not refused anyway)")
@@ -104,14 +124,18 @@ struct Serve: AsyncParsableCommand {
         // ping ({}) is built in; echo answers with its params. Both are answered on the event loop.
         configuration.methods["echo"] = { params in .success(params ?? .null) }
         let policy: PeerListener.AcceptPolicy
-        var pairing: PeerListener.PairingOffer?
+        var pairingOffer: PeerListener.PairingOffer?
+        // Questions go to the terminal (or a program on stdin); stdin is read from now on, so
+        // that anything typed before a question is known to be no answer to it.
+        let desk = accept == .ask || pairing ? AdmissionDesk(json: json) : nil
+        desk?.start()
         switch accept {
         case .trusted: policy = .trusted
         case .all: policy = .all
-        case .ask:
-            let invitations = Invitations(json: json)
-            policy = .ask(invitations.ask)
-            if !channel.insecure { pairing = PeerListener.PairingOffer(store: state.trust, confirm: invitations.confirm) }
+        case .ask: policy = .ask { invitation in await desk?.ask(invitation) ?? false }
+        }
+        if let desk, !channel.insecure {
+            pairingOffer = PeerListener.PairingOffer(store: state.trust) { request in await desk.confirm(request) }
         }
         if autoInvite {
             try await serveWithBroker(configuration: configuration, policy: policy)
@@ -119,7 +143,7 @@ struct Serve: AsyncParsableCommand {
         }
         let listener: PeerListener
         do {
-            listener = try await PeerListener.listen(port: port, configuration: configuration, accept: policy, pairing: pairing)
+            listener = try await PeerListener.listen(port: port, configuration: configuration, accept: policy, pairing: pairingOffer)
         } catch {
             throw RuntimeFailure(error.description)
         }
@@ -298,56 +322,6 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// `--accept ask`: one question at a time, answered on the terminal or by stdin lines.
-final class Invitations: Sendable {
-    let json: Bool
-    private let lines: LineReader
-
-    init(json: Bool) {
-        self.json = json
-        lines = LineReader.standardInput
-    }
-
-    func ask(_ invitation: PeerListener.Invitation) async -> Bool {
-        let peerID = invitation.peer.peerID?.description
-        if json {
-            printLine(JSONText.object([
-                ("event", .string("invitation")), ("peerID", peerID.map { .string($0) } ?? .null), ("name", .string(invitation.displayName)),
-                ("trusted", .bool(invitation.isTrusted)), ("address", .string(invitation.address)),
-            ]))
-        } else {
-            printLine(
-                "\"\(invitation.displayName)\" (peer ID \(peerID ?? "none"), \(invitation.isTrusted ? "trusted" : "not trusted"), from \(invitation.address)) wants to connect. Accept? [y/N]"
-            )
-        }
-        return await answer()
-    }
-
-    /// A pairing: shows the code and asks whether the other device shows the same.
-    func confirm(_ request: PairingRequest) async -> Bool {
-        if json {
-            printLine(JSONText.object([
-                ("event", .string("invitation")), ("peerID", .string(request.peerID.description)), ("name", .string(request.name)),
-                ("trusted", .bool(false)), ("address", .string(request.address)), ("code", .string(request.code)),
-            ]))
-        } else {
-            printLine(pairingQuestion(request))
-        }
-        return await answer()
-    }
-
-    /// The next yes or no on stdin; end of input is a no.
-    private func answer() async -> Bool {
-        while let line = await lines.next() {
-            let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
-            if ["accept", "y", "yes"].contains(where: { answer == $0 || answer.hasPrefix($0 + " ") }) { return true }
-            if ["decline", "n", "no", ""].contains(where: { answer == $0 || (!$0.isEmpty && answer.hasPrefix($0 + " ")) }) { return false }
-            FileHandle.standardError.write(Data("nearby: answer accept or decline (y or n), not \"\(line)\"\n".utf8))
-        }
-        return false
-    }
-}
-
 func printConnected(_ json: Bool, _ connection: PeerConnection, extra: [(String, OutputValue)] = []) {
     let peer = connection.peer
     let infoKey = connection.role == .connecting ? "agentInfo" : "clientInfo"
@@ -374,16 +348,21 @@ func printRejection(_ json: Bool, address: String, peerID: PeerID?, error: PeerC
         text: "Rejected \(address)\(peerID.map { " (peer ID \($0.short))" } ?? ""): \(error.message)" + error.reasons.map { "\n  - \($0.message)" }.joined())
 }
 
+/// The connecting side's failure: the JSON "rejected" event, or in text a line on stderr that
+/// says where it tried and why (an unreachable peer's message already names its address).
+func printNotConnected(_ json: Bool, to place: String, error: PeerConnectionError) {
+    if json {
+        printRejection(true, address: place, peerID: nil, error: error)
+        return
+    }
+    let text = error.code == .unreachable ? error.message : "not connected to \(place): \(error.message)"
+    status("nearby: " + text + error.reasons.map { "\n  - \($0.message)" }.joined())
+}
+
 func printMessage(_ json: Bool, peerID: String?, _ message: JSONRPCMessage) {
     printEvent(
         json, [("event", .string("message")), ("peerID", peerID.map { .string($0) } ?? .null), ("message", .raw(message.jsonText))],
         text: message.jsonText)
-}
-
-/// The question both sides of a pairing ask, in text.
-func pairingQuestion(_ request: PairingRequest) -> String {
-    let code = request.code.prefix(3) + " " + request.code.dropFirst(3)
-    return "Pairing with \"\(request.name)\" (peer ID \(request.peerID), from \(request.address)).\n  Code: \(code)\n  Does the other device show the same code? [y/N]"
 }
 
 func printPinned(_ json: Bool, _ result: PairingResult) {
