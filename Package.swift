@@ -148,7 +148,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "PeerTrust"], swiftSettings: strict),
+        .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "PeerTrust", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
         .testTarget(name: "LabTests", dependencies: ["DNSWire", "PeerTrust"], swiftSettings: strict),
         // Publishes many instances from one process, for Tools/bench-discovery.

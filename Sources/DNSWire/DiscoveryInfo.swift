@@ -15,6 +15,8 @@ public struct DiscoveryInfoError: Error, Hashable, Sendable, CustomStringConvert
         case invalidFieldValue
         /// A Codable field that is not optional is absent.
         case missingField
+        /// Two entries given for one record have the same key (keys are case-insensitive).
+        case duplicateKey
     }
 
     public var kind: Kind
@@ -91,8 +93,18 @@ public struct DiscoveryInfo: Hashable, Sendable {
     public init() {}
 
     /// Builds a record from `key=value` strings, `key=` and `key` alone, in order.
+    /// Two entries with the same key (in any case) are refused (`duplicateKey`): on the wire
+    /// only the first would count, so the second is almost certainly a mistake.
     public init(_ strings: [String]) throws(DiscoveryInfoError) {
+        var seen: [String: String] = [:]
         for string in strings {
+            let key = String(string.prefix { $0 != "=" })
+            if let earlier = seen[key.lowercased()] {
+                throw DiscoveryInfoError(
+                    .duplicateKey, key: key,
+                    "TXT entry \"\(string)\" repeats the key of \"\(earlier)\" (keys are case-insensitive, and a record holds each key once); keep one of them")
+            }
+            seen[key.lowercased()] = string
             if let equals = string.firstIndex(of: "=") {
                 try set(String(string[..<equals]), bytes: Array(string[string.index(after: equals)...].utf8))
             } else {

@@ -101,10 +101,23 @@ enum Storage {
 
     /// Makes the directory (and its parents) and restricts it to its owner (0700).
     static func makeDirectory(_ url: URL) throws(PeerTrustError) {
-        do {
-            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        } catch {
-            throw PeerTrustError(.storage, "cannot create \(url.path): \(error.localizedDescription)")
+        // One level at a time, so that a failure names the level and the system's reason.
+        var path = url.path.hasPrefix("/") ? "" : "."
+        for component in url.path.split(separator: "/") {
+            path += "/" + component
+            var status = stat()
+            if stat(path, &status) == 0 {
+                guard status.st_mode & S_IFMT == S_IFDIR else {
+                    throw PeerTrustError(.storage, "cannot create the directory \(url.path): \(path) is a file, not a directory; choose another directory")
+                }
+                continue
+            }
+            guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
+                let reason = String(cString: strerror(errno))
+                let parent = (path as NSString).deletingLastPathComponent
+                throw PeerTrustError(
+                    .storage, "cannot create the directory \(url.path): making \(path) failed (\(reason)); choose a directory you can write to\(parent.isEmpty ? "" : ", or check \(parent)")")
+            }
         }
         guard chmod(url.path, 0o700) == 0 else {
             throw PeerTrustError(.storage, "cannot restrict \(url.path) to its owner: \(String(cString: strerror(errno)))")

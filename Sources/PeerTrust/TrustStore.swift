@@ -98,11 +98,15 @@ public struct TrustStore: Sendable {
         }
     }
 
-    /// Pins a peer (again: its name and time are updated).
+    /// Pins a peer. Pinned again, its time is updated, and its name too when one is given (nil
+    /// keeps the name it had).
     public func pin(_ peerID: PeerID, name: String? = nil, at time: Date = Date()) throws(PeerTrustError) {
         try Storage.withLock(in: directory) { () throws(PeerTrustError) in
-            var pins = try self.pins().filter { $0.peerID != peerID }
-            pins.append(Pin(peerID: peerID, name: name, pinnedAt: time))
+            let all = try self.pins()
+            // Pinned again without a name: the name it had stays.
+            let kept = name ?? all.first { $0.peerID == peerID }?.name
+            var pins = all.filter { $0.peerID != peerID }
+            pins.append(Pin(peerID: peerID, name: kept, pinnedAt: time))
             try writePins(pins)
         }
     }

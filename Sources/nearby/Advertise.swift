@@ -79,9 +79,7 @@ struct Advertise: AsyncParsableCommand {
         } catch let error as DiscoveryInfoError {
             throw ValidationError(error.description)
         }
-        if let host, host.isEmpty || host.utf8.count > 63 || host.contains(".") {
-            throw ValidationError("host label \"\(host)\" must be 1-63 bytes without dots")
-        }
+        if let host { try checkHostLabel(host) }
         if network.backend == .system, let option = embeddedOnlyOption {
             throw ValidationError("\(option) needs --backend embedded: with the system backend avahi-daemon chooses host name and TTLs")
         }

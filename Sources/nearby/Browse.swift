@@ -44,12 +44,26 @@ struct Browse: AsyncParsableCommand {
             status("Browsing \(serviceType) on \(where_) \(how), \(until)...")
         }
         let events = discovery.browse(serviceType, resolve: resolve)
+        let started = ContinuousClock.now
         let printer = Task {
-            for await event in events { printLine(render(event)) }
+            var found = 0
+            for await event in events {
+                if event.kind == .found { found += 1 }
+                printLine(render(event))
+            }
+            return found
         }
         await waitForTermination(timeout: timeout.map { .milliseconds(Int($0 * 1000)) })
         printer.cancel()
+        let found = await printer.value
         await discovery.shutdown()
+        if found == 0, !network.json {
+            // Silence would look like success with nothing to say; it may be a wrong type or a
+            // network that carries no multicast.
+            let (whole, fraction) = (ContinuousClock.now - started).components
+            let elapsed = Self.seconds(((Double(whole) + Double(fraction) / 1e18) * 10).rounded() / 10)
+            status("nearby: found no \(serviceType) service in \(elapsed) s (check the type with `nearby types`; mDNS does not cross routers or VPNs)")
+        }
     }
 
     /// 3 for 3.0, 1.5 for 1.5.

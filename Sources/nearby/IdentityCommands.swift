@@ -51,8 +51,15 @@ struct IdentityShow: AsyncParsableCommand {
               nearby identity show
               nearby identity show --json
               nearby identity show --state-dir /var/lib/nearby
+              nearby identity show --id         (the bare peer ID)
             """)
     @OptionGroup var state: StateOptions
+    @Flag(name: .customLong("id"), help: "Print only the peer ID (one line).")
+    var idOnly = false
+
+    func validate() throws {
+        if idOnly, state.json { throw ValidationError("--id prints the bare peer ID; it does not go with --json") }
+    }
 
     func run() async throws {
         try state.location.requireExisting()
@@ -65,6 +72,10 @@ struct IdentityShow: AsyncParsableCommand {
         }
         guard let identity else {
             throw RuntimeFailure("no identity in \(store.directory.path) yet; make one with `nearby identity create`")
+        }
+        if idOnly {
+            printLine(identity.peerID.description)
+            return
         }
         printIdentity(identity, store: store, json: state.json)
     }

@@ -77,6 +77,7 @@ struct Nearby: AsyncParsableCommand {
         do {
             return try parseAsRoot(arguments)
         } catch {
+            if let unknown = unknownCommand(arguments) { throw unknown }
             if let marked = NegativeNumbers.marked(arguments) {
                 var parsedWhenMarked = false
                 do {
@@ -92,6 +93,42 @@ struct Nearby: AsyncParsableCommand {
             }
             throw error
         }
+    }
+
+    /// `nearby brwose …`: the word where a command belongs is no command; name the nearest one.
+    static func unknownCommand(_ arguments: [String]) -> ValidationError? {
+        var path = ["nearby"]
+        var commands = configuration.subcommands
+        for token in arguments {
+            guard !commands.isEmpty, !token.hasPrefix("-"), token != "help" else { return nil }
+            let names = commands.flatMap { [$0._commandName] + $0.configuration.aliases }
+            if let next = commands.first(where: { $0._commandName == token || $0.configuration.aliases.contains(token) }) {
+                path.append(token)
+                commands = next.configuration.subcommands
+                continue
+            }
+            let ranked = names.map { (name: $0, distance: editDistance(token.lowercased(), $0)) }.sorted { $0.distance < $1.distance }
+            let guess = ranked.first.flatMap { $0.distance <= max(2, $0.name.count / 3) ? $0.name : nil }
+                ?? names.first { $0.hasPrefix(token.lowercased()) && !token.isEmpty }
+            let suggestion = guess.map { "; did you mean \"\((path + [$0]).joined(separator: " "))\"?" } ?? ""
+            return ValidationError(
+                "\"\(token)\" is not a command of \(path.joined(separator: " "))\(suggestion) (the commands: \(names.joined(separator: ", ")); see \((path + ["--help"]).joined(separator: " ")))")
+        }
+        return nil
+    }
+
+    /// Levenshtein distance: how many letters to insert, delete or change to turn `a` into `b`.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1]
+            for (j, y) in b.enumerated() {
+                current.append(min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1)))
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 
     /// ArgumentParser's "The value 'abc' is invalid for '<port>': port abc is not a whole

@@ -135,3 +135,19 @@ enum BrowsingBroker {
         }
     }
 }
+
+/// `--host LABEL` for advertise and serve: the host name published in `.local` must be one
+/// DNS label of letters, digits and hyphens (RFC 952/1123), as avahi and mDNSResponder want.
+func checkHostLabel(_ host: String) throws {
+    let allowed = host.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-") }
+    guard !host.isEmpty, host.utf8.count <= 63, allowed, !host.hasPrefix("-"), !host.hasSuffix("-") else {
+        let bad = Array(Set(host.filter { !($0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-")) }.map { $0 == " " ? "a space" : "\"\($0)\"" })).sorted()
+        let detail =
+            host.isEmpty ? "it is empty"
+            : host.utf8.count > 63 ? "it has \(host.utf8.count) bytes"
+            : !bad.isEmpty ? "it has \(bad.joined(separator: ", "))"
+            : "it begins or ends with a hyphen"
+        throw ValidationError(
+            "--host \"\(host)\" is not a usable host name: \(detail); use 1-63 letters, digits and hyphens, not beginning or ending with a hyphen (for example build-box)")
+    }
+}

@@ -4,6 +4,10 @@ import PeerTrust
 /// Peer IDs as people type them: the whole 54 characters, or any prefix that only one known
 /// peer has (as git takes short commit hashes).
 enum PeerIDInput {
+    /// The fewest characters (dashes aside) taken as the beginning of a peer ID: with fewer, a
+    /// typo or a stray character matches some peer by chance.
+    static let minimumPrefix = 4
+
     /// A peer ID typed as `text` for `what` ("--peer-id", "the peer ID"): a whole peer ID as it
     /// is, else the one entry of `known` that begins with it.
     /// - Throws: `ValidationError` saying that nothing matches (and where it looked) or which
@@ -11,6 +15,11 @@ enum PeerIDInput {
     static func resolve(_ text: String, for what: String, among known: [(id: PeerID, label: String)], lookedIn place: String) throws -> PeerID {
         let whole: PeerTrustError
         do { return try PeerID(parsing: text) } catch { whole = error }
+        let typed = text.filter { $0 != "-" }.count
+        guard typed >= minimumPrefix else {
+            throw ValidationError(
+                "\(what) \"\(text)\" is too short to be sure which peer it means: type at least \(minimumPrefix) characters of the peer ID (nearby trust list shows them)")
+        }
         var seen = Set<PeerID>()
         let matches = known.filter { $0.id.hasPrefix(text) && seen.insert($0.id).inserted }
         switch matches.count {

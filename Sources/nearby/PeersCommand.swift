@@ -41,15 +41,13 @@ struct PeersCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (logger, json) = (output.logger("nearby.peers"), output.json)
-        let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
+        // A listing creates nothing: without an identity, a throwaway one stands in.
+        let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger, creating: false)
         let pinned = Set(((try? state.trust.pins()) ?? []).map(\.peerID))
         let pinsOnly = trust.anchors.isEmpty && !trust.systemRoots
         if !json { status("Looking for \(type) peers for \(Browse.seconds(timeout)) s, then measuring them...") }
         let (discovery, broker) = try await BrowsingBroker.start(
             type: try parseType(type), configuration: configuration, backend: backend, logger: logger)
-        if !json {
-            FileHandle.standardError.write(Data("nearby: looking for \(type) for \(timeout) s…\n".utf8))
-        }
         let peers = await broker.peers(timeout: .milliseconds(Int64(timeout * 1000)))
         await broker.shutdown()
         await discovery.shutdown()

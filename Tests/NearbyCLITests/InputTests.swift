@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 import Foundation
 import PeerTrust
 import Testing
@@ -50,8 +51,8 @@ struct InputTests {
         let command = try #require(try Nearby.parse(NegativeNumbers.joiningOptionValues(["advertise", "--", "-1", "_t._tcp", "80"])) as? Advertise)
         #expect(command.name == "-1" && command.port == 80)
         // An option's value that merely looks negative stays untouched text.
-        let named = try #require(try Nearby.parse(NegativeNumbers.joiningOptionValues(["advertise", "X", "_t._tcp", "80", "--host", "-7"])) as? Advertise)
-        #expect(named.host == "-7")
+        let named = try #require(try Nearby.parse(NegativeNumbers.joiningOptionValues(["advertise", "X", "_t._tcp", "80", "--interface", "-7"])) as? Advertise)
+        #expect(named.network.interfaces == ["-7"])
     }
 
     @Test("refusals point to the help of the command given, not the top level's")
@@ -107,7 +108,7 @@ struct InputTests {
         let store = TrustStore(directory: work.appendingPathComponent("trust"))
         try store.pin(Self.high, name: "High")
         try store.pin(Self.low, name: "Low")
-        let remove = try #require(try Nearby.parse(["trust", "remove", "zzz", "--state-dir", work.path]) as? TrustRemove)
+        let remove = try #require(try Nearby.parse(["trust", "remove", "zzzz", "--state-dir", work.path]) as? TrustRemove)
         try await remove.run()
         #expect(try store.pins().map(\.peerID) == [Self.low])
         let missing = work.appendingPathComponent("no-such").path
@@ -119,6 +120,89 @@ struct InputTests {
             } catch let error as ValidationError {
                 #expect(error.message == "--state-dir \(missing) does not exist (nearby identity create --state-dir \(missing) makes one)")
             }
+        }
+    }
+
+    @Test("a host name that is no DNS label is refused with the rule", arguments: [
+        ("bad host!", "it has \"!\", a space"),
+        ("box-", "it begins or ends with a hyphen"),
+        ("box.lan", "it has \".\""),
+        (String(repeating: "a", count: 64), "it has 64 bytes"),
+        ("b\u{fc}ro", "it has \"\u{fc}\""),
+    ])
+    func hostLabels(_ host: String, _ detail: String) {
+        for command in [["advertise", "X", "_t._tcp", "80"], ["serve", "X", "_t._tcp", "80"]] {
+            let message = refusal(command + ["--host", host])
+            #expect(message == "--host \"\(host)\" is not a usable host name: \(detail); use 1-63 letters, digits and hyphens, not beginning or ending with a hyphen (for example build-box)")
+        }
+        #expect(refusal(["advertise", "X", "_t._tcp", "80", "--host", "build-box-2"]) == nil)
+    }
+
+    @Test("TXT keys that repeat in another case are refused naming both; serve keeps id and pv for itself")
+    func duplicateKeys() {
+        #expect(refusal(["advertise", "X", "_t._tcp", "80", "a=1", "A=2"])
+            == "TXT entry \"A=2\" repeats the key of \"a=1\" (keys are case-insensitive, and a record holds each key once); keep one of them")
+        #expect(refusal(["advertise", "X", "_t._tcp", "80", "tls", "TLS=no"])?.contains("repeats the key of \"tls\"") == true)
+        #expect(refusal(["serve", "X", "_t._tcp", "80", "ID=me"]) == "TXT id is serve's own (the peer ID); use another key than \"ID\"")
+        #expect(refusal(["advertise", "X", "_t._tcp", "80", "a=1", "b=1"]) == nil)
+    }
+
+    @Test("a word that is no command names the nearest one, at any level")
+    func unknownCommands() {
+        #expect(refusal(["brwose", "_t._tcp"])
+            == "\"brwose\" is not a command of nearby; did you mean \"nearby browse\"? (the commands: advertise, browse, resolve, types, decode, serve, connect, pair, peers, identity, trust; see nearby --help)")
+        #expect(refusal(["trust", "lsit"])?.hasPrefix("\"lsit\" is not a command of nearby trust; did you mean \"nearby trust list\"?") == true)
+        #expect(refusal(["identity", "shwo"])?.contains("did you mean \"nearby identity show\"?") == true)
+        #expect(refusal(["frobnicate"])?.hasPrefix("\"frobnicate\" is not a command of nearby (the commands:") == true)
+    }
+
+    @Test("a peer-ID prefix shorter than 4 characters is refused as too short to be sure")
+    func shortPrefixes() {
+        for typed in ["9", "zz", "ZZ-Z"] {
+            do {
+                _ = try PeerIDInput.resolve(typed, for: "the peer ID", among: Self.known, lookedIn: "the trust store")
+                Issue.record("\(typed) was accepted")
+            } catch let error as ValidationError {
+                #expect(error.message == "the peer ID \"\(typed)\" is too short to be sure which peer it means: type at least 4 characters of the peer ID (nearby trust list shows them)")
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+    }
+
+    @Test("trust pin again without --name keeps the name; with --name it changes")
+    func repinKeepsName() async throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("nearby-input-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: work) }
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let store = TrustStore(directory: work.appendingPathComponent("trust"))
+        func pin(_ extra: [String]) async throws {
+            var command = try #require(try Nearby.parse(["trust", "pin", Self.high.description, "--state-dir", work.path] + extra) as? any AsyncParsableCommand)
+            try await command.run()
+        }
+        try await pin(["--name", "Build Box"])
+        try await pin([])
+        #expect(try store.pins().map(\.name) == ["Build Box"])
+        try await pin(["--name", "Renamed"])
+        #expect(try store.pins().map(\.name) == ["Renamed"])
+    }
+
+    @Test("a command that only looks (peers) creates no identity: without one, a throwaway stands in and nothing is written")
+    func lookingCreatesNothing() throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("nearby-input-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: work) }
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let state = try StateDirectory.parse(["--state-dir", work.path])
+        let configuration = try ChannelOptions.parse([]).configuration(
+            state: state, trust: try TrustOptions.parse([]), json: true, logger: .init(label: "test"), creating: false)
+        #expect(configuration.identity != nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.path).isEmpty)
+        #expect(try state.identities.load() == nil)
+        // A --state-dir that does not exist is a typo here too.
+        let missing = try StateDirectory.parse(["--state-dir", work.appendingPathComponent("no-such").path])
+        #expect(throws: ValidationError.self) {
+            _ = try ChannelOptions.parse([]).configuration(
+                state: missing, trust: try TrustOptions.parse([]), json: true, logger: .init(label: "test"), creating: false)
         }
     }
 }
