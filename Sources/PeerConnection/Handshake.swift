@@ -244,7 +244,12 @@ struct Handshake: Sendable {
     /// The app's answer to ``Action/invite(_:)``; `reason` tells a declined peer why.
     mutating func decide(accept: Bool, reason: String? = nil, at now: Duration) -> [Action] {
         guard case .awaitingDecision(let id, let hello) = state else { return [] }
-        guard accept else { return fail(id: id, JSONRPCError(JSONRPCError.declined, reason ?? "declined")) }
+        guard accept else {
+            // A "no" that comes when the time is up is the time being up, whoever noticed first.
+            let late = deadline.map { now >= $0 } ?? false
+            let why = reason ?? (late ? "nobody accepted within \(seconds(invitationTimeout))" : "declined")
+            return fail(id: id, JSONRPCError(JSONRPCError.declined, why))
+        }
         state = .established
         deadline = nil
         let result: JSONValue = .object([
@@ -266,7 +271,7 @@ struct Handshake: Sendable {
         case .awaitingInitialize:
             return close("no initialize within \(initializeTimeout)")
         case .awaitingDecision:
-            return decide(accept: false, reason: "nobody accepted within \(seconds(invitationTimeout))", at: now)
+            return decide(accept: false, at: now)
         default:
             return []
         }

@@ -26,7 +26,7 @@ struct Serve: AsyncParsableCommand {
             optionally followed by the question's number or the start of its peer ID. One \
             question is open at a time. Only a line that arrives while its question is shown \
             counts: lines typed before it are ignored (and said so), and so is an answer after \
-            the question's 30 s ran out (it is then declined). The connecting side is told \
+            the question's time ran out (--answer-within, 30 s; it is then declined). The connecting side is told \
             that someone is asked and waits that long. A peer accepted once gets in again \
             without a question until serve stops; pair or pin it to let it in for good.
 
@@ -66,6 +66,10 @@ struct Serve: AsyncParsableCommand {
     var txt: [String] = []
     @Option(help: ArgumentHelp("Which peers get in: trusted, all, ask.", valueName: "trusted|all|ask"))
     var accept: AcceptChoice = .trusted
+    @Option(name: .customLong("answer-within"), help: ArgumentHelp(
+        "With --accept ask: seconds a person has to answer a question, after which the peer is declined (the peer is told, and waits that long).",
+        valueName: "seconds"), transform: NumberInput.seconds("--answer-within", maximum: 600))
+    var answerWithin: Double = 30
     @Flag(help: "Let peers that are not trusted pair (both people compare a 6-digit code); once paired they get in. Implied by --accept ask.")
     var pairing = false
     @Flag(name: .customLong("no-advertise"), help: "Do not advertise; peers connect with `nearby connect --host H --port P`.")
@@ -121,6 +125,7 @@ struct Serve: AsyncParsableCommand {
             return
         }
         var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: network.logger)
+        configuration.invitationTimeout = .milliseconds(Int64(answerWithin * 1000))
         // ping ({}) is built in; echo answers with its params. Both are answered on the event loop.
         configuration.methods["echo"] = { params in .success(params ?? .null) }
         let policy: PeerListener.AcceptPolicy

@@ -172,19 +172,22 @@ struct ConnectionLabTests {
         }
     }
 
-    @Test("--accept ask: an accept line admits the peer; with stdin closed the invitation is declined")
+    @Test("--accept ask: an accept line that was there before the question admits nobody (ignored, and said so); with stdin closed the invitation is declined")
     func askOnStdin() async throws {
         let lab = try Lab.require(hosts: 2)
         let server = try await identity(lab, "Build Box")
         let client = try await identity(lab, "Laptop")
         try await pin(lab, server.peerID, in: client.directory)
+        // stdin is a file holding "accept": it is read before anyone connects.
         let (asking, port) = try await serve(
             lab, ["Build Box", "_openagents._tcp", "9417", "--no-advertise", "--accept", "ask", "--state-dir", server.directory], stdin: "accept\n")
         try await lab.withProcesses([asking]) {
-            let admitted = try await connect(lab, ["--host", Self.h1, "--port", String(port), "--state-dir", client.directory], lines: [#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#])
-            #expect(admitted.status == 0, "\(admitted.output)")
-            let invitation = try await asking.waitForLine(containing: "\"invitation\"", timeout: .seconds(5))
-            #expect(invitation.contains(client.peerID) && invitation.contains("\"trusted\":false"))
+            _ = try await asking.waitForLine(containing: "\"answerIgnored\"", timeout: .seconds(5))
+            let refused = try await connect(lab, ["--host", Self.h1, "--port", String(port), "--state-dir", client.directory], lines: [#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#])
+            #expect(refused.status == 1, "\(refused.output)")
+            #expect(refused.output.contains("declined"), "\(refused.output)")
+            let closed = try await asking.waitForLine(containing: "\"questionClosed\"", timeout: .seconds(5))
+            #expect(closed.contains(client.peerID) && closed.contains("noInput"), "\(closed)")
         }
         let (closed, closedPort) = try await serve(
             lab, ["Build Box", "_openagents._tcp", "9418", "--no-advertise", "--accept", "ask", "--state-dir", server.directory])
