@@ -29,14 +29,34 @@ struct ReadmeExamplesTests {
 
     static let examples = ["Broker", "Discovery", "Trust", "Connection", "Pairing", "Wire"]
 
+    /// A ```swift block that is a package manifest (a consumer's Package.swift), not a program.
+    static func isManifest(_ block: String) -> Bool { block.hasPrefix("// swift-tools-version") }
+
     @Test("README shows exactly the example programs that are built", arguments: Array(examples.enumerated()))
     func readmeShowsTheBuiltCode(_ example: (offset: Int, element: String)) throws {
-        let blocks = try Self.readmeBlocks()
+        let blocks = try Self.readmeBlocks().filter { !Self.isManifest($0) }
         #expect(blocks.count == Self.examples.count, "README has \(blocks.count) swift blocks")
         let file = Self.repository.appendingPathComponent("Tools/ReadmeExamples/\(example.element)/main.swift")
         let source = try String(contentsOf: file, encoding: .utf8)
         let block = try #require(blocks.dropFirst(example.offset).first)
         #expect(block + "\n" == source, "README's block \(example.offset + 1) differs from \(file.path)")
+    }
+
+    @Test("README's manifest depends on this package by path and names products Package.swift declares")
+    func readmeManifestNamesRealProducts() throws {
+        let manifests = try Self.readmeBlocks().filter(Self.isManifest)
+        #expect(manifests.count == 1, "README has \(manifests.count) package manifests")
+        let manifest = try #require(manifests.first)
+        let package = try String(contentsOf: Self.repository.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let declared = Set(package.matches(of: #/\.library\(name: "([A-Za-z]+)"/#).map { String($0.output.1) })
+        let used = manifest.matches(of: #/\.product\(name: "([^"]+)", package: "([^"]+)"\)/#)
+        #expect(!used.isEmpty, "README's manifest names no product")
+        // A path dependency's package identity is the directory's name, lower-cased: ../nearby is "nearby".
+        #expect(manifest.contains(".package(path: \"../nearby\")"))
+        for product in used {
+            #expect(declared.contains(String(product.output.1)), "README names \(product.output.1); Package.swift declares \(declared.sorted())")
+            #expect(product.output.2 == "nearby", "README's manifest says package: \"\(product.output.2)\" for ../nearby")
+        }
     }
 
     /// Runs a built example; returns its exit status and output.

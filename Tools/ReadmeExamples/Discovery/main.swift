@@ -1,10 +1,20 @@
+import Foundation
 import NearbyDiscovery
 
-let discovery = try await NearbyDiscovery.start()            // avahi-daemon if it runs, else the embedded engine
-let type = try ServiceType(parsing: "_openagents._tcp")
+let type = try ServiceType(parsing: "_openagents._tcp")     // constants: these throw only for a typo
 var info = DiscoveryInfo()
 try info.set("version", to: "0.2.2")
-let ad = try await discovery.advertise("Build Box", type: type, port: 9099, info: info)
+
+// Starting and advertising can fail at run time (no interface with multicast, say): a
+// DiscoveryError says what failed, in words. Say it, and exit 1.
+let discovery: NearbyDiscovery, ad: Advertisement
+do {
+    discovery = try await NearbyDiscovery.start()            // avahi-daemon if it runs, else the embedded engine
+    ad = try await discovery.advertise("Build Box", type: type, port: 9099, info: info)
+} catch {
+    FileHandle.standardError.write(Data("readme-discovery: cannot advertise: \(error)\n".utf8))
+    exit(1)
+}
 print("advertising as", ad.name)                             // the name won, e.g. "Build Box (2)"
 try info.set("version", to: "0.2.3")
 await ad.update(info: info)                                  // re-announced; browsers see "updated"
@@ -27,12 +37,12 @@ let browsing = Task {
 try await Task.sleep(for: .seconds(3))
 browsing.cancel()
 
-// Or ask for one service by name.
+// Or ask for one service by name. Nobody answering is an outcome, not a crash.
 do {
     let peer = try await discovery.resolve("Peer Box", type: type, timeout: .seconds(3))
     print("resolved Peer Box:", peer.host, peer.port, peer.addresses)
-} catch let error as DiscoveryError where error.code == .timeout {
-    print("no answer:", error)
+} catch {
+    print(error)                                             // no answer for "Peer Box" (…) within 3.0 seconds
 }
 await ad.cancel()                                            // goodbyes
 await discovery.shutdown()
