@@ -414,7 +414,8 @@ final class SessionHandler: ChannelDuplexHandler {
             apply(handshake.announceWaiting(reason: reason, at: now), context: context)
             let answerBy = ContinuousClock.now + ((handshake.deadline ?? now) - now)
             let session = NIOLoopBound(self, eventLoop: context.eventLoop)
-            // Off the event loop; the answer comes back on it. Ending the connection cancels it.
+            // Off the event loop (a person may take seconds); the answer comes back on it.
+            // Ending the connection cancels it.
             asking = Task {
                 let accepted = await ask(hello, answerBy)
                 session.eventLoop.execute { session.value.decided(accepted) }
@@ -500,7 +501,9 @@ final class SessionHandler: ChannelDuplexHandler {
                 let request = PairingRequest(peerID: peerID, name: name, code: code, address: remoteAddress, answerBy: answerBy)
                 let session = NIOLoopBound(self, eventLoop: context.eventLoop)
                 let confirm = setup.confirm
-                Task {
+                // Off the event loop, like an invitation; ending the connection cancels it, so
+                // a person is not left with a question about a peer that went away.
+                asking = Task {
                     let accepted = await confirm(request)
                     session.eventLoop.execute { session.value.confirmed(accepted) }
                 }
@@ -538,6 +541,7 @@ final class SessionHandler: ChannelDuplexHandler {
 
     /// The person's answer to a pairing code, back on the event loop.
     private func confirmed(_ accepted: Bool) {
+        asking = nil
         guard let context, endReason == nil else { return }
         applyPairing(withPairing { $0.confirm(accepted, at: uptime(context)) }, context: context)
     }

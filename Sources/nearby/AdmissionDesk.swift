@@ -27,6 +27,8 @@ actor AdmissionDesk {
     /// Starts reading stdin now, so that lines typed before any question are known as such.
     nonisolated func start() {
         lines.start()
+        // Unstructured on purpose: it lives as long as the process (stdin has no other reader),
+        // and ends by itself at the end of input.
         Task { [lines] in
             while let line = await lines.nextLine() { await self.received(line) }
             await self.inputEnded()
@@ -96,6 +98,7 @@ actor AdmissionDesk {
         timer = nil
         if let deadline = prompt.nextDeadline {
             let instant = origin + deadline
+            // One timer for the prompt's next deadline, replaced (cancelled) at every step.
             timer = Task {
                 try? await Task.sleep(until: instant, clock: .continuous)
                 if !Task.isCancelled { self.tick() }

@@ -90,4 +90,28 @@ struct AdmissionTests {
         #expect(error.message.contains("pair with it first"), "\(error.message)")
         await echo.stop()
     }
+
+    @Test("a pairing whose other side says no (and hangs up) cancels the question still open on this side")
+    func pairingQuestionCancelled() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        let (cancelled, cancellation) = AsyncStream.makeStream(of: Bool.self)
+        let offer = PeerListener.PairingOffer(store: try PairingLoopbackTests.store()) { _ in
+            while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
+            cancellation.yield(true)
+            return true
+        }
+        let echo = try await EchoServer(Peers.configuration(server), accept: .trusted, pairing: offer)
+        let clientStore = try PairingLoopbackTests.store()
+        do {
+            _ = try await PeerConnection.pair(
+                host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client), store: clientStore) { _ in false }
+            Issue.record("paired although this side said no")
+        } catch {
+            #expect(error.code == .pairing)
+        }
+        var iterator = cancelled.makeAsyncIterator()
+        #expect(await iterator.next() == true)
+        await echo.stop()
+    }
 }
