@@ -1,8 +1,8 @@
 import ArgumentParser
 import PeerTrust
 
-/// Peer IDs as people type them: the whole 54 characters, or any prefix that only one known
-/// peer has (as git takes short commit hashes).
+/// Peer IDs as people type them: the whole 54 characters, or any prefix of at least 4
+/// characters that only one known peer has (as git takes short commit hashes).
 enum PeerIDInput {
     /// The fewest characters (dashes aside) taken as the beginning of a peer ID: with fewer, a
     /// typo or a stray character matches some peer by chance.

@@ -155,8 +155,8 @@ struct TrustRemove: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "remove", abstract: "Remove the pin or anchor with this peer ID.",
         discussion: """
-            Any beginning of the peer ID that only one entry has will do, as `trust list` \
-            shows it; when several match, they are listed.
+            Any beginning of the peer ID (at least 4 characters) that only one entry has \
+            will do, as `trust list` shows it; when several match, they are listed.
 
             Examples:
               nearby trust remove 3QX7KD
