@@ -87,17 +87,26 @@ struct AdmissionPrompt {
         return advance(to: now)
     }
 
-    /// The peer of question `number` went away (or the caller stopped waiting).
+    /// The peer of question `number` went away (or the caller stopped waiting). At its
+    /// deadline that is the connection giving up on the answer, which the person is told as
+    /// a timeout: the connection's timer and this prompt's may fire in either order.
     mutating func withdraw(_ number: Int, at now: Duration) -> [Action] {
+        func notice(_ question: Question) -> Notice {
+            now + Self.deadlineTolerance >= question.deadline ? .timedOut(question) : .withdrawn(question)
+        }
         if let open, open.question.number == number {
             self.open = nil
             quietUntil = now + pause
-            return [.notice(.withdrawn(open.question)), .answer(number: number, accepted: false)] + advance(to: now)
+            return [.notice(notice(open.question)), .answer(number: number, accepted: false)] + advance(to: now)
         }
         guard let index = waiting.firstIndex(where: { $0.number == number }) else { return [] }
         let question = waiting.remove(at: index)
-        return [.notice(.withdrawn(question)), .answer(number: number, accepted: false)]
+        return [.notice(now + Self.deadlineTolerance >= question.deadline ? .expiredUnasked(question) : .withdrawn(question)),
+                .answer(number: number, accepted: false)]
     }
+
+    /// How close to its deadline a withdrawal counts as the question's time running out.
+    static let deadlineTolerance: Duration = .milliseconds(100)
 
     /// A line of input that arrived at `arrival` (read by another thread; handled `now`).
     mutating func receive(_ line: String, arrivedAt arrival: Duration, at now: Duration) -> [Action] {

@@ -147,6 +147,16 @@ struct AdmissionPromptTests {
         #expect(prompt.withdraw(7, at: ms(3100)).isEmpty)
     }
 
+    @Test("withdrawn at its deadline (the connection's timer fired first) is told as a timeout, not as the peer going away")
+    func withdrawnAtDeadline() {
+        var prompt = Prompt()
+        _ = prompt.ask(1, about: Self.laptop, deadline: ms(4000), at: .zero)
+        let question = Prompt.Question(number: 1, subject: Self.laptop, deadline: ms(4000))
+        let atDeadline = prompt.withdraw(1, at: ms(3950))
+        #expect(atDeadline.contains(.notice(.timedOut(question))))
+        #expect(answers(atDeadline).map(\.1) == [false])
+    }
+
     @Test("a question whose time runs out while it waits is declined without being shown")
     func expiredWhileWaiting() {
         var prompt = Prompt()
