@@ -28,6 +28,8 @@ actor BrokerLoop {
     private let continuation: AsyncStream<BrokerEvent>.Continuation
     private var machine: BrokerStateMachine
     private let clock = ContinuousClock()
+    /// When each caller of ``connect(peerID:timeout:)`` gives up, by peer and ticket.
+    private var deadlines: [PeerID: [Int: (end: ContinuousClock.Instant, task: Task<Void, Never>)]] = [:]
     private let origin: ContinuousClock.Instant
     private var logger: Logger { configuration.logger }
 
@@ -281,8 +283,16 @@ actor BrokerLoop {
     private func dial(_ peer: PeerID, addresses: [String], port: Int) async {
         statistics.dials += 1
         await dials.acquire()
-        let outcome = await HappyEyeballs.connect(
-            DialPlan.schedule(addresses), port: port, expecting: peer, configuration: configuration.connection)
+        // A peer that asks someone before letting us in says how long that may take: whoever
+        // waits for this peer waits that long too, instead of giving up at its own timeout.
+        var settings = configuration.connection
+        let told = settings.waitingForAdmission
+        settings.waitingForAdmission = { [weak self] wait in
+            told?(wait)
+            // From the event loop into the actor; nothing to wait for here.
+            Task { await self?.admissionPending(peer, wait) }
+        }
+        let outcome = await HappyEyeballs.connect(DialPlan.schedule(addresses), port: port, expecting: peer, configuration: settings)
         await dials.release()
         switch outcome {
         case .success(let connection):
@@ -306,16 +316,33 @@ actor BrokerLoop {
         if let id = machine.connection(to: peerID), let connection = connections[id] { return connection }
         let ticket = nextWaiter
         nextWaiter += 1
-        let deadline = Task { [weak self] in
-            guard (try? await Task.sleep(for: timeout)) != nil else { return }
-            await self?.giveUp(peerID, ticket)
-        }
+        armDeadline(peerID, ticket, at: clock.now + timeout)
         let outcome = await withCheckedContinuation { waiter in
             waiters[peerID, default: [:]][ticket] = waiter
             handle(.requested(peerID))
         }
-        deadline.cancel()
+        deadlines[peerID]?.removeValue(forKey: ticket)?.task.cancel()
+        if deadlines[peerID]?.isEmpty == true { deadlines[peerID] = nil }
         return try outcome.get()
+    }
+
+    /// When a caller waiting for `peer` gives up (see ``connect(peerID:timeout:)``).
+    private func armDeadline(_ peer: PeerID, _ ticket: Int, at end: ContinuousClock.Instant) {
+        deadlines[peer, default: [:]][ticket]?.task.cancel()
+        let task = Task { [weak self] in
+            guard (try? await Task.sleep(until: end, clock: .continuous)) != nil else { return }
+            await self?.giveUp(peer, ticket)
+        }
+        deadlines[peer, default: [:]][ticket] = (end, task)
+    }
+
+    /// The peer being dialed asks someone whether to let us in, for up to `wait`: callers
+    /// waiting for it wait that long (plus slack for the network), never less than before.
+    private func admissionPending(_ peer: PeerID, _ wait: Duration) {
+        let end = clock.now + wait + .seconds(2)
+        for (ticket, deadline) in deadlines[peer] ?? [:] where end > deadline.end {
+            armDeadline(peer, ticket, at: end)
+        }
     }
 
     private func giveUp(_ peer: PeerID, _ ticket: Int) {

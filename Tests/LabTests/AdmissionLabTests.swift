@@ -112,5 +112,30 @@ struct AdmissionLabTests {
             #expect(after.output.contains(#""result":{}"#), "\(after.output)")
         }
     }
+
+    @Test("connect TYPE --name through the broker waits while a person decides, past its own --timeout")
+    func brokerWaits() async throws {
+        let lab = try Lab.require(hosts: 2)
+        let server = try await helpers.identity(lab, "Asking Box")
+        let client = try await helpers.identity(lab, "Laptop")
+        try await helpers.pin(lab, server.peerID, in: client.directory)
+        let answers = try StdinPipe()
+        let serving = try pairs.start(
+            lab, "h1", ["serve", "Asking Box", "_openagents._tcp", "9433", "--accept", "ask", "--answer-within", "10", "--host", "asking-box",
+                        "--state-dir", server.directory], stdin: answers)
+        try await lab.withProcesses([serving]) {
+            _ = try await serving.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
+            let command = [Self.nearby, "connect", "_openagents._tcp", "--name", "Asking Box", "--timeout", "2", "--json", "--state-dir", client.directory]
+                .map { "'\($0)'" }.joined(separator: " ")
+            let connecting = try lab.start(["exec", "h2", "--", "sh", "-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | "# + command])
+            _ = try await serving.waitForLine(containing: "\"invitation\"", timeout: .seconds(10))
+            _ = try await connecting.waitForLine(containing: "\"waiting\"", timeout: .seconds(5))
+            // Longer than connect's --timeout 2: the answer still gets through.
+            try await Task.sleep(for: .seconds(3))
+            answers.send("accept")
+            #expect(try await connecting.wait(timeout: .seconds(15)) == 0, "\(connecting.output)\(connecting.errorOutput)")
+            #expect(connecting.output.contains(#""result":{}"#), "\(connecting.output)")
+        }
+    }
 }
 }
