@@ -108,12 +108,12 @@ actor AdmissionDesk {
 
     private func show(_ question: AdmissionPrompt.Question, remaining: Duration) {
         let subject = question.subject
-        let within = Int((Double(nanoseconds(remaining)) / 1e9).rounded())
+        let within = wholeSeconds(remaining)
         if json {
             var members: [(String, OutputValue)] = [
                 ("event", .string("invitation")), ("question", .number(Double(question.number))),
                 ("peerID", subject.peerID.map { .string($0) } ?? .null), ("name", .string(subject.name)), ("trusted", .bool(subject.trusted)),
-                ("address", .string(subject.address)), ("answerWithinMs", .number(Double(nanoseconds(remaining) / 1_000_000))),
+                ("address", .string(subject.address)), ("answerWithinMs", .number(milliseconds(remaining).rounded())),
             ]
             if let code = subject.code { members.append(("code", .string(code))) }
             printLine(JSONText.object(members))

@@ -91,18 +91,17 @@ struct AdmissionPrompt {
     /// deadline that is the connection giving up on the answer, which the person is told as
     /// a timeout: the connection's timer and this prompt's may fire in either order.
     mutating func withdraw(_ number: Int, at now: Duration) -> [Action] {
-        func notice(_ question: Question) -> Notice {
-            now + Self.deadlineTolerance >= question.deadline ? .timedOut(question) : .withdrawn(question)
-        }
+        func timeIsUp(_ question: Question) -> Bool { now + Self.deadlineTolerance >= question.deadline }
         if let open, open.question.number == number {
             self.open = nil
             quietUntil = now + pause
-            return [.notice(notice(open.question)), .answer(number: number, accepted: false)] + advance(to: now)
+            let notice: Notice = timeIsUp(open.question) ? .timedOut(open.question) : .withdrawn(open.question)
+            return [.notice(notice), .answer(number: number, accepted: false)] + advance(to: now)
         }
         guard let index = waiting.firstIndex(where: { $0.number == number }) else { return [] }
         let question = waiting.remove(at: index)
-        return [.notice(now + Self.deadlineTolerance >= question.deadline ? .expiredUnasked(question) : .withdrawn(question)),
-                .answer(number: number, accepted: false)]
+        let notice: Notice = timeIsUp(question) ? .expiredUnasked(question) : .withdrawn(question)
+        return [.notice(notice), .answer(number: number, accepted: false)]
     }
 
     /// How close to its deadline a withdrawal counts as the question's time running out.

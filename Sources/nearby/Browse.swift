@@ -60,8 +60,7 @@ struct Browse: AsyncParsableCommand {
         if found == 0, !network.json {
             // Silence would look like success with nothing to say; it may be a wrong type or a
             // network that carries no multicast.
-            let (whole, fraction) = (ContinuousClock.now - started).components
-            let elapsed = Self.seconds(((Double(whole) + Double(fraction) / 1e18) * 10).rounded() / 10)
+            let elapsed = Self.seconds((milliseconds(ContinuousClock.now - started) / 100).rounded() / 10)
             status("nearby: found no \(serviceType) service in \(elapsed) s (check the type with `nearby types`; mDNS does not cross routers or VPNs)")
         }
     }

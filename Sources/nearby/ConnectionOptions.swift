@@ -97,14 +97,13 @@ struct ChannelOptions: ParsableArguments {
         configuration.insecure = insecure
         configuration.logger = logger
         configuration.waitingForAdmission = { wait in
-            let within = Int((Double(nanoseconds(wait)) / 1e9).rounded())
             if json {
                 printLine(JSONText.object([
                     ("event", .string("waiting")), ("reason", .string("the peer asks someone there whether to let us in")),
-                    ("timeoutMs", .number(Double(nanoseconds(wait) / 1_000_000))),
+                    ("timeoutMs", .number(milliseconds(wait).rounded())),
                 ]))
             } else {
-                status("Waiting for the other side to accept this connection (someone there is asked; up to \(within) s)...")
+                status("Waiting for the other side to accept this connection (someone there is asked; up to \(wholeSeconds(wait)) s)...")
             }
         }
         configuration.judge = try trust.judge(store) { peerID, name in

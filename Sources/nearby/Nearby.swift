@@ -107,8 +107,8 @@ struct Nearby: AsyncParsableCommand {
                 commands = next.configuration.subcommands
                 continue
             }
-            let ranked = names.map { (name: $0, distance: editDistance(token.lowercased(), $0)) }.sorted { $0.distance < $1.distance }
-            let guess = ranked.first.flatMap { $0.distance <= max(2, $0.name.count / 3) ? $0.name : nil }
+            let nearest = names.map { (name: $0, distance: editDistance(token.lowercased(), $0)) }.min { $0.distance < $1.distance }
+            let guess = nearest.flatMap { $0.distance <= max(2, $0.name.count / 3) ? $0.name : nil }
                 ?? names.first { $0.hasPrefix(token.lowercased()) && !token.isEmpty }
             let suggestion = guess.map { "; did you mean \"\((path + [$0]).joined(separator: " "))\"?" } ?? ""
             return ValidationError(

@@ -139,9 +139,9 @@ enum BrowsingBroker {
 /// `--host LABEL` for advertise and serve: the host name published in `.local` must be one
 /// DNS label of letters, digits and hyphens (RFC 952/1123), as avahi and mDNSResponder want.
 func checkHostLabel(_ host: String) throws {
-    let allowed = host.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-") }
-    guard !host.isEmpty, host.utf8.count <= 63, allowed, !host.hasPrefix("-"), !host.hasSuffix("-") else {
-        let bad = Array(Set(host.filter { !($0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-")) }.map { $0 == " " ? "a space" : "\"\($0)\"" })).sorted()
+    func allowed(_ character: Character) -> Bool { character.isASCII && (character.isLetter || character.isNumber || character == "-") }
+    guard !host.isEmpty, host.utf8.count <= 63, host.allSatisfy(allowed), !host.hasPrefix("-"), !host.hasSuffix("-") else {
+        let bad = Set(host.filter { !allowed($0) }.map { $0 == " " ? "a space" : "\"\($0)\"" }).sorted()
         let detail =
             host.isEmpty ? "it is empty"
             : host.utf8.count > 63 ? "it has \(host.utf8.count) bytes"

@@ -376,6 +376,11 @@ func printPinned(_ json: Bool, _ result: PairingResult) {
         text: "Paired: pinned \"\(result.name)\" (peer ID \(result.peerID))")
 }
 
+/// A duration in whole seconds, rounded (for "up to 30 s" in text).
+func wholeSeconds(_ duration: Duration) -> Int {
+    Int((Double(nanoseconds(duration)) / 1e9).rounded())
+}
+
 /// A duration in milliseconds, to a tenth (for output).
 func milliseconds(_ duration: Duration) -> Double {
     (Double(nanoseconds(duration)) / 1e5).rounded() / 10
