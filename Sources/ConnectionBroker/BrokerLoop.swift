@@ -214,14 +214,9 @@ actor BrokerLoop {
                     continue
                 }
                 let timeout = machine.configuration.probeTimeout
+                let deadPeerTimeout = configuration.connection.deadPeerTimeout
                 Task { [weak self] in
-                    let alive: Bool
-                    do {
-                        _ = try await connection.request("ping", timeout: timeout)
-                        alive = true
-                    } catch {
-                        alive = false
-                    }
+                    let alive = await connection.isAlive(timeout: timeout, deadPeerTimeout: deadPeerTimeout)
                     await self?.probed(id, alive: alive)
                 }
             case .report(let report):

@@ -43,6 +43,12 @@ public struct PeerConnectionConfiguration: Sendable {
     public var deadPeerTimeout: Duration = .seconds(30)
     /// The largest message accepted, in bytes; a larger one closes the connection with 1009.
     public var maximumMessageSize = 1 << 20
+    /// How much may wait in ``PeerConnection/incoming`` before the connection stops reading
+    /// from the peer (64 messages or 4 MiB; reading resumes at half). A peer faster than the
+    /// app is then held back by TCP; nothing is dropped.
+    public var incomingLimit = IncomingLimit()
+    /// Our requests that may wait for answers at once; one more fails at once with `busy`.
+    public var maximumPendingRequests = 1024
     /// Methods answered on the connection's event loop, before anything reaches
     /// ``PeerConnection/incoming``: for cheap work that never blocks or waits (a status, an
     /// echo). They save the two thread hops of answering through `incoming`. `ping` (result

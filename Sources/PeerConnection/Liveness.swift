@@ -3,12 +3,18 @@
 /// peer we send a WebSocket ping (any live peer answers with a pong); after `deadAfter`
 /// without one the peer is dead.
 ///
+/// While our own app is behind, the connection stops reading (back-pressure): the peer's
+/// frames then wait in TCP, so silence proves nothing and the peer is never called dead. To
+/// keep the peer from calling *us* dead, a heartbeat (an unsolicited pong, RFC 6455 §5.5.3)
+/// goes out at the ping interval until reading resumes.
+///
 /// A pure state machine: the connection calls ``heard(at:)`` for every frame received and
 /// ``tick(at:)`` at ``nextTick``; times are durations on any monotonic clock.
 struct Liveness: Sendable {
     enum Action: Hashable, Sendable {
         case wait
         case ping
+        case heartbeat
         case dead(silentFor: Duration)
     }
 
@@ -16,6 +22,9 @@ struct Liveness: Sendable {
     let deadAfter: Duration
     private(set) var lastHeard: Duration
     private var lastPing: Duration?
+    /// Reading is held back (by our app); the last heartbeat sent meanwhile.
+    private(set) var heldSince: Duration?
+    private var lastHeartbeat: Duration?
 
     /// `deadAfter` must be positive; pings go out at a third of it (at least every 10 s
     /// by default, so NAT and firewall state stays warm too).
@@ -30,13 +39,34 @@ struct Liveness: Sendable {
         lastHeard = max(lastHeard, now)
     }
 
+    /// The connection stopped reading because our app is behind.
+    mutating func hold(at now: Duration) {
+        guard heldSince == nil else { return }
+        heldSince = now
+        lastHeartbeat = nil
+    }
+
+    /// Reading resumed: the silence clock starts again now.
+    mutating func release(at now: Duration) {
+        guard heldSince != nil else { return }
+        heldSince = nil
+        lastHeard = max(lastHeard, now)
+        lastPing = nil
+    }
+
     /// When ``tick(at:)`` has something to do next.
     var nextTick: Duration {
+        if let heldSince { return (lastHeartbeat ?? heldSince) + pingInterval }
         let quietSince = max(lastHeard, lastPing ?? lastHeard)
         return min(lastHeard + deadAfter, quietSince + pingInterval)
     }
 
     mutating func tick(at now: Duration) -> Action {
+        if let heldSince {
+            guard now - (lastHeartbeat ?? heldSince) >= pingInterval else { return .wait }
+            lastHeartbeat = now
+            return .heartbeat
+        }
         let silence = now - lastHeard
         if silence >= deadAfter { return .dead(silentFor: silence) }
         let quietSince = max(lastHeard, lastPing ?? lastHeard)

@@ -29,8 +29,12 @@ public final class PeerConnection: Sendable {
     public let remoteAddress: String
     public let remotePort: Int
     /// Requests, notifications and responses nobody awaits, in arrival order. Ends when the
-    /// connection does.
-    public let incoming: AsyncStream<IncomingMessage>
+    /// connection does. Bounded (``PeerConnectionConfiguration/incomingLimit``): while it is
+    /// full the connection stops reading and TCP holds the peer back, so read it.
+    public let incoming: IncomingMessages
+    /// This connection among all of this process's connections (in events and logs): tells
+    /// apart two connections to the same peer, such as one the broker replaced.
+    public let id: ConnectionID
     /// How long the connection took to set up (TCP, TLS, WebSocket and `initialize`).
     public let setupDuration: Duration
 
@@ -51,6 +55,7 @@ public final class PeerConnection: Sendable {
         self.channel = channel
         self.session = NIOLoopBound(session, eventLoop: channel.eventLoop)
         incoming = session.incoming
+        id = ConnectionID.next()
         ended = session.ended.futureResult
         self.requestTimeout = requestTimeout
         self.setupDuration = setupDuration
@@ -114,12 +119,23 @@ public final class PeerConnection: Sendable {
         try await send(text: JSONRPCMessage.notification(method: method, params: params).jsonText)
     }
 
+    /// What a send does while the peer does not read what we already sent.
+    public enum SendMode: Sendable {
+        /// Wait until the message is handed to the socket (the default): a sender is held
+        /// back at the peer's pace, and nothing piles up in memory.
+        case wait
+        /// Fail at once with `busy` while earlier messages still wait for the peer.
+        case failIfBusy
+    }
+
     /// Sends `text` as one message, as it is: for tools that relay JSON-RPC written elsewhere.
-    /// Responses to requests sent this way arrive on ``incoming``.
-    public func send(text: String) async throws(PeerConnectionError) {
+    /// Responses to requests sent this way arrive on ``incoming``. Returns once the message
+    /// is handed to the socket (see ``SendMode``).
+    public func send(text: String, mode: SendMode = .wait) async throws(PeerConnectionError) {
         let session = self.session
         let promise = channel.eventLoop.makePromise(of: Void.self)
-        session.eventLoop.execute { session.value.sendText(text, promise: promise) }
+        let failIfBusy = mode == .failIfBusy
+        session.eventLoop.execute { session.value.sendText(text, failIfBusy: failIfBusy, promise: promise) }
         do { try await promise.futureResult.get() } catch let error as PeerConnectionError { throw error } catch {
             throw PeerConnectionError(.closed, "the connection is closed")
         }
@@ -134,6 +150,21 @@ public final class PeerConnection: Sendable {
         return await closed()
     }
 
+    /// Whether the peer answers a `ping` within `timeout`. A connection that stopped reading
+    /// because our app is behind (for less than `deadPeerTimeout`) counts as alive: its
+    /// silence is ours, not the peer's.
+    package func isAlive(timeout: Duration, deadPeerTimeout: Duration) async -> Bool {
+        let session = self.session
+        let held = (try? await channel.eventLoop.submit { session.value.heldBackRecently(within: deadPeerTimeout) }.get()) ?? false
+        if held { return true }
+        do {
+            _ = try await request("ping", timeout: timeout)
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// Waits until the connection has ended; returns why, in words.
     public func closed() async -> String {
         (try? await ended.get()) ?? "closed"
@@ -143,6 +174,20 @@ public final class PeerConnection: Sendable {
     public func statistics() async -> ConnectionStatistics {
         let session = self.session
         return (try? await channel.eventLoop.submit { session.value.statistics }.get()) ?? ConnectionStatistics()
+    }
+}
+
+/// A connection's number in this process, unique while it runs (1, 2, 3, …).
+public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
+    public let value: UInt64
+    public var description: String { "\(value)" }
+
+    private static let counter = NIOLockedValueBox<UInt64>(0)
+    static func next() -> ConnectionID {
+        ConnectionID(value: counter.withLockedValue { value in
+            value += 1
+            return value
+        })
     }
 }
 

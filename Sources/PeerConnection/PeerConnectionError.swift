@@ -53,4 +53,7 @@ extension OpenKind where Owner == PeerConnectionError {
     public static var pairing: Self { Self("pairing") }
     /// The caller's task was cancelled.
     public static var cancelled: Self { Self("cancelled") }
+    /// Over a limit this side set: too many requests waiting for answers, or (with
+    /// ``PeerConnection/SendMode/failIfBusy``) the peer is not reading what we already sent.
+    public static var busy: Self { Self("busy") }
 }

@@ -44,17 +44,25 @@ public struct IncomingMessage: Sendable {
     }
 }
 
-/// Where an answer to one incoming request goes.
+/// Where an answer to one incoming request goes. It holds the session weakly: a message the
+/// app keeps (or one still queued when the connection ends) must not keep the connection's
+/// handlers alive, and an answer after the end goes nowhere.
 struct ReplyRoute: Sendable {
     let id: JSONRPCID
     let batch: Int?
-    let session: NIOLoopBound<SessionHandler>
+    let session: NIOLoopBound<WeakSession>
 
     func send(_ outcome: Result<JSONValue, JSONRPCError>) {
         let session = self.session
         let (id, batch) = (id, batch)
-        session.eventLoop.execute { session.value.reply(id: id, batch: batch, outcome) }
+        session.eventLoop.execute { session.value.handler?.reply(id: id, batch: batch, outcome) }
     }
+}
+
+/// A session that callbacks may reach without keeping it alive.
+final class WeakSession {
+    weak var handler: SessionHandler?
+    init(_ handler: SessionHandler) { self.handler = handler }
 }
 
 /// How many messages a connection received, sent and refused.
@@ -67,6 +75,9 @@ public struct ConnectionStatistics: Hashable, Sendable {
     public var droppedBeforeInitialize = 0
     /// Requests we gave up waiting for (timeout or cancellation).
     public var requestsAbandoned = 0
+    /// Times the connection stopped reading because the app was behind (``IncomingLimit``),
+    /// the peer was not reading our answers, or too many batches waited for answers.
+    public var heldBack = 0
 }
 
 /// How a connection's opening ended: initialized for the app, or paired (and then closed).
@@ -113,8 +124,20 @@ final class SessionHandler: ChannelDuplexHandler {
     let established: EventLoopPromise<Opening>
     /// Fulfilled with the reason when the connection is over.
     let ended: EventLoopPromise<String>
-    let incoming: AsyncStream<IncomingMessage>
-    private let continuation: AsyncStream<IncomingMessage>.Continuation
+    /// What the app has not read yet (bounded: see ``IncomingLimit``).
+    let inbox: Inbox
+    var incoming: IncomingMessages { IncomingMessages(inbox: inbox) }
+    /// Our requests waiting for answers at most.
+    private let maximumPendingRequests: Int
+    /// Batches whose answers the app still owes at most; with more, reading stops.
+    static let maximumOpenBatches = 16
+    /// The channel asked to read while we were over a limit: reading waits for room. Since when.
+    private var readHeld = false
+    private(set) var heldSince: Duration?
+    /// The size of each message of the frame being read (the frame's text over its entries).
+    private var arrivingSize = 1
+    /// How replies and timers reach this handler without keeping it alive.
+    private var weakSession: NIOLoopBound<WeakSession>?
 
     private var context: ChannelHandlerContext?
     private var pending: [JSONRPCID: (promise: EventLoopPromise<JSONValue>, timeout: Scheduled<Void>?)] = [:]
@@ -153,7 +176,8 @@ final class SessionHandler: ChannelDuplexHandler {
     init(
         handshake: Handshake, decide: Decide?, eventLoop: any EventLoop, logger: Logger, pairing: PairingSetup? = nil,
         remoteName: String = "", remoteAddress: String = "", methods: [String: BuiltInMethod] = [:],
-        waitingForAdmission: (@Sendable (Duration) -> Void)? = nil
+        waitingForAdmission: (@Sendable (Duration) -> Void)? = nil, incomingLimit: IncomingLimit = IncomingLimit(),
+        maximumPendingRequests: Int = 1024
     ) {
         self.handshake = handshake
         self.methods = methods
@@ -165,12 +189,20 @@ final class SessionHandler: ChannelDuplexHandler {
         self.logger = logger
         established = eventLoop.makePromise()
         ended = eventLoop.makePromise()
-        (incoming, continuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+        inbox = Inbox(limit: incomingLimit)
+        self.maximumPendingRequests = max(1, maximumPendingRequests)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        let session = NIOLoopBound(WeakSession(self), eventLoop: context.eventLoop)
+        weakSession = session
+        inbox.whenRoom { session.eventLoop.execute { session.value.handler?.readAgain() } }
         if context.channel.isActive { start(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -195,6 +227,7 @@ final class SessionHandler: ChannelDuplexHandler {
         defer { reading = false }
         let text = unwrapInboundIn(data)
         let frame = JSONRPCFrame(parsing: text)
+        arrivingSize = max(1, text.utf8.count / max(1, frame.entries.count))
         let now = uptime(context)
         if pairing != nil {
             for entry in frame.entries {
@@ -263,6 +296,7 @@ final class SessionHandler: ChannelDuplexHandler {
     private func finishBatchIfAnswered(_ token: Int, context: ChannelHandlerContext) {
         guard let batch = batches[token], batch.outstanding == 0 else { return }
         batches[token] = nil
+        defer { readAgain() }
         // A batch of notifications alone is not answered (JSON-RPC 2.0 §6).
         guard !batch.answers.isEmpty else { return }
         write(JSONValue.array(batch.answers).jsonText, context: context)
@@ -289,13 +323,65 @@ final class SessionHandler: ChannelDuplexHandler {
                 reply(id: id, batch: batch, answer(params))
                 return
             }
-            let route = ReplyRoute(id: id, batch: batch, session: NIOLoopBound(self, eventLoop: context.eventLoop))
-            continuation.yield(IncomingMessage(message: message, reply: route))
+            let route = ReplyRoute(id: id, batch: batch, session: weakSession ?? NIOLoopBound(WeakSession(self), eventLoop: context.eventLoop))
+            deliver(IncomingMessage(message: message, reply: route), context: context)
             return
         default:
             break
         }
-        continuation.yield(IncomingMessage(message: message, reply: nil))
+        deliver(IncomingMessage(message: message, reply: nil), context: context)
+    }
+
+    /// Queues a message for the app; a full queue stops reading at the next read (below).
+    private func deliver(_ message: IncomingMessage, context: ChannelHandlerContext) {
+        if !inbox.push(message, size: arrivingSize) {
+            logger.trace("the app is behind: \(inbox.count) messages wait; reading stops until it catches up")
+        }
+    }
+
+    // MARK: Back-pressure
+
+    /// Reading goes on only while the app keeps up, the peer reads our answers (the channel is
+    /// writable) and the batches waiting for the app's answers are few.
+    private func mayRead(_ context: ChannelHandlerContext) -> Bool {
+        !inbox.isFull && context.channel.isWritable && batches.count < Self.maximumOpenBatches
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if mayRead(context) {
+            context.read()
+            return
+        }
+        guard !readHeld else { return }
+        readHeld = true
+        heldSince = uptime(context)
+        statistics.heldBack += 1
+        logger.debug("reading held back", metadata: [
+            "queued": "\(inbox.count)", "writable": "\(context.channel.isWritable)", "batches": "\(batches.count)",
+        ])
+        context.triggerUserOutboundEvent(ReadGate.held, promise: nil)
+    }
+
+    /// Room again (the app read, the peer read our answers, a batch was answered): the read
+    /// the channel asked for goes ahead.
+    private func readAgain() {
+        guard readHeld, let context, mayRead(context) else { return }
+        readHeld = false
+        heldSince = nil
+        context.triggerUserOutboundEvent(ReadGate.released, promise: nil)
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { readAgain() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// True while reading is held back because this side (its app) is behind, for less than
+    /// `limit`: the peer is then not known to be dead, whatever a probe would say.
+    func heldBackRecently(within limit: Duration) -> Bool {
+        guard let heldSince, let context else { return false }
+        return uptime(context) - heldSince < limit
     }
 
     /// The app's answer to request `id` (on the event loop).
@@ -367,7 +453,8 @@ final class SessionHandler: ChannelDuplexHandler {
             waiting.promise.fail(error)
         }
         pending = [:]
-        continuation.finish()
+        inbox.finish()
+        inbox.whenRoom {}
         ended.succeed(reason)
     }
 
@@ -568,6 +655,10 @@ final class SessionHandler: ChannelDuplexHandler {
         guard pending[id] == nil else {
             return promise.fail(PeerConnectionError(.invalidInput, "request id \(id) is already waiting for an answer"))
         }
+        guard pending.count < maximumPendingRequests else {
+            return promise.fail(PeerConnectionError(
+                .busy, "\(pending.count) requests already wait for answers on this connection (the limit, maximumPendingRequests)"))
+        }
         var timer: Scheduled<Void>?
         if let timeout {
             let session = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -591,10 +682,16 @@ final class SessionHandler: ChannelDuplexHandler {
         context.flush()
     }
 
-    /// Writes raw text as one message (already-encoded JSON-RPC from a user or a tool).
-    func sendText(_ text: String, promise: EventLoopPromise<Void>) {
+    /// Writes raw text as one message (already-encoded JSON-RPC from a user or a tool). The
+    /// promise completes once it is handed to the socket, so a caller that awaits it waits
+    /// while the peer does not read. `failIfBusy`: fail at once instead, while earlier writes
+    /// wait (the channel is not writable).
+    func sendText(_ text: String, failIfBusy: Bool = false, promise: EventLoopPromise<Void>) {
         guard let context, endReason == nil else {
             return promise.fail(PeerConnectionError(.closed, endReason ?? "the connection is not open"))
+        }
+        if failIfBusy, !context.channel.isWritable {
+            return promise.fail(PeerConnectionError(.busy, "the peer is not reading what we already sent"))
         }
         statistics.messagesSent += 1
         context.writeAndFlush(wrapOutboundOut(.text(text)), promise: promise)

@@ -73,7 +73,8 @@ enum Setup {
                     logger: configuration.logger, pairing: side.pairing,
                     remoteName: leaf.map { $0.commonName.isEmpty ? $0.subject : $0.commonName } ?? "",
                     remoteAddress: displayAddress(channel.remoteAddress), methods: configuration.methods,
-                    waitingForAdmission: configuration.waitingForAdmission)
+                    waitingForAdmission: configuration.waitingForAdmission, incomingLimit: configuration.incomingLimit,
+                    maximumPendingRequests: configuration.maximumPendingRequests)
                 let messages = WebSocketMessageHandler(
                     masksFrames: side.role == .connecting, maximumMessageSize: limit, deadPeerTimeout: configuration.deadPeerTimeout,
                     logger: configuration.logger)

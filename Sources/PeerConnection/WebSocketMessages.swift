@@ -16,6 +16,14 @@ struct WebSocketEnded: Sendable {
     var byPeer: Bool
 }
 
+/// Sent down the pipeline by the session when it stops reading because its app is behind, and
+/// when it reads again: the liveness check then neither calls the peer dead nor lets the peer
+/// think we are (see ``Liveness``).
+enum ReadGate: Sendable {
+    case held
+    case released
+}
+
 /// Turns WebSocket frames into whole text messages and back (RFC 6455): reassembles fragments
 /// up to `maximumMessageSize` (over it: close 1009), answers pings, runs the close handshake,
 /// and pings a quiet peer so a dead one is noticed within `deadPeerTimeout` (``Liveness``).
@@ -88,6 +96,10 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
         case .ping:
             logger.trace("pinging a quiet peer")
             write(context: context, opcode: .ping, data: context.channel.allocator.buffer(capacity: 0), promise: nil)
+            context.flush()
+        case .heartbeat:
+            logger.trace("our app is behind and reading is held: telling the peer we are alive")
+            write(context: context, opcode: .pong, data: context.channel.allocator.buffer(capacity: 0), promise: nil)
             context.flush()
         case .dead(let silence):
             end(context: context, WebSocketEnded(code: nil, reason: "the peer sent nothing for \(seconds(silence)) (dead peer: unplugged, stopped or unreachable)", byPeer: true))
@@ -195,6 +207,21 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
     }
 
     // MARK: Outbound
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard let gate = event as? ReadGate else {
+            return context.triggerUserOutboundEvent(event, promise: promise)
+        }
+        if var state = liveness, !ended {
+            switch gate {
+            case .held: state.hold(at: uptime(context))
+            case .released: state.release(at: uptime(context))
+            }
+            liveness = state
+            scheduleTick(context: context)
+        }
+        promise?.succeed()
+    }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {

@@ -188,7 +188,7 @@ struct ConnectCommand: AsyncParsableCommand {
         let json = json
         let printer = Task {
             for await message in connection.incoming {
-                printMessage(json, peerID: who, message.message)
+                await printMessage(json, peerID: who, message.message)
                 due.answered(message.message)
             }
             ending.yield(.peerClosed)
@@ -215,7 +215,9 @@ struct ConnectCommand: AsyncParsableCommand {
         await printer.value
         let reason = await connection.closed()
         printEvent(
-            json, [("event", .string("disconnected")), ("peerID", who.map { .string($0) } ?? .null), ("reason", .string(reason))],
+            json,
+            [("event", .string("disconnected")), ("connection", .number(Double(connection.id.value))), ("peerID", who.map { .string($0) } ?? .null),
+             ("reason", .string(reason))],
             text: "Disconnected: \(reason)")
         if ended != .inputEnded { throw ExitCode(1) }
     }

@@ -235,6 +235,6 @@ struct IdentityExport: AsyncParsableCommand {
             return
         }
         if key { FileHandle.standardError.write(Data("nearby: warning: the output holds the private key\n".utf8)) }
-        FileHandle.standardOutput.write(Data(identity.pem(includingPrivateKey: key).utf8))
+        StandardOutput.shared.enqueue(identity.pem(includingPrivateKey: key))
     }
 }

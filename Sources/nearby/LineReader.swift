@@ -3,8 +3,12 @@ import Foundation
 /// Standard input, line by line, for async code: a thread of its own blocks in `readLine`
 /// (never a thread of the cooperative pool), and callers get lines in turn, oldest first,
 /// each with the time it was read (so an answer can be told from input typed ahead).
+///
+/// At most ``limit`` lines wait for a caller: then the thread stops reading until one is taken,
+/// so a fast stdin (a file, a generator) waits in its pipe instead of in our memory.
 final class LineReader: @unchecked Sendable {
     static let standardInput = LineReader()
+    let limit = 64
 
     /// A line and when the reading thread got it.
     struct Line: Sendable {
@@ -12,7 +16,7 @@ final class LineReader: @unchecked Sendable {
         let arrived: ContinuousClock.Instant
     }
 
-    private let lock = NSLock()
+    private let lock = NSCondition()
     private var lines: [Line] = []
     private var waiting: [CheckedContinuation<Line?, Never>] = []
     private var finished = false
@@ -48,6 +52,7 @@ final class LineReader: @unchecked Sendable {
             startLocked()
             if !lines.isEmpty {
                 let line = lines.removeFirst()
+                lock.signal()
                 lock.unlock()
                 continuation.resume(returning: line)
             } else if finished {
@@ -62,6 +67,7 @@ final class LineReader: @unchecked Sendable {
 
     private func deliver(_ line: Line) {
         lock.lock()
+        while waiting.isEmpty && lines.count >= limit { lock.wait() }
         if waiting.isEmpty {
             lines.append(line)
             lock.unlock()

@@ -3,9 +3,10 @@ import NearbyDiscovery
 
 // What the discovery commands print: lines on stdout, addresses and resolutions as text and JSON.
 
-/// Prints a line at once (unbuffered), so a pipe sees each event as it happens.
+/// Prints a line now (no stdio buffering), so a pipe sees each event as it happens. It is
+/// written by stdout's own thread (``StandardOutput``): this never blocks.
 func printLine(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    StandardOutput.shared.enqueue(text + "\n")
 }
 
 /// Rows as indented text lines: every column but the last padded to its widest cell, two

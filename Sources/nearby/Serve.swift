@@ -314,16 +314,20 @@ struct Serve: AsyncParsableCommand {
     static func serve(_ connection: PeerConnection, json: Bool) async {
         let who = connection.peerID?.description
         // ping and echo never get here: they are built-in methods of the configuration.
+        // Printing waits while stdout is behind; this loop then stops taking messages, the
+        // connection stops reading, and TCP holds the peer back.
         for await message in connection.incoming {
-            printMessage(json, peerID: who, message.message)
+            await printMessage(json, peerID: who, message.message)
             if case .request(_, let method, _) = message.message {
                 message.respond(withError: JSONRPCError(JSONRPCError.methodNotFound, "no method \"\(method)\" here (this server answers ping and echo)"))
             }
         }
         let reason = await connection.closed()
         printEvent(
-            json, [("event", .string("disconnected")), ("peerID", who.map { .string($0) } ?? .null), ("reason", .string(reason))],
-            text: "Disconnected \(connection.peer.displayName ?? who ?? connection.remoteAddress): \(reason)")
+            json,
+            [("event", .string("disconnected")), ("connection", .number(Double(connection.id.value))), ("peerID", who.map { .string($0) } ?? .null),
+             ("reason", .string(reason))],
+            text: "Disconnected \(connection.peer.displayName ?? who ?? connection.remoteAddress) (connection \(connection.id)): \(reason)")
     }
 }
 
@@ -334,13 +338,14 @@ func printConnected(_ json: Bool, _ connection: PeerConnection, extra: [(String,
     printEvent(
         json,
         [
-            ("event", .string("connected")), ("peerID", peer.peerID.map { .string($0.description) } ?? .null),
+            ("event", .string("connected")), ("connection", .number(Double(connection.id.value))),
+            ("peerID", peer.peerID.map { .string($0.description) } ?? .null),
             ("name", peer.displayName.map { .string($0) } ?? .null), ("role", .string(connection.role.rawValue)),
             ("address", .string(connection.remoteAddress)), ("port", .number(Double(connection.remotePort))),
             ("protocolVersion", .string(peer.protocolVersion.description)), (infoKey, output(peer.info)),
             ("ms", .number(ms)),
         ] + extra,
-        text: "Connected to \"\(peer.displayName ?? "?")\" (peer ID \(peer.peerID?.description ?? "none: insecure"), \(connection.remoteAddress) port \(connection.remotePort), protocol \(peer.protocolVersion), \(connection.role.rawValue), \(String(format: "%.1f", ms)) ms)"
+        text: "Connected to \"\(peer.displayName ?? "?")\" (peer ID \(peer.peerID?.description ?? "none: insecure"), \(connection.remoteAddress) port \(connection.remotePort), protocol \(peer.protocolVersion), \(connection.role.rawValue), \(String(format: "%.1f", ms)) ms, connection \(connection.id))"
     )
 }
 
@@ -364,10 +369,11 @@ func printNotConnected(_ json: Bool, to place: String, error: PeerConnectionErro
     status("nearby: " + text + error.reasons.map { "\n  - \($0.message)" }.joined())
 }
 
-func printMessage(_ json: Bool, peerID: String?, _ message: JSONRPCMessage) {
-    printEvent(
-        json, [("event", .string("message")), ("peerID", peerID.map { .string($0) } ?? .null), ("message", .raw(message.jsonText))],
-        text: message.jsonText)
+/// A message from a peer, printed at the pace stdout takes (see ``StandardOutput/emit(_:)``).
+func printMessage(_ json: Bool, peerID: String?, _ message: JSONRPCMessage) async {
+    let text = message.jsonText
+    await StandardOutput.shared.emit(
+        json ? JSONText.object([("event", .string("message")), ("peerID", peerID.map { .string($0) } ?? .null), ("message", .raw(text))]) : text)
 }
 
 func printPinned(_ json: Bool, _ result: PairingResult) {
