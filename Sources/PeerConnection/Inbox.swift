@@ -134,6 +134,16 @@ final class Inbox: Sendable {
         for reader in readers { reader.resume(returning: nil) }
     }
 
+    /// The next queued message without waiting, or nil when none is queued now.
+    func poll() -> IncomingMessage? {
+        let (taken, room) = state.withLockedValue { state -> (IncomingMessage?, Bool) in
+            guard let message = state.queue.removeFirst() else { return (nil, false) }
+            return (message, state.releaseIfRoom())
+        }
+        if room { onRoom.withLockedValue { $0 }?() }
+        return taken
+    }
+
     func next() async -> IncomingMessage? {
         if Task.isCancelled { return nil }
         let id = state.withLockedValue { state in

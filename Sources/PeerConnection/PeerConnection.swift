@@ -124,7 +124,9 @@ public final class PeerConnection: Sendable {
         /// Wait until the message is handed to the socket (the default): a sender is held
         /// back at the peer's pace, and nothing piles up in memory.
         case wait
-        /// Fail at once with `busy` while earlier messages still wait for the peer.
+        /// Return as soon as the message is queued; fail at once with `busy` while the
+        /// connection's write buffer is over its high-water mark (64 KiB: the peer is not
+        /// reading). For a sender that would rather skip or coalesce than wait.
         case failIfBusy
     }
 

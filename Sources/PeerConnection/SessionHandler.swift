@@ -684,14 +684,19 @@ final class SessionHandler: ChannelDuplexHandler {
 
     /// Writes raw text as one message (already-encoded JSON-RPC from a user or a tool). The
     /// promise completes once it is handed to the socket, so a caller that awaits it waits
-    /// while the peer does not read. `failIfBusy`: fail at once instead, while earlier writes
-    /// wait (the channel is not writable).
+    /// while the peer does not read. `failIfBusy`: complete as soon as it is queued, or fail at
+    /// once while the channel's write buffer is over its high-water mark (not writable).
     func sendText(_ text: String, failIfBusy: Bool = false, promise: EventLoopPromise<Void>) {
         guard let context, endReason == nil else {
             return promise.fail(PeerConnectionError(.closed, endReason ?? "the connection is not open"))
         }
-        if failIfBusy, !context.channel.isWritable {
-            return promise.fail(PeerConnectionError(.busy, "the peer is not reading what we already sent"))
+        if failIfBusy {
+            guard context.channel.isWritable else {
+                return promise.fail(PeerConnectionError(.busy, "the peer is not reading what we already sent"))
+            }
+            statistics.messagesSent += 1
+            context.writeAndFlush(wrapOutboundOut(.text(text)), promise: nil)
+            return promise.succeed()
         }
         statistics.messagesSent += 1
         context.writeAndFlush(wrapOutboundOut(.text(text)), promise: promise)
