@@ -33,8 +33,8 @@ actor BrokerLoop {
     private let origin: ContinuousClock.Instant
     private var logger: Logger { configuration.logger }
 
-    private var connections: [Int: PeerConnection] = [:]
-    private var nextConnection = 1
+    /// Open connections by their ``PeerConnection/id``, which the machine uses as its own.
+    private var connections: [UInt64: PeerConnection] = [:]
     /// Callers waiting for a connection to a peer.
     private var waiters: [PeerID: [Int: CheckedContinuation<Result<PeerConnection, BrokerError>, Never>]] = [:]
     /// Why the last dial to a peer failed, for a caller waiting on it.
@@ -170,9 +170,8 @@ actor BrokerLoop {
         handle(.accepted(peer, id))
     }
 
-    private func register(_ connection: PeerConnection) -> Int {
-        let id = nextConnection
-        nextConnection += 1
+    private func register(_ connection: PeerConnection) -> UInt64 {
+        let id = connection.id.value
         connections[id] = connection
         Task { [weak self] in
             let reason = await connection.closed()
@@ -181,7 +180,7 @@ actor BrokerLoop {
         return id
     }
 
-    private func ended(_ id: Int, reason: String) {
+    private func ended(_ id: UInt64, reason: String) {
         guard connections.removeValue(forKey: id) != nil else { return }
         handle(.closed(id, reason: reason))
     }
@@ -226,7 +225,7 @@ actor BrokerLoop {
         rearm()
     }
 
-    private func probed(_ id: Int, alive: Bool) {
+    private func probed(_ id: UInt64, alive: Bool) {
         handle(.probed(id, alive: alive))
     }
 
@@ -237,9 +236,9 @@ actor BrokerLoop {
             logger.info("connected to \(peer.short) (dialed by \(initiator.short))")
             emit(.connected(connection, initiator: initiator))
             for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] { waiter.resume(returning: .success(connection)) }
-        case .disconnected(let peer, _, let reason):
+        case .disconnected(let peer, let id, let reason):
             logger.info("disconnected from \(peer.short): \(reason)")
-            emit(.disconnected(peer, reason: reason))
+            emit(.disconnected(peer, ConnectionID(value: id), reason: reason))
         case .skipped(let name, let reason):
             statistics.skipped += 1
             logger.info("skipping \"\(name)\": \(reason)")

@@ -29,7 +29,8 @@ public struct PeerAnnouncement: Hashable, Sendable {
 /// names each by a number it chooses. Every rule in DESIGN.md's table "The broker's rules" is
 /// decided here, so each is unit-tested without a network, threads or sleeping.
 struct BrokerStateMachine: Sendable {
-    typealias ConnectionID = Int
+    /// A connection's ``PeerConnection/id`` (its number in this process).
+    typealias ConnectionID = UInt64
 
     struct Configuration: Sendable {
         var localID: PeerID

@@ -184,6 +184,8 @@ public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
     public let value: UInt64
     public var description: String { "\(value)" }
 
+    package init(value: UInt64) { self.value = value }
+
     private static let counter = NIOLockedValueBox<UInt64>(0)
     static func next() -> ConnectionID {
         ConnectionID(value: counter.withLockedValue { value in

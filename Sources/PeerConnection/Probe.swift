@@ -57,8 +57,11 @@ final class ProbeResponder: ChannelInboundHandler, RemovableChannelHandler {
                 context.fireUserInboundEventTriggered(ProbeAnswered())
                 // Set-up's time-out no longer applies: a prober that stays silent is closed after
                 // a while, so that nobody can hold connections open by asking once.
+                // The timer is cancelled when the channel closes first: it holds the channel (and its
+                // TLS state) until it fires, which under thousands of probes is memory for nothing.
                 let channel = context.channel
-                context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) }
+                let linger = context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) }
+                channel.closeFuture.whenComplete { _ in linger.cancel() }
             }
             answered += 1
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: Probe.answer)), promise: nil)

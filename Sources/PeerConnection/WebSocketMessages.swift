@@ -247,8 +247,10 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
         data.writeString(String(decoding: reason.utf8.prefix(123), as: UTF8.self))
         write(context: context, opcode: .connectionClose, data: data, promise: nil)
         context.flush()
+        // Cancelled when the channel closes first, so it does not hold the channel until it fires.
         let channel = context.channel
-        context.eventLoop.scheduleTask(in: closeTimeout) { channel.close(promise: nil) }
+        let timeout = context.eventLoop.scheduleTask(in: closeTimeout) { channel.close(promise: nil) }
+        channel.closeFuture.whenComplete { _ in timeout.cancel() }
     }
 
     private func write(context: ChannelHandlerContext, opcode: WebSocketOpcode, data: ByteBuffer, promise: EventLoopPromise<Void>?) {

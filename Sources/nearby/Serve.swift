@@ -173,7 +173,9 @@ struct Serve: AsyncParsableCommand {
              ("peerID", peerID.isEmpty ? .null : .string(peerID))],
             text: "Listening on port \(listener.port) as \"\(advertisedName)\" (\(type))\(peerID.isEmpty ? ", insecure" : ", peer ID \(peerID)")")
         let serving = Task {
-            await withTaskGroup(of: Void.self) { group in
+            // Discarding: a finished connection's task is freed at once (a plain group keeps every
+            // child until it is awaited, which this loop never does: memory grew per connection).
+            await withDiscardingTaskGroup { group in
                 for await event in listener.events {
                     switch event {
                     case .rejected(let rejection):
@@ -261,7 +263,9 @@ struct Serve: AsyncParsableCommand {
              ("peerID", .string(peerID))],
             text: "Listening on port \(broker.port ?? 0) as \"\(advertised)\" (\(type)), peer ID \(peerID); inviting peers")
         let serving = Task {
-            await withTaskGroup(of: Void.self) { group in
+            // Discarding: a finished connection's task is freed at once (a plain group keeps every
+            // child until it is awaited, which this loop never does: memory grew per connection).
+            await withDiscardingTaskGroup { group in
                 for await event in broker.events {
                     switch event {
                     case .connected(let connection, let initiator):

@@ -26,8 +26,8 @@ struct BrokerStateMachineTests {
         actions.compactMap { if case .dial(let peer, _, _) = $0 { peer } else { nil } }
     }
 
-    func closes(_ actions: [BrokerStateMachine.Action]) -> [Int: String] {
-        var closed: [Int: String] = [:]
+    func closes(_ actions: [BrokerStateMachine.Action]) -> [BrokerStateMachine.ConnectionID: String] {
+        var closed: [BrokerStateMachine.ConnectionID: String] = [:]
         for case .close(let id, let reason) in actions { closed[id] = reason }
         return closed
     }
@@ -211,7 +211,7 @@ struct BrokerStateMachineTests {
         var dialed: [Duration] = []
         _ = local.handle(.announced(announcement(Self.large)), at: now)
         dialed.append(now)
-        var connection = 0
+        var connection: BrokerStateMachine.ConnectionID = 0
         // Each restart: connected, crashed a second later, announced again.
         for _ in 0..<10 {
             connection += 1

@@ -81,7 +81,7 @@ final class EchoServer: Sendable {
         self.rejections = rejections
         self.pairings = pairings
         task = Task { [listener] in
-            await withTaskGroup(of: Void.self) { group in
+            await withDiscardingTaskGroup { group in
                 for await event in listener.events {
                     switch event {
                     case .rejected(let rejection):

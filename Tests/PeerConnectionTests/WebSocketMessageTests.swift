@@ -7,7 +7,7 @@ import Testing
 @testable import PeerConnection
 
 /// The WebSocket layer on an EmbeddedChannel: frames in, frames out, time moved by hand.
-struct WebSocketHarness {
+final class WebSocketHarness {
     let channel: EmbeddedChannel
     let loop: EmbeddedEventLoop
     let ends: EndLog
@@ -38,6 +38,14 @@ struct WebSocketHarness {
         var texts: [String] = []
         while let text = try channel.readInbound(as: String.self) { texts.append(text) }
         return texts
+    }
+
+    /// Closing the channel cancels the handler's timers; an EmbeddedEventLoop would otherwise
+    /// keep them (and through them the handler) forever, which LeakSanitizer reports.
+    deinit {
+        _ = try? channel.finish()
+        // Timers still due (a close after its timeout) hold the channel: run them out.
+        loop.advanceTime(by: .hours(1))
     }
 }
 

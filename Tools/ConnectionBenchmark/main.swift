@@ -6,6 +6,9 @@
 //   nearby-connection-bench roundtrips HOST PORT STATE-DIR SECONDS     (one request at a time)
 //   nearby-connection-bench pipelined HOST PORT STATE-DIR SECONDS      (32 requests in flight)
 //   nearby-connection-bench idle HOST PORT STATE-DIR COUNT     (holds them until stdin closes)
+//   nearby-connection-bench churn HOST PORT STATE-DIR COUNT    (connect, one ping, close; a line
+//                                                              every 1,000 for the caller's RSS samples)
+//   nearby-connection-bench probe HOST PORT STATE-DIR COUNT    (the broker's round-trip probe, before TLS)
 
 import Foundation
 import PeerConnection
@@ -18,7 +21,7 @@ func fail(_ message: String) -> Never {
 
 let arguments = CommandLine.arguments
 guard arguments.count == 6, let port = Int(arguments[3]), let count = Int(arguments[5]) else {
-    fail("usage: nearby-connection-bench setup|roundtrips|pipelined|idle HOST PORT STATE-DIR N")
+    fail("usage: nearby-connection-bench setup|roundtrips|pipelined|idle|churn|probe HOST PORT STATE-DIR N")
 }
 let (mode, host, stateDirectory) = (arguments[1], arguments[2], URL(fileURLWithPath: arguments[4]))
 let identity: PeerIdentity
@@ -80,6 +83,31 @@ case "setup":
     times.sort()
     let pick = { (q: Double) in times.isEmpty ? 0 : times[min(times.count - 1, Int(Double(times.count) * q))] }
     print(["figure": "setup", "count": times.count, "failures": failures, "median_ms": pick(0.5), "p95_ms": pick(0.95), "p99_ms": pick(0.99)])
+case "churn":
+    // What a phone that reconnects all day does to a server: each connection set up,
+    // initialized, pinged once and closed. stdout gets a line every 1,000 so the caller can
+    // sample the server's memory as the count grows.
+    var failures = 0
+    for index in 1...max(1, count) {
+        do {
+            let connection = try await PeerConnection.connect(host: host, port: port, configuration: configuration)
+            _ = try await connection.request("ping")
+            await connection.close()
+        } catch {
+            failures += 1
+        }
+        if index % 1000 == 0 || index == count {
+            print(["figure": "churn", "done": index, "failures": failures])
+        }
+    }
+case "probe":
+    var failures = 0
+    for index in 1...max(1, count) {
+        if await PeerConnection.measureRoundTrip(host: host, port: port, samples: 1) == nil { failures += 1 }
+        if index % 1000 == 0 || index == count {
+            print(["figure": "probe", "done": index, "failures": failures])
+        }
+    }
 case "roundtrips", "pipelined":
     let connection: PeerConnection
     do { connection = try await PeerConnection.connect(host: host, port: port, configuration: configuration) } catch { fail("\(error)") }

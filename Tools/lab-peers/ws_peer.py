@@ -10,9 +10,13 @@ independently of Nearby, for interoperability tests and the connection benchmark
       initialize), round trips for N seconds on one connection (one at a time, or 32 in
       flight with "pipelined"), or N idle connections held
       until stdin closes. One JSON line per figure.
-  ws_peer.py server PORT [--identity PEM --trust PEM] [--version V]
+  ws_peer.py server PORT [--identity PEM --trust PEM] [--version V] [--stall]
       serves initialize, ping and echo; with --identity it requires a client certificate
-      that chains to --trust. Prints {"event":"listening","port":P} when ready.
+      that chains to --trust. Prints {"event":"listening","port":P} when ready. --stall: after
+      initialize the app reads nothing more (websockets then stops reading at max_queue).
+  ws_peer.py bench flood URL SECONDS --identity PEM --trust PEM
+      after initialize, sends 1 KiB notifications as fast as the connection takes them for
+      SECONDS; prints {"figure":"flood","sent":N,"per_second":[...]} (messages sent each second).
 
   ws_peer.py relay PORT UPSTREAM_URL --identity PEM
       a man in the middle: accepts wss:// with its own certificate (asking for none), dials
@@ -90,8 +94,8 @@ INITIALIZE = {
 }
 
 
-async def open_initialized(url, ctx):
-    ws = await websockets.connect(url, ssl=ctx, max_size=2**20, ping_interval=None)
+async def open_initialized(url, ctx, **options):
+    ws = await websockets.connect(url, ssl=ctx, max_size=2**20, ping_interval=None, **options)
     await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE}))
     answer = json.loads(await ws.recv())
     if "result" not in answer:
@@ -157,6 +161,35 @@ async def bench(args):
         say(figure="pipelined", count=done, failures=0, per_second=done / (time.perf_counter() - start))
         reading.cancel()
         await ws.close()
+    elif args.figure == "flood":
+        # No permessage-deflate (websockets offers it by default, Nearby does not accept it):
+        # 1 KiB of padding would shrink to a few bytes and the two servers would not see the same load.
+        ws = await open_initialized(args.url, ctx, compression=None)
+        rss_start = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS"))
+        pad = "x" * 960
+        sent, per_second = 0, []
+        start = time.perf_counter()
+        mark = start + 1
+        end = start + args.n
+        while True:
+            now = time.perf_counter()
+            if now >= mark:
+                per_second.append(sent - sum(per_second))
+                mark += 1
+                if now >= end:
+                    break
+            # send() waits while websockets' write buffer is over its high-water mark: a
+            # server that stopped reading holds it here until the time is up.
+            text = '{"jsonrpc":"2.0","method":"flood","params":{"i":%d,"pad":"%s"}}' % (sent, pad)
+            try:
+                await asyncio.wait_for(ws.send(text), timeout=max(0.001, min(mark, end) - now))
+            except asyncio.TimeoutError:
+                continue  # (this message may be half written: the connection is aborted at the end)
+            sent += 1
+        import resource
+        say(figure="flood", sent=sent, per_second=per_second, rss_start_kib=rss_start,
+            rss_peak_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        ws.transport.abort()
     else:
         opened, failures = [], 0
         for batch in range(0, args.n, 50):
@@ -190,6 +223,8 @@ async def server(args):
                     "_meta": {"display_name": "Python Peer"},
                 }
                 await ws.send(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}))
+                if args.stall:
+                    await asyncio.Future()  # an app that stopped reading; the connection stays open
             elif not initialized:
                 await ws.send(json.dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32002, "message": "not initialized"}}))
             elif method == "ping":
@@ -237,12 +272,13 @@ def main():
     c.add_argument("url")
     c.add_argument("--count", type=int, default=1)
     b = sub.add_parser("bench")
-    b.add_argument("figure", choices=["setup", "roundtrips", "pipelined", "idle"])
+    b.add_argument("figure", choices=["setup", "roundtrips", "pipelined", "idle", "flood"])
     b.add_argument("url")
     b.add_argument("n", type=int)
     s = sub.add_parser("server")
     s.add_argument("port", type=int)
     s.add_argument("--host", default="0.0.0.0")
+    s.add_argument("--stall", action="store_true")
     r = sub.add_parser("relay")
     r.add_argument("port", type=int)
     r.add_argument("upstream")
