@@ -1,3 +1,4 @@
+public import DNSWire
 public import Logging
 public import NearbyDiscovery
 public import PeerConnection
@@ -72,16 +73,9 @@ public struct BrokerStatistics: Hashable, Sendable {
 
 /// Why a broker could not do what was asked, in words a person can act on.
 public struct BrokerError: Error, Hashable, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable {
-        /// Nothing suitable was found (in time).
-        case notFound
-        /// Found, but no connection could be made (in time).
-        case unreachable
-        /// The broker could not start (listening or advertising failed).
-        case startFailed
-        /// The connection was refused (see ``connectionError``).
-        case refused
-    }
+    /// What went wrong, as an open set of codes (like every other error of the package): a
+    /// `switch` needs a `default:`, and codes added later break nobody.
+    public typealias Code = OpenKind<BrokerError>
     public var code: Code
     public var message: String
     /// With `refused` or `unreachable`: the connection's own error, when there is one.
@@ -207,4 +201,15 @@ public final class ConnectionBroker: Sendable {
     public func shutdown() async {
         await loop.shutdown()
     }
+}
+
+extension OpenKind where Owner == BrokerError {
+    /// Nothing suitable was found (in time).
+    public static var notFound: Self { Self("notFound") }
+    /// Found, but no connection could be made (in time).
+    public static var unreachable: Self { Self("unreachable") }
+    /// The broker could not start (listening or advertising failed).
+    public static var startFailed: Self { Self("startFailed") }
+    /// The connection was refused (see ``BrokerError/connectionError``).
+    public static var refused: Self { Self("refused") }
 }

@@ -99,8 +99,8 @@ public final class MulticastTransport: Sendable {
     }
 
     /// Datagrams the sockets failed to send so far, and why the last one failed.
-    public var sendFailures: Int { state.withLockedValue { $0.failedSends } }
-    public var lastSendFailure: String? { state.withLockedValue { $0.lastSendFailure } }
+    package var sendFailures: Int { state.withLockedValue { $0.failedSends } }
+    package var lastSendFailure: String? { state.withLockedValue { $0.lastSendFailure } }
 
     /// Datagrams read but thrown away before decoding: longer than 9000 bytes (cut short), or
     /// without the packet information that names their interface; and failed reads.
@@ -115,7 +115,7 @@ public final class MulticastTransport: Sendable {
     }
 
     /// `kernelDropped`: datagrams the kernel dropped because a socket's buffer was full.
-    public var receiveDrops: (truncated: Int, malformed: Int, errors: Int, kernelDropped: Int) { receiveCounters.withLockedValue { $0 } }
+    package var receiveDrops: (truncated: Int, malformed: Int, errors: Int, kernelDropped: Int) { receiveCounters.withLockedValue { $0 } }
 
     /// Whether another program on this machine already has UDP port 5353 (avahi-daemon,
     /// mDNSResponder, python-zeroconf): a plain bind without SO_REUSEADDR fails then.

@@ -204,7 +204,8 @@ public final class Advertisement: Sendable {
     private let withdraw: @Sendable () async -> Void
 
     /// Made by a backend: `update` replaces the TXT record, `cancel` withdraws with goodbyes.
-    public init(
+    /// (Package-only: apps receive advertisements, they do not make them.)
+    package init(
         name: String, requestedName: String, type: ServiceType, port: UInt16, events: AsyncStream<AdvertisementEvent>,
         update: @escaping @Sendable (DiscoveryInfo) async -> Void, cancel: @escaping @Sendable () async -> Void
     ) {

@@ -6,9 +6,9 @@ import Darwin
 
 /// The operating system's answers about this machine's name and network interfaces, in one
 /// place: the discovery modules above ask here instead of calling C themselves.
-public enum NetworkPlatform {
+package enum NetworkPlatform {
     /// This machine's host name as the kernel has it (`buildbox.example.com`), or nil.
-    public static func hostName() -> String? {
+    package static func hostName() -> String? {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count) == 0 else { return nil }
         let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -17,20 +17,20 @@ public enum NetworkPlatform {
 
     /// This machine's host name without a domain (`buildbox` for `buildbox.example.com`), or
     /// nil when it has none.
-    public static func hostLabel() -> String? {
+    package static func hostLabel() -> String? {
         guard let name = hostName() else { return nil }
         let label = name.split(separator: ".").first.map(String.init) ?? ""
         return label.isEmpty ? nil : label
     }
 
     /// The kernel's index of the interface named `name`, or nil when there is none.
-    public static func interfaceIndex(named name: String) -> Int? {
+    package static func interfaceIndex(named name: String) -> Int? {
         let index = if_nametoindex(name)
         return index == 0 ? nil : Int(index)
     }
 
     /// The name of the interface with this index, or "" when there is none.
-    public static func interfaceName(index: Int) -> String {
+    package static func interfaceName(index: Int) -> String {
         guard index > 0, index <= Int(UInt32.max) else { return "" }
         var buffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
         guard if_indextoname(UInt32(index), &buffer) != nil else { return "" }
@@ -38,24 +38,24 @@ public enum NetworkPlatform {
     }
 
     /// One address of one network interface, as `getifaddrs` reports it.
-    public struct InterfaceAddress: Sendable, Hashable {
+    package struct InterfaceAddress: Sendable, Hashable {
         /// The interface's name (`eth0`) and the kernel's index for it.
-        public var name: String
-        public var index: Int
+        package var name: String
+        package var index: Int
         /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6.
-        public var address: [UInt8]
+        package var address: [UInt8]
         /// The number of leading one bits in the netmask.
-        public var prefixLength: Int
+        package var prefixLength: Int
         /// IFF_MULTICAST: the interface can send and receive multicast.
-        public var supportsMulticast: Bool
+        package var supportsMulticast: Bool
         /// IFF_UP and IFF_RUNNING: the interface is up and its link is.
-        public var isRunning: Bool
+        package var isRunning: Bool
         /// Whether this is an IPv6 address.
-        public var isIPv6: Bool { address.count == 16 }
+        package var isIPv6: Bool { address.count == 16 }
     }
 
     /// Every IPv4 and IPv6 address of every interface, in the order the kernel lists them.
-    public static func interfaceAddresses() -> [InterfaceAddress] {
+    package static func interfaceAddresses() -> [InterfaceAddress] {
         var found: [InterfaceAddress] = []
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else { return found }

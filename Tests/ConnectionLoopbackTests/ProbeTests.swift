@@ -45,19 +45,23 @@ struct ProbeTests {
 }
 
 extension ProbeTests {
-    @Test("a prober that asks once and then stays silent is closed by the listener within a few seconds")
+    @Test("a prober that asks once and then stays silent is closed by the listener (after its 2 s linger limit)")
     func silentProberIsClosed() async throws {
         let server = try Peers.identity("Build Box")
-        let echo = try await EchoServer(Peers.configuration(server))
+        // A set-up timeout far beyond the linger limit: the close seen must be the prober's, also
+        // on a machine so loaded (sanitizers, parallel floods) that timers run seconds late.
+        var configuration = Peers.configuration(server)
+        configuration.setupTimeout = .seconds(60)
+        let echo = try await EchoServer(configuration)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: echo.port).get()
         try await channel.writeAndFlush(channel.allocator.buffer(string: "NEARBY-PROBE 1\n")).get()
-        let closedAt = ContinuousClock.now
-        // Bounded: the test waits at most 10 s, then says the connection was still open.
+        // Bounded: the test waits at most 30 s (the limit is 2 s; the margin is for loaded
+        // machines, not a measurement), then says the connection was still open.
         let closed = try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask { try await channel.closeFuture.get(); return true }
             group.addTask {
                 // Closing from here ends the other child too (a close future ignores cancellation).
-                try await Task.sleep(for: .seconds(10))
+                try await Task.sleep(for: .seconds(30))
                 try? await channel.close()
                 return false
             }
@@ -65,8 +69,7 @@ extension ProbeTests {
             group.cancelAll()
             return first
         }
-        #expect(closed, "the listener kept a silent prober's connection open for 10 s")
-        #expect(ContinuousClock.now - closedAt < .seconds(5))
+        #expect(closed, "the listener kept a silent prober's connection open for 30 s")
         await echo.stop()
     }
 }
