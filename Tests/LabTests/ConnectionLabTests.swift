@@ -172,6 +172,43 @@ struct ConnectionLabTests {
         }
     }
 
+    @Test("a peer flooding serve whose stdout nobody reads is held back by TCP: serve's memory stays bounded, and what it prints is every message once, in order")
+    func floodWithStdoutStalled() async throws {
+        let lab = try Lab.require(hosts: 2)
+        let server = try await identity(lab, "Build Box")
+        let client = try await identity(lab, "Python Peer")
+        try await pin(lab, client.peerID, in: server.directory)
+        let certificate = server.directory + "/server.crt"
+        try await lab.run(["exec", "h1", "--", "sh", "-c", "'\(Self.nearby)' identity export --state-dir '\(server.directory)' > '\(certificate)'"])
+        // serve's stdout goes to a reader that stops reading for 6 s after "listening" (as a
+        // stalled app would), then reads all and sums up.
+        let reader = Self.repository.appendingPathComponent("Tools/lab-peers/slow_reader.py").path
+        let command = [Self.nearby, "serve", "Build Box", "_openagents._tcp", "9419", "--no-advertise", "--json", "--state-dir", server.directory]
+            .map { "'\($0)'" }.joined(separator: " ")
+        let serving = try lab.start(["exec", "h1", "--", "sh", "-c", "\(command) < /dev/null | '\(Self.python)' '\(reader)' 6"])
+        try await lab.withProcesses([serving]) {
+            _ = try await serving.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
+            // 1 KiB notifications as fast as the connection takes them, for 4 s, then the
+            // flooder aborts its connection.
+            let flooded = try await lab.run([
+                "exec", "h2", "--", Self.python, Self.wsPeer, "bench", "flood", "wss://\(Self.h1):9419/", "4", "--identity", client.directory + "/identity.pem",
+                "--trust", certificate,
+            ])
+            let sent = try #require(jsonLines(flooded).first?["sent"] as? Int, "\(flooded)")
+            let summary = try await serving.waitForLine(containing: "\"printed\"", timeout: .seconds(60))
+            let result = try #require(jsonLines(summary).first, "\(summary)")
+            let printed = try #require(result["printed"] as? Int)
+            let growth = ((result["rssPeakKib"] as? Int) ?? 0) - ((result["rssBeforeKib"] as? Int) ?? 0)
+            // Held back, the flooder gets out only what the kernel's buffers, serve's queue (64)
+            // and its stdout buffer (1 MiB) hold: about 3,200 here. A serve that kept reading
+            // would have taken 20 MB in 4 s and grown by as much (the next check).
+            #expect(sent < 20_000, "the flooder was not held back: \(sent) messages sent")
+            #expect((result["pid"] as? Int) != nil && growth < 16 * 1024, "serve grew by \(growth) KiB while its stdout was stalled")
+            #expect(result["inOrder"] as? Bool == true, "\(summary)")
+            #expect(printed > 0 && printed <= sent, "printed \(printed) of \(sent)")
+        }
+    }
+
     @Test("--accept ask: an accept line that was there before the question admits nobody (ignored, and said so); with stdin closed the invitation is declined")
     func askOnStdin() async throws {
         let lab = try Lab.require(hosts: 2)
