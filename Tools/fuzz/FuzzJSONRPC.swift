@@ -26,9 +26,10 @@
 //     U+FFFD) and agrees with JSONValue: text that is not JSON gives one .invalid -32700 failure
 //     with no id, not a batch; an empty array one .invalid -32600; a non-empty array a batch with
 //     one entry per element; any other value one entry. Every .invalid entry holds a .failure
-//     with code -32600 or -32700 (never owed for a notification: an object with a string
-//     "method", "jsonrpc":"2.0" and no "id" is never invalid); a valid request or notification
-//     has params nil, an array or an object.
+//     with code -32600 or -32700, and a well-formed notification (an object with
+//     "jsonrpc":"2.0", a string "method", no "id" and params absent, an array or an object) is
+//     never judged invalid; a valid request or notification has params nil, an array or an
+//     object, and only an object gives a valid message.
 //  J5 Every entry re-encodes: for a valid message m, JSONRPCFrame(parsing: m.jsonText) is exactly
 //     one .message(canonical(m)) and no batch; the error response owed for an invalid entry is
 //     itself a valid message that round-trips the same way (the sender can read it).

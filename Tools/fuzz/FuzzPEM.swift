@@ -12,7 +12,8 @@
 //     returns a certificate whose `der` is exactly the input.
 //  T2 A certificate that parses keeps its facts:
 //     - they are a function of its bytes: OpenSSL.inspect(der) run afresh (no memo) gives the
-//       facts the Certificate holds, and Certificate.remembered(der:) gives an equal value;
+//       facts the Certificate holds, and right after a read Certificate.remembered(der:) gives
+//       an equal value;
 //     - its PEM form (certificate.pem) reads back through Certificate.chain(pem:) as exactly
 //       that one certificate;
 //     - OpenSSL's own re-encoding of it (d2i_X509, i2d_X509) parses to the same facts, and
@@ -84,6 +85,10 @@ struct FuzzPEM {
         do {
             let certificate = try Certificate(der: der)
             guard certificate.der == der else { fail("T1", "\(what): the certificate's der is not the bytes it was read from") }
+            // Nothing was read in between, so the memo cannot have been emptied since.
+            guard Certificate.remembered(der: der) == certificate else {
+                fail("T2", "\(what): Certificate.remembered(der:) does not give the certificate just read")
+            }
             return certificate
         } catch {
             guard error.code == .malformed else { fail("T1", "\(what): threw \(error.code), not malformed: \(error)") }
@@ -95,9 +100,6 @@ struct FuzzPEM {
 
     func checkCertificate(_ certificate: Certificate, _ what: String) {
         let facts = FuzzFacts(certificate)
-        guard Certificate.remembered(der: certificate.der) == certificate else {
-            fail("T2", "\(what): Certificate.remembered(der:) does not give the certificate back")
-        }
         let fresh: OpenSSL.CertificateFacts
         do {
             fresh = try OpenSSL.inspect(certificate.der)

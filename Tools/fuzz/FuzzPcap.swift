@@ -12,9 +12,9 @@
 //     followed by less than a full 24-byte file header.
 //  C2 What it returns lies within the input: the payloads occur in the input in the order
 //     returned and without overlapping (each after the 24-byte file header, a 16-byte record
-//     header, a 20-byte IP header and an 8-byte UDP header at least); a datagram's time is finite; its endpoints read
-//     "a.b.c.d:port" or "[IPv6]:port" with a port 0...65535 and an address that DNSWire's
-//     IPv4Address/IPv6Address parse back to the same text.
+//     header, a 20-byte IP header and an 8-byte UDP header at least); a datagram's time is
+//     finite; its endpoints read "a.b.c.d:port" or "[IPv6]:port" with a port 0...65535 and an
+//     address that DNSWire's IPv4Address/IPv6Address parse back to the same text.
 //  C3 A well-formed capture gives its payload back: the harness writes a pcap file header and
 //     one record holding the input as the payload of a UDP datagram in IPv4 or IPv6, in an
 //     Ethernet, Linux cooked or raw IP frame (byte order, time resolution, link type, IP
@@ -35,9 +35,9 @@ struct FuzzPcap {
     let bytes: [UInt8]
 
     func run() {
-        let datagrams = readAny()           // C1
+        let datagrams = readAny()               // C1
         checkWithinInput(datagrams, of: bytes)  // C2
-        checkWellFormed()                   // C3
+        checkWellFormed()                       // C3
     }
 
     // MARK: C1
@@ -47,6 +47,7 @@ struct FuzzPcap {
         do {
             let datagrams = try Pcap.datagrams(in: bytes)
             guard isPcap else { fail("C1", "isPcap is false but datagrams(in:) read \(datagrams.count) datagrams") }
+            guard bytes.count >= 24 else { fail("C1", "a \(bytes.count)-byte capture (no full file header) was read") }
             return datagrams
         } catch let error as PcapError {
             switch error {
