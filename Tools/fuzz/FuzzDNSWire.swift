@@ -290,8 +290,7 @@ struct FuzzDNSWire {
     // MARK: reporting
 
     func fail(_ property: String, _ detail: String) -> Never {
-        let shown = bytes.count <= 2048 ? hex(bytes) : hex(Array(bytes.prefix(2048))) + "..."
-        fatalError("DNSWire fuzz property \(property) failed: \(detail)\ninput (\(bytes.count) bytes): \(shown)")
+        fuzzFailure("DNSWire", property, detail, input: bytes)
     }
 
     func difference(_ expected: Message, _ actual: Message) -> String {
@@ -311,22 +310,7 @@ struct FuzzDNSWire {
     }
 }
 
-private let hexDigits = Array("0123456789abcdef".utf8)
-
-func hex(_ bytes: [UInt8]) -> String {
-    var out: [UInt8] = []
-    out.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-        out.append(hexDigits[Int(byte >> 4)])
-        out.append(hexDigits[Int(byte & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
-
 func hexLabels(_ labels: [[UInt8]]) -> String {
     "[" + labels.map(hex).joined(separator: ",") + "]"
 }
 
-func quoted(_ text: String) -> String {
-    "\"" + text.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined() + "\""
-}

@@ -297,7 +297,4 @@ struct FuzzJSONRPC {
         return text.utf8.count <= 600 ? quoted(text) : quoted(String(text.prefix(600))) + "..."
     }
 
-    func quoted(_ text: String) -> String {
-        "\"" + text.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined() + "\""
-    }
 }

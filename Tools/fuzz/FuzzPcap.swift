@@ -242,18 +242,6 @@ struct FuzzPcap {
     // MARK: reporting
 
     func fail(_ property: String, _ detail: String) -> Never {
-        let shown = bytes.count <= 2048 ? hex(bytes) : hex(Array(bytes.prefix(2048))) + "..."
-        fatalError("pcap fuzz property \(property) failed: \(detail)\ninput (\(bytes.count) bytes): \(shown)")
-    }
-
-    func hex(_ data: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(data.count * 2)
-        for byte in data {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        fuzzFailure("pcap", property, detail, input: bytes)
     }
 }
