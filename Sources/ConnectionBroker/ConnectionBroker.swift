@@ -45,7 +45,7 @@ public enum BrokerEvent: Sendable {
     /// A connection is now the peer's one connection; `initiator` is the peer ID that dialed.
     case connected(PeerConnection, initiator: PeerID)
     /// The peer's connection ended (a replacement, if any, follows as `connected`): the
-    /// connection is the one whose ``PeerConnection/id`` this is.
+    /// connection is the one whose `PeerConnection.id` this is.
     case disconnected(PeerID, ConnectionID, reason: String)
     /// An announced peer is not dialed: no valid TXT `id`, an incompatible `pv`.
     case skipped(name: String, reason: String)

@@ -51,9 +51,10 @@ public enum JSONValue: Hashable, Sendable {
         self = try JSONTextCodec.parse(JSONEncoder().encode(value))
     }
 
-    /// Decodes this value as `type` (for params and results).
+    /// Decodes this value as `type` (for params and results), by JSONDecoder's default rules,
+    /// straight from the value (no text in between).
     public func decode<Value: Decodable>(as type: Value.Type = Value.self) throws -> Value {
-        try JSONDecoder().decode(type, from: JSONEncoder().encode(self))
+        try JSONValueDecoder.decode(type, from: self)
     }
 
     /// Compact JSON text, keys in sorted order (the same value always gives the same text).

@@ -127,19 +127,21 @@ struct BackPressureTests {
             harness.session.request(id: .integer(id), method: "slow", params: nil, timeout: nil, promise: promise)
             outcomes.append(promise.futureResult)
         }
-        var busy: PeerConnectionError?
-        outcomes[2].whenFailure { busy = $0 as? PeerConnectionError }
         harness.loop.run()
-        #expect(busy?.code == .busy)
-        #expect(busy?.message.contains("2 requests already wait") == true)
+        let busy = try #require(throws: PeerConnectionError.self) { try outcomes[2].wait() }
+        #expect(busy.code == .busy)
+        #expect(busy.message.contains("2 requests already wait"))
+        let settled = Counter()
+        for outcome in outcomes.prefix(2) { outcome.whenComplete { _ in settled.add() } }
+        #expect(settled.value == 0)  // the first two still wait for their answers
         // Answering one makes room again.
         try harness.channel.writeInbound(JSONRPCMessage.response(id: .integer(1), result: .null).jsonText)
         let promise = harness.loop.makePromise(of: JSONValue.self)
         harness.session.request(id: .integer(4), method: "slow", params: nil, timeout: nil, promise: promise)
-        var failed = false
-        promise.futureResult.whenFailure { _ in failed = true }
+        let failed = Counter()
+        promise.futureResult.whenFailure { _ in failed.add() }
         harness.loop.run()
-        #expect(!failed)
+        #expect(failed.value == 0)  // sent, waiting for its answer
     }
 }
 

@@ -8,8 +8,8 @@
 // Decoding is compared to a tree (ours: JSONValue; JSONSerialization: its own Any tree, which
 // it is cheapest at; JSONDecoder: JSONValue through Codable). Encoding writes compact text with
 // sorted keys, as the channel does. "typed params" decodes an `initialize` request's params to
-// a Codable struct: through JSONValue (what `JSONValue.decode(as:)` does today: JSONEncoder
-// then JSONDecoder) against JSONDecoder straight from the params' text.
+// a Codable struct with `JSONValue.decode(as:)` (a Decoder that reads the tree itself) against
+// JSONDecoder from the params' text.
 
 import Foundation
 import PeerConnection
