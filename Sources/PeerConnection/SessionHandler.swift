@@ -75,9 +75,12 @@ public struct ConnectionStatistics: Hashable, Sendable {
     public var droppedBeforeInitialize = 0
     /// Requests we gave up waiting for (timeout or cancellation).
     public var requestsAbandoned = 0
-    /// Times the connection stopped reading because the app was behind (``IncomingLimit``),
-    /// the peer was not reading our answers, or too many batches waited for answers.
+    /// Times the connection stopped reading because the app was behind (``IncomingLimit``) or
+    /// too many batches waited for its answers.
     public var heldBack = 0
+    /// Connections closed because the peer went over a hard limit: it did not read our
+    /// answers while 8 MiB of them waited to be sent.
+    public var closedOverLimit = 0
 }
 
 /// How a connection's opening ended: initialized for the app, or paired (and then closed).
@@ -131,6 +134,13 @@ final class SessionHandler: ChannelDuplexHandler {
     private let maximumPendingRequests: Int
     /// Batches whose answers the app still owes at most; with more, reading stops.
     static let maximumOpenBatches = 16
+    /// Answers (to the peer's requests and malformed input, and the handshake's and pairing's
+    /// messages) written but not yet handed to the socket, in bytes. A peer that sends requests
+    /// and never reads the answers would grow this without end; past the limit the connection
+    /// is closed and says why. (Reading is not stopped for it: two peers that each stopped
+    /// reading until their own writes drain would wait for each other forever.)
+    private var unsentAnswerBytes = 0
+    private let maximumUnsentAnswerBytes: Int
     /// The channel asked to read while we were over a limit: reading waits for room. Since when.
     private var readHeld = false
     private(set) var heldSince: Duration?
@@ -177,7 +187,7 @@ final class SessionHandler: ChannelDuplexHandler {
         handshake: Handshake, decide: Decide?, eventLoop: any EventLoop, logger: Logger, pairing: PairingSetup? = nil,
         remoteName: String = "", remoteAddress: String = "", methods: [String: BuiltInMethod] = [:],
         waitingForAdmission: (@Sendable (Duration) -> Void)? = nil, incomingLimit: IncomingLimit = IncomingLimit(),
-        maximumPendingRequests: Int = 1024
+        maximumPendingRequests: Int = 1024, maximumUnsentAnswerBytes: Int = 8 << 20
     ) {
         self.handshake = handshake
         self.methods = methods
@@ -191,6 +201,7 @@ final class SessionHandler: ChannelDuplexHandler {
         ended = eventLoop.makePromise()
         inbox = Inbox(limit: incomingLimit)
         self.maximumPendingRequests = max(1, maximumPendingRequests)
+        self.maximumUnsentAnswerBytes = max(1, maximumUnsentAnswerBytes)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -341,10 +352,10 @@ final class SessionHandler: ChannelDuplexHandler {
 
     // MARK: Back-pressure
 
-    /// Reading goes on only while the app keeps up, the peer reads our answers (the channel is
-    /// writable) and the batches waiting for the app's answers are few.
+    /// Reading goes on only while the app keeps up and the batches waiting for the app's
+    /// answers are few.
     private func mayRead(_ context: ChannelHandlerContext) -> Bool {
-        !inbox.isFull && context.channel.isWritable && batches.count < Self.maximumOpenBatches
+        !inbox.isFull && batches.count < Self.maximumOpenBatches
     }
 
     func read(context: ChannelHandlerContext) {
@@ -356,25 +367,17 @@ final class SessionHandler: ChannelDuplexHandler {
         readHeld = true
         heldSince = uptime(context)
         statistics.heldBack += 1
-        logger.debug("reading held back", metadata: [
-            "queued": "\(inbox.count)", "writable": "\(context.channel.isWritable)", "batches": "\(batches.count)",
-        ])
+        logger.debug("reading held back", metadata: ["queued": "\(inbox.count)", "batches": "\(batches.count)"])
         context.triggerUserOutboundEvent(ReadGate.held, promise: nil)
     }
 
-    /// Room again (the app read, the peer read our answers, a batch was answered): the read
-    /// the channel asked for goes ahead.
+    /// Room again (the app read, or a batch was answered): the read the channel asked for goes ahead.
     private func readAgain() {
         guard readHeld, let context, mayRead(context) else { return }
         readHeld = false
         heldSince = nil
         context.triggerUserOutboundEvent(ReadGate.released, promise: nil)
         context.read()
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { readAgain() }
-        context.fireChannelWritabilityChanged()
     }
 
     /// True while reading is held back because this side (its app) is behind, for less than
@@ -639,9 +642,23 @@ final class SessionHandler: ChannelDuplexHandler {
         write(message.jsonText, context: context)
     }
 
+    /// Writes an answer (see ``unsentAnswerBytes``): counted until the socket has it.
     private func write(_ text: String, context: ChannelHandlerContext) {
         statistics.messagesSent += 1
-        context.write(wrapOutboundOut(.text(text)), promise: nil)
+        let size = text.utf8.count
+        unsentAnswerBytes += size
+        let written = context.eventLoop.makePromise(of: Void.self)
+        let session = weakSession
+        written.futureResult.whenComplete { _ in session?.value.handler?.unsentAnswerBytes -= size }
+        context.write(wrapOutboundOut(.text(text)), promise: written)
+        guard unsentAnswerBytes > maximumUnsentAnswerBytes, endReason == nil else { return }
+        statistics.closedOverLimit += 1
+        let reason = "the peer does not read our answers: \(unsentAnswerBytes) bytes wait to be sent (the limit is \(maximumUnsentAnswerBytes))"
+        logger.warning("closing the connection: \(reason)")
+        context.flush()
+        finish(reason)
+        context.write(wrapOutboundOut(.close(.policyViolation, reason: "the peer does not read our answers")), promise: nil)
+        context.flush()
     }
 
     /// Sends request `id` and completes `promise` with its answer, or with `.timeout` after `timeout`.
@@ -667,8 +684,8 @@ final class SessionHandler: ChannelDuplexHandler {
             }
         }
         pending[id] = (promise, timer)
-        send(.request(id: id, method: method, params: params), context: context)
-        context.flush()
+        statistics.messagesSent += 1
+        context.writeAndFlush(wrapOutboundOut(.text(JSONRPCMessage.request(id: id, method: method, params: params).jsonText)), promise: nil)
     }
 
     /// Stops waiting for request `id`; the peer is told with a `$/cancelRequest` notification.

@@ -120,6 +120,13 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
         switch frame.opcode {
         case .ping:
             guard !closeSent else { return }
+            // A peer that pings and never reads the pongs must not grow our write buffer: while
+            // earlier writes wait, this ping goes unanswered (RFC 6455 §5.5.3 lets an endpoint
+            // answer only the latest ping).
+            guard context.channel.isWritable else {
+                logger.trace("a ping left unanswered: the peer is not reading what we sent")
+                return
+            }
             write(context: context, opcode: .pong, data: frame.unmaskedData, promise: nil)
             context.flush()
         case .pong:

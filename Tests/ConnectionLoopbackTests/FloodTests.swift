@@ -64,6 +64,60 @@ struct FloodTests {
         await listener.close()
     }
 
+    @Test("two peers flooding each other at once, both reading, both finish: writes that wait never stop reading")
+    func bothWays() async throws {
+        let server = try Peers.identity("Server")
+        let client = try Peers.identity("Client")
+        let listener = try await PeerListener.listen(
+            host: "127.0.0.1", port: 0, configuration: Peers.configuration(server, pinning: [client]), accept: .trusted)
+        async let accepted = firstConnection(listener)
+        let dialed = try await PeerConnection.connect(host: "127.0.0.1", port: listener.port, configuration: Peers.configuration(client, pinning: [server]))
+        let serverSide = try #require(await accepted)
+        // 8 senders a side, 16 KiB messages: far more waiting to be written than the 64 KiB
+        // high-water mark, on both sides at once. A side that stopped reading while its own
+        // writes waited would wait for the other forever.
+        let (senders, each) = (8, 60)
+        let big = String(repeating: "y", count: 16 * 1024)
+        let text = #"{"jsonrpc":"2.0","method":"bulk","params":{"pad":"\#(big)"}}"#
+        let finished = try await withThrowingTaskGroup(of: Int.self) { group in
+            for side in [dialed, serverSide] {
+                for _ in 0..<senders {
+                    group.addTask {
+                        for _ in 0..<each { try await side.send(text: text) }
+                        return 0
+                    }
+                }
+                group.addTask {
+                    var received = 0
+                    for await _ in side.incoming {
+                        received += 1
+                        if received == senders * each { break }
+                    }
+                    return received
+                }
+            }
+            // Bounded: a deadlock shows as this child finishing first. Closing both connections
+            // fails the writes that wait, so that every child ends. (With reading stopped while
+            // writes wait, as it once was, this is what happens.)
+            group.addTask {
+                try await Task.sleep(for: .seconds(60))
+                for side in [dialed, serverSide] { await side.close(code: .goingAway, reason: "deadlocked") }
+                return -1
+            }
+            var totals: [Int] = []
+            while let result = try await group.next() {
+                if result == -1 { break }
+                if result > 0 { totals.append(result) }
+                if totals.count == 2 { break }
+            }
+            group.cancelAll()
+            return totals
+        }
+        #expect(finished == [senders * each, senders * each], "received \(finished) (a deadlock leaves it short)")
+        await dialed.close()
+        await listener.close()
+    }
+
     private func sendOrFail(_ connection: PeerConnection, _ text: String) async -> PeerConnectionError? {
         do {
             try await connection.send(text: text, mode: .failIfBusy)

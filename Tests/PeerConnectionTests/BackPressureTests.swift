@@ -104,18 +104,26 @@ struct BackPressureTests {
         #expect(seen == [0, 1, 2, 3, 4])
     }
 
-    @Test("a peer that does not read our answers (channel not writable) holds reading too")
-    func sessionHoldsWhileUnwritable() throws {
-        let harness = try SessionHarness(limit: IncomingLimit())
-        harness.channel.read()
-        #expect(harness.gate.reads == 1)
-        harness.channel.isWritable = false
-        harness.channel.pipeline.fireChannelWritabilityChanged()
-        harness.channel.read()
-        #expect(harness.gate.reads == 1 && harness.gate.events == [.held])
-        harness.channel.isWritable = true
-        harness.channel.pipeline.fireChannelWritabilityChanged()
-        #expect(harness.gate.reads == 2 && harness.gate.events == [.held, .released])
+    @Test("a peer that never reads our answers: reading goes on (no mutual wait), and past the limit the connection closes and says why")
+    func answersNobodyReads() throws {
+        let reading = try SessionHarness(limit: IncomingLimit(), maximumUnsentAnswerBytes: 1000)
+        // Answers that reach the socket do not count: 100 pings, each answered and written.
+        for id in 1...100 { try reading.channel.writeInbound(ping(id)) }
+        #expect(reading.session.statistics.closedOverLimit == 0)
+
+        let stuck = try SessionHarness(limit: IncomingLimit(), maximumUnsentAnswerBytes: 1000)
+        stuck.gate.holdWrites = true
+        var sent = 0
+        while stuck.session.statistics.closedOverLimit == 0, sent < 100 {
+            sent += 1
+            try stuck.channel.writeInbound(ping(sent))
+            stuck.channel.read()
+        }
+        // Each answer is about 36 bytes: the limit of 1,000 is passed at the 28th or so.
+        #expect(sent > 20 && sent < 40, "closed after \(sent) pings")
+        #expect(stuck.gate.reads == sent, "reading stopped: \(stuck.gate.reads) reads for \(sent) pings")
+        let reason = try stuck.session.ended.futureResult.wait()
+        #expect(reason.contains("does not read our answers"), "\(reason)")
     }
 
     @Test("requests waiting for answers are bounded: one more fails at once with busy")
@@ -153,15 +161,16 @@ final class SessionHarness {
     let session: SessionHandler
     let gate = GateLog()
 
-    init(limit: IncomingLimit, maximumPendingRequests: Int = 1024) throws {
+    init(limit: IncomingLimit, maximumPendingRequests: Int = 1024, maximumUnsentAnswerBytes: Int = 8 << 20) throws {
         channel = EmbeddedChannel(loop: loop)
         let local = Handshake.Local(
             peerID: HandshakeTests.serverID, displayName: "Build Box", protocolVersion: ProtocolVersion(major: 0, minor: 2),
             info: .object(["name": .string("nearby")]))
         let handshake = Handshake(role: .accepting, local: local, remotePeerID: HandshakeTests.clientID)
         session = SessionHandler(
-            handshake: handshake, decide: nil, eventLoop: loop, logger: Logger(label: "test"), incomingLimit: limit,
-            maximumPendingRequests: maximumPendingRequests)
+            handshake: handshake, decide: nil, eventLoop: loop, logger: Logger(label: "test"),
+            methods: ["ping": { _ in .success(.object([:])) }], incomingLimit: limit,
+            maximumPendingRequests: maximumPendingRequests, maximumUnsentAnswerBytes: maximumUnsentAnswerBytes)
         try channel.pipeline.syncOperations.addHandler(gate)
         try channel.pipeline.syncOperations.addHandler(session)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
@@ -186,11 +195,25 @@ final class SessionHarness {
     }
 }
 
-/// Sits below the session: counts the reads that get through, records read-gate events.
+/// Sits below the session: counts the reads that get through, records read-gate events, and
+/// (with `holdWrites`) keeps writes from completing, as a socket whose peer reads nothing.
 final class GateLog: ChannelOutboundHandler, @unchecked Sendable {
     typealias OutboundIn = OutboundFrame
     var reads = 0
     var events: [ReadGate] = []
+    var holdWrites = false
+    private var held: [EventLoopPromise<Void>] = []
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard holdWrites else { return context.write(data, promise: promise) }
+        if let promise { held.append(promise) }
+    }
+
+    /// Fails what was held, so that no promise is left unfulfilled.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        for promise in held { promise.fail(ChannelError.ioOnClosedChannel) }
+        held = []
+    }
 
     func read(context: ChannelHandlerContext) {
         reads += 1
@@ -206,6 +229,10 @@ final class GateLog: ChannelOutboundHandler, @unchecked Sendable {
 final class Counter: @unchecked Sendable {
     private(set) var value = 0
     func add() { value += 1 }
+}
+
+private func ping(_ id: Int) -> String {
+    JSONRPCMessage.request(id: .integer(id), method: "ping", params: nil).jsonText
 }
 
 private func notification(_ index: Int) -> IncomingMessage {
