@@ -21,7 +21,9 @@ public struct IncomingLimit: Hashable, Sendable {
 /// under half of it (read again).
 struct InboxQueue<Element> {
     let limit: IncomingLimit
-    private var queued = CircularBuffer<(element: Element, size: Int)>()
+    /// Small at first: most connections never queue more than a message or two, and an idle
+    /// one should cost little (it grows as needed, up to the limit).
+    private var queued = CircularBuffer<(element: Element, size: Int)>(initialCapacity: 2)
     private(set) var bytes = 0
 
     init(limit: IncomingLimit) { self.limit = limit }
