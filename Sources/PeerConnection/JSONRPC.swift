@@ -149,14 +149,14 @@ public struct JSONRPCFrame: Hashable, Sendable {
         func invalid(_ why: String, id: JSONRPCID? = nil) -> Entry {
             .invalid(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, why)))
         }
-        guard case .object(let members) = value else { return invalid("a JSON-RPC message is an object, not \(kind(value))") }
+        guard case .object(let members) = value else { return invalid("a JSON-RPC message is an object, not \(value.kindName)") }
         let id: JSONRPCID?
         switch members["id"] {
         case nil, .null?: id = nil
         case .integer(let number)?: id = .integer(number)
         case .string(let text)?: id = .string(text)
         case .number(let number)? where number.rounded() == number && abs(number) < 9e15: id = .integer(Int(number))
-        case let other?: return invalid("\"id\" must be a string or an integer, not \(kind(other))")
+        case let other?: return invalid("\"id\" must be a string or an integer, not \(other.kindName)")
         }
         guard members["jsonrpc"] == .string("2.0") else { return invalid("\"jsonrpc\" must be \"2.0\"", id: id) }
         if let method = members["method"] {
@@ -186,14 +186,4 @@ public struct JSONRPCFrame: Hashable, Sendable {
         }
     }
 
-    private static func kind(_ value: JSONValue) -> String {
-        switch value {
-        case .null: "null"
-        case .bool: "a boolean"
-        case .integer, .number: "a number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
 }

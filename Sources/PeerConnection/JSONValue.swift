@@ -57,6 +57,18 @@ public enum JSONValue: Hashable, Sendable {
         try JSONValueDecoder.decode(type, from: self)
     }
 
+    /// What kind of value this is, in words ("a string", "null"), for error messages.
+    var kindName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .integer, .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+
     /// Compact JSON text, keys in sorted order (the same value always gives the same text).
     /// Non-finite numbers, which JSON cannot carry, are written as null.
     public var jsonText: String {

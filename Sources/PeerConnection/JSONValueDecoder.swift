@@ -53,19 +53,10 @@ private struct TreeDecoder: Decoder {
 }
 
 private func mismatch(_ expected: Any.Type, _ value: JSONValue, _ path: [any CodingKey]) -> DecodingError {
-    let found: String =
-        switch value {
-        case .null: "null"
-        case .bool: "a boolean"
-        case .integer, .number: "a number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
     if case .null = value {
         return .valueNotFound(expected, .init(codingPath: path, debugDescription: "expected \(expected), found null"))
     }
-    return .typeMismatch(expected, .init(codingPath: path, debugDescription: "expected \(expected), found \(found)"))
+    return .typeMismatch(expected, .init(codingPath: path, debugDescription: "expected \(expected), found \(value.kindName)"))
 }
 
 /// Numbers as JSONDecoder reads them: an integer type takes only a value it holds exactly.
