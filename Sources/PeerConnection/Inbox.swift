@@ -148,6 +148,8 @@ final class Inbox: Sendable {
 
     func next() async -> IncomingMessage? {
         if Task.isCancelled { return nil }
+        // A message already queued is taken without suspending (the common case under load).
+        if let queued = poll() { return queued }
         let id = state.withLockedValue { state in
             defer { state.nextWaiter &+= 1 }
             return state.nextWaiter

@@ -141,8 +141,7 @@ final class SessionHandler: ChannelDuplexHandler {
     /// reading until their own writes drain would wait for each other forever.)
     private var unsentAnswerBytes = 0
     private let maximumUnsentAnswerBytes: Int
-    /// The channel asked to read while we were over a limit: reading waits for room. Since when.
-    private var readHeld = false
+    /// Since when a read the channel asked for waits for room (nil: reading goes on).
     private(set) var heldSince: Duration?
     /// The size of each message of the frame being read (the frame's text over its entries).
     private var arrivingSize = 1
@@ -363,8 +362,7 @@ final class SessionHandler: ChannelDuplexHandler {
             context.read()
             return
         }
-        guard !readHeld else { return }
-        readHeld = true
+        guard heldSince == nil else { return }
         heldSince = uptime(context)
         statistics.heldBack += 1
         logger.debug("reading held back", metadata: ["queued": "\(inbox.count)", "batches": "\(batches.count)"])
@@ -373,8 +371,7 @@ final class SessionHandler: ChannelDuplexHandler {
 
     /// Room again (the app read, or a batch was answered): the read the channel asked for goes ahead.
     private func readAgain() {
-        guard readHeld, let context, mayRead(context) else { return }
-        readHeld = false
+        guard heldSince != nil, let context, mayRead(context) else { return }
         heldSince = nil
         context.triggerUserOutboundEvent(ReadGate.released, promise: nil)
         context.read()
