@@ -112,6 +112,12 @@ struct Handshake: Sendable {
 
     var isEstablished: Bool { state == .established }
 
+    /// Accepting side: the peer the app is being asked about, while it is.
+    var invitee: PeerHello? {
+        if case .awaitingDecision(_, let hello) = state { return hello }
+        return nil
+    }
+
     /// The channel is open (TLS and WebSocket done) at `now`.
     mutating func start(at now: Duration) -> [Action] {
         guard state == .idle else { return [] }

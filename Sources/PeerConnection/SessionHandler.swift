@@ -48,14 +48,13 @@ public struct IncomingMessage: Sendable {
 /// app keeps (or one still queued when the connection ends) must not keep the connection's
 /// handlers alive, and an answer after the end goes nowhere.
 struct ReplyRoute: Sendable {
-    let id: JSONRPCID
-    let batch: Int?
+    let target: ReplyTarget
     let session: NIOLoopBound<WeakSession>
 
     func send(_ outcome: Result<JSONValue, JSONRPCError>) {
         let session = self.session
-        let (id, batch) = (id, batch)
-        session.eventLoop.execute { session.value.handler?.reply(id: id, batch: batch, outcome) }
+        let target = self.target
+        session.eventLoop.execute { session.value.handler?.reply(to: target, outcome) }
     }
 }
 
@@ -83,12 +82,6 @@ public struct ConnectionStatistics: Hashable, Sendable {
     public var closedOverLimit = 0
 }
 
-/// How a connection's opening ended: initialized for the app, or paired (and then closed).
-enum Opening: Sendable {
-    case initialized(PeerHello)
-    case paired(PairingResult)
-}
-
 /// Pairing on one connection: the connecting side starts it (`nearby pair`), the accepting
 /// side offers it (a listener with a ``PairingOffer``), sharing one limiter per listener.
 struct PairingSetup: Sendable {
@@ -102,9 +95,12 @@ struct PairingSetup: Sendable {
     var timeout: Duration
 }
 
-/// The JSON-RPC layer of a connection, on its event loop: runs the ``Handshake``, matches
-/// responses to the requests that are waiting for them, hands everything else to the app, and
-/// collects the answers to a batch.
+/// The JSON-RPC layer of a connection, on its event loop: the shell of a
+/// ``SessionStateMachine``. It feeds the machine what happens (text from the peer, the
+/// channel's reads, the app's answers and requests, decisions, time) and performs what the
+/// machine decides; it decides nothing itself. It owns what a pure machine cannot: the
+/// promises of waiting requests and their timers, the app's inbox, and the questions put to
+/// people off the event loop.
 final class SessionHandler: ChannelDuplexHandler {
     typealias InboundIn = String
     typealias OutboundIn = Never
@@ -120,7 +116,7 @@ final class SessionHandler: ChannelDuplexHandler {
     }
     typealias Decide = @Sendable (PeerHello) -> Admission
 
-    private var handshake: Handshake
+    private var machine: SessionStateMachine
     private let decide: Decide?
     let logger: Logger
     /// Fulfilled when the handshake (or a pairing) is done, failed when it is not.
@@ -130,55 +126,23 @@ final class SessionHandler: ChannelDuplexHandler {
     /// What the app has not read yet (bounded: see ``IncomingLimit``).
     let inbox: Inbox
     var incoming: IncomingMessages { IncomingMessages(inbox: inbox) }
-    /// Our requests waiting for answers at most.
-    private let maximumPendingRequests: Int
-    /// Batches whose answers the app still owes at most; with more, reading stops.
-    static let maximumOpenBatches = 16
-    /// Answers (to the peer's requests and malformed input, and the handshake's and pairing's
-    /// messages) written but not yet handed to the socket, in bytes. A peer that sends requests
-    /// and never reads the answers would grow this without end; past the limit the connection
-    /// is closed and says why. (Reading is not stopped for it: two peers that each stopped
-    /// reading until their own writes drain would wait for each other forever.)
-    private var unsentAnswerBytes = 0
-    private let maximumUnsentAnswerBytes: Int
-    /// Since when a read the channel asked for waits for room (nil: reading goes on).
-    private(set) var heldSince: Duration?
-    /// The size of each message of the frame being read (the frame's text over its entries).
-    private var arrivingSize = 1
+    var statistics: ConnectionStatistics { machine.statistics }
+    var heldSince: Duration? { machine.heldSince }
     /// How replies and timers reach this handler without keeping it alive.
     private var weakSession: NIOLoopBound<WeakSession>?
 
     private var context: ChannelHandlerContext?
-    private var pending: [JSONRPCID: (promise: EventLoopPromise<JSONValue>, timeout: Scheduled<Void>?)] = [:]
-    private var batches: [Int: Batch] = [:]
-    private var nextBatch = 0
-    private var handshakeTimer: Scheduled<Void>?
-    /// The app being asked about the peer; cancelled when the connection ends first.
+    /// The promises of our requests that wait for answers, with their timeouts.
+    private var waiting: [JSONRPCID: (promise: EventLoopPromise<JSONValue>, timeout: Scheduled<Void>?)] = [:]
+    /// The machine's deadline, and the timer set for it.
+    private var timer: (deadline: Duration, task: Scheduled<Void>)?
+    /// Someone being asked about the peer (admission, a pairing code); cancelled when the connection ends first.
     private var asking: Task<Void, Never>?
-    private var endReason: String?
-    private(set) var statistics = ConnectionStatistics()
-    /// Inside `channelRead`: answers wait for `channelReadComplete`, so that a burst of requests
-    /// read at once is answered with one flush (one TLS record, one write) instead of one each.
-    private var reading = false
-    private var owesFlush = false
+    /// The app's question, between ``SessionStateMachine/Action/invite(_:)`` and ``SessionStateMachine/Action/ask(_:deadline:)``.
+    private var question: (@Sendable (PeerHello, ContinuousClock.Instant) async -> Bool)?
     private let pairingSetup: PairingSetup?
-    private var pairing: PairingExchange?
-    /// This connection holds its listener's one pairing slot.
-    private var holdsPairingSlot = false
-    /// Both people said yes and the pin is being written: the peer may close meanwhile (it
-    /// pinned first), and that must not undo the pairing on this side.
-    private var pinning = false
-    /// The peer's certificate name and address, for pairing questions and pins.
-    private let remoteName: String
+    /// The peer's address, for pairing questions.
     private let remoteAddress: String
-
-    private struct Batch {
-        var outstanding: Int
-        var answers: [JSONValue]
-    }
-
-    /// Answered here, on the event loop (see ``PeerConnectionConfiguration/methods``).
-    private let methods: [String: BuiltInMethod]
     /// Connecting side: told when the peer asks someone about us (``PeerConnectionConfiguration/waitingForAdmission``).
     private let waitingForAdmission: (@Sendable (Duration) -> Void)?
 
@@ -188,27 +152,35 @@ final class SessionHandler: ChannelDuplexHandler {
         waitingForAdmission: (@Sendable (Duration) -> Void)? = nil, incomingLimit: IncomingLimit = IncomingLimit(),
         maximumPendingRequests: Int = 1024, maximumUnsentAnswerBytes: Int = 8 << 20
     ) {
-        self.handshake = handshake
-        self.methods = methods
+        let plan = pairing.map { setup -> SessionStateMachine.PairingPlan in
+            let role: PairingExchange.Role =
+                switch setup.side {
+                case .initiate: .initiator
+                case .offer: .responder
+                }
+            return SessionStateMachine.PairingPlan(role: role, timeout: setup.timeout, nonce: PairingExchange.randomNonce(), fallbackName: remoteName)
+        }
+        machine = SessionStateMachine(
+            handshake: handshake,
+            configuration: SessionStateMachine.Configuration(
+                methods: methods, pairing: plan, maximumPendingRequests: max(1, maximumPendingRequests),
+                maximumUnsentAnswerBytes: max(1, maximumUnsentAnswerBytes)))
         self.waitingForAdmission = waitingForAdmission
         self.decide = decide
         pairingSetup = pairing
-        self.remoteName = remoteName
         self.remoteAddress = remoteAddress
         self.logger = logger
         established = eventLoop.makePromise()
         ended = eventLoop.makePromise()
         inbox = Inbox(limit: incomingLimit)
-        self.maximumPendingRequests = max(1, maximumPendingRequests)
-        self.maximumUnsentAnswerBytes = max(1, maximumUnsentAnswerBytes)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         let session = NIOLoopBound(WeakSession(self), eventLoop: context.eventLoop)
         weakSession = session
-        inbox.whenRoom { session.eventLoop.execute { session.value.handler?.readAgain() } }
-        if context.channel.isActive { start(context: context) }
+        inbox.whenRoom { session.eventLoop.execute { session.value.handler?.roomAgain() } }
+        if context.channel.isActive { perform(machine.start(at: uptime(context)), context: context) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -216,484 +188,90 @@ final class SessionHandler: ChannelDuplexHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        start(context: context)
+        perform(machine.start(at: uptime(context)), context: context)
         context.fireChannelActive()
     }
 
-    private func start(context: ChannelHandlerContext) {
-        if case .initiate? = pairingSetup?.side {
-            guard pairing == nil, let exchange = makeExchange(.initiator) else { return }
-            pairing = exchange
-            applyPairing(withPairing { $0.start(at: uptime(context)) }, context: context)
-            return
-        }
-        apply(handshake.start(at: uptime(context)), context: context)
-    }
-
-    // MARK: Inbound
+    // MARK: Events in
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        reading = true
-        defer { reading = false }
-        let text = unwrapInboundIn(data)
-        let frame = JSONRPCFrame(parsing: text)
-        arrivingSize = max(1, text.utf8.count / max(1, frame.entries.count))
-        let now = uptime(context)
-        if pairing != nil {
-            for entry in frame.entries {
-                statistics.messagesReceived += 1
-                switch entry {
-                case .invalid(let owed):
-                    statistics.malformed += 1
-                    send(owed, context: context)
-                case .message(let message):
-                    applyPairing(withPairing { $0.receive(message, at: now) }, context: context)
-                }
-            }
-            flush(context)
-            return
-        }
-        guard handshake.isEstablished, frame.isBatch else {
-            // One message (or a batch before the handshake is done: each entry on its own).
-            for entry in frame.entries {
-                statistics.messagesReceived += 1
-                switch entry {
-                case .invalid(let owed):
-                    statistics.malformed += 1
-                    logger.debug("answered malformed input: \(owed.jsonText)")
-                    send(owed, context: context)
-                case .message(let message):
-                    if !handshake.isEstablished, case .notification(let method, _) = message, method != Handshake.waitingMethod {
-                        statistics.droppedBeforeInitialize += 1
-                        logger.info("dropped notification \"\(method)\" that came before initialize")
-                    }
-                    apply(handshake.receive(message, at: now), context: context)
-                }
-            }
-            flush(context)
-            return
-        }
-        receiveBatch(frame, context: context)
+        perform(machine.receive(unwrapInboundIn(data), at: uptime(context)), context: context)
     }
 
-    private func receiveBatch(_ frame: JSONRPCFrame, context: ChannelHandlerContext) {
-        let token = nextBatch
-        nextBatch &+= 1
-        var batch = Batch(outstanding: 0, answers: [])
-        var requests: [JSONRPCMessage] = []
-        for entry in frame.entries {
-            statistics.messagesReceived += 1
-            switch entry {
-            case .invalid(let owed):
-                statistics.malformed += 1
-                batch.answers.append(owed.json)
-            case .message(let message):
-                if case .request = message { batch.outstanding += 1 }
-                requests.append(message)
-            }
-        }
-        batches[token] = batch
-        for message in requests {
-            if case .request(let id, "initialize", _) = message {
-                reply(id: id, batch: token, .failure(JSONRPCError(JSONRPCError.invalidRequest, "already initialized")))
-                continue
-            }
-            route(message, batch: token, context: context)
-        }
-        finishBatchIfAnswered(token, context: context)
-    }
-
-    private func finishBatchIfAnswered(_ token: Int, context: ChannelHandlerContext) {
-        guard let batch = batches[token], batch.outstanding == 0 else { return }
-        batches[token] = nil
-        defer { readAgain() }
-        // A batch of notifications alone is not answered (JSON-RPC 2.0 §6).
-        guard !batch.answers.isEmpty else { return }
-        write(JSONValue.array(batch.answers).jsonText, context: context)
-        flush(context)
-    }
-
-    /// A message after the handshake: a response someone awaits, or something for the app.
-    private func route(_ message: JSONRPCMessage, batch: Int?, context: ChannelHandlerContext) {
-        switch message {
-        case .response(let id, let result):
-            if let waiting = pending.removeValue(forKey: id) {
-                waiting.timeout?.cancel()
-                waiting.promise.succeed(result)
-                return
-            }
-        case .failure(let id?, let error):
-            if let waiting = pending.removeValue(forKey: id) {
-                waiting.timeout?.cancel()
-                waiting.promise.fail(PeerConnectionError(remote: error))
-                return
-            }
-        case .request(let id, let method, let params):
-            if let answer = methods[method] {
-                reply(id: id, batch: batch, answer(params))
-                return
-            }
-            let route = ReplyRoute(id: id, batch: batch, session: weakSession ?? NIOLoopBound(WeakSession(self), eventLoop: context.eventLoop))
-            deliver(IncomingMessage(message: message, reply: route), context: context)
-            return
-        default:
-            break
-        }
-        deliver(IncomingMessage(message: message, reply: nil), context: context)
-    }
-
-    /// Queues a message for the app; a full queue stops reading at the next read (below).
-    private func deliver(_ message: IncomingMessage, context: ChannelHandlerContext) {
-        if !inbox.push(message, size: arrivingSize) {
-            logger.trace("the app is behind: \(inbox.count) messages wait; reading stops until it catches up")
-        }
-    }
-
-    // MARK: Back-pressure
-
-    /// Reading goes on only while the app keeps up and the batches waiting for the app's
-    /// answers are few.
-    private func mayRead(_ context: ChannelHandlerContext) -> Bool {
-        !inbox.isFull && batches.count < Self.maximumOpenBatches
+    func channelReadComplete(context: ChannelHandlerContext) {
+        perform(machine.readComplete(), context: context)
+        context.fireChannelReadComplete()
     }
 
     func read(context: ChannelHandlerContext) {
-        if mayRead(context) {
-            context.read()
-            return
-        }
-        guard heldSince == nil else { return }
-        heldSince = uptime(context)
-        statistics.heldBack += 1
-        logger.debug("reading held back", metadata: ["queued": "\(inbox.count)", "batches": "\(batches.count)"])
-        context.triggerUserOutboundEvent(ReadGate.held, promise: nil)
+        perform(machine.readRequested(inboxFull: inbox.isFull, at: uptime(context)), context: context)
     }
 
-    /// Room again (the app read, or a batch was answered): the read the channel asked for goes ahead.
-    private func readAgain() {
-        guard heldSince != nil, let context, mayRead(context) else { return }
-        heldSince = nil
-        context.triggerUserOutboundEvent(ReadGate.released, promise: nil)
-        context.read()
+    /// The app read its queue down.
+    private func roomAgain() {
+        guard let context else { return }
+        perform(machine.roomAgain(inboxFull: inbox.isFull), context: context)
     }
 
     /// True while reading is held back because this side (its app) is behind, for less than
     /// `limit`: the peer is then not known to be dead, whatever a probe would say.
     func heldBackRecently(within limit: Duration) -> Bool {
-        guard let heldSince, let context else { return false }
-        return uptime(context) - heldSince < limit
+        guard let context else { return false }
+        return machine.heldBackRecently(within: limit, at: uptime(context))
     }
 
-    /// The app's answer to request `id` (on the event loop).
-    func reply(id: JSONRPCID, batch: Int?, _ outcome: Result<JSONValue, JSONRPCError>) {
+    /// The app's answer to a request (on the event loop).
+    func reply(to target: ReplyTarget, _ outcome: Result<JSONValue, JSONRPCError>) {
         guard let context else { return }
-        let message: JSONRPCMessage =
-            switch outcome {
-            case .success(let result): .response(id: id, result: result)
-            case .failure(let error): .failure(id: id, error)
-            }
-        if let batch {
-            guard var collected = batches[batch] else { return }
-            collected.outstanding -= 1
-            collected.answers.append(message.json)
-            batches[batch] = collected
-            finishBatchIfAnswered(batch, context: context)
-        } else {
-            send(message, context: context)
-            flush(context)
-        }
-    }
-
-    /// Flushes now, or at the end of the read in progress.
-    private func flush(_ context: ChannelHandlerContext) {
-        if reading { owesFlush = true } else { context.flush() }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        if owesFlush {
-            owesFlush = false
-            context.flush()
-        }
-        context.fireChannelReadComplete()
+        perform(machine.reply(to: target, outcome, inboxFull: inbox.isFull), context: context)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let ended = event as? WebSocketEnded {
-            finish(ended.reason)
+            perform(machine.end(ended.reason), context: context)
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        finish("the connection closed")
+        perform(machine.end("the connection closed"), context: context)
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("connection error: \(error)")
-        finish("connection error: \(error)")
+        perform(machine.end("connection error: \(error)"), context: context)
         context.close(promise: nil)
-    }
-
-    /// The connection is over: everyone waiting hears why, once.
-    private func finish(_ reason: String) {
-        guard endReason == nil else { return }
-        endReason = reason
-        if pairing != nil, let context {
-            _ = withPairing { $0.connectionEnded(reason) }
-            releasePairingSlot(succeeded: false, context: context)
-        }
-        handshakeTimer?.cancel()
-        asking?.cancel()
-        asking = nil
-        let error = PeerConnectionError(.closed, reason)
-        if !pinning { established.fail(error) }
-        for (_, waiting) in pending {
-            waiting.timeout?.cancel()
-            waiting.promise.fail(error)
-        }
-        pending = [:]
-        inbox.finish()
-        inbox.whenRoom {}
-        ended.succeed(reason)
-    }
-
-    // MARK: Handshake actions
-
-    private func apply(_ actions: [Handshake.Action], context: ChannelHandlerContext) {
-        for action in actions {
-            switch action {
-            case .send(let message):
-                send(message, context: context)
-            case .invite(let hello):
-                invite(hello, context: context)
-            case .waiting(let wait):
-                logger.info("the peer asks someone whether to let us in; waiting up to \(seconds(wait))")
-                waitingForAdmission?(wait)
-            case .established(let hello):
-                logger.debug("initialized", metadata: ["peer": "\(hello.peerID?.short ?? "(insecure)")"])
-                established.succeed(.initialized(hello))
-            case .pair(let id, let params):
-                beginPairing(id: id, params: params, context: context)
-            case .deliver(let message):
-                route(message, batch: nil, context: context)
-            case .close(let reason):
-                context.flush()
-                let error = PeerConnectionError(.handshake, reason)
-                established.fail(error)
-                finish(reason)
-                context.write(wrapOutboundOut(.close(.policyViolation, reason: reason)), promise: nil)
-            }
-        }
-        flush(context)
-        scheduleHandshakeTimer(context: context)
-    }
-
-    private func invite(_ hello: PeerHello, context: ChannelHandlerContext) {
-        let now = uptime(context)
-        switch decide?(hello) ?? .admit {
-        case .admit:
-            apply(handshake.decide(accept: true, at: now), context: context)
-        case .refuse(let reason):
-            apply(handshake.decide(accept: false, reason: reason, at: now), context: context)
-        case .ask(let ask):
-            let reason = "someone there decides whether to let you in"
-            apply(handshake.announceWaiting(reason: reason, at: now), context: context)
-            let answerBy = ContinuousClock.now + ((handshake.deadline ?? now) - now)
-            let session = NIOLoopBound(self, eventLoop: context.eventLoop)
-            // Off the event loop (a person may take seconds); the answer comes back on it.
-            // Ending the connection cancels it.
-            asking = Task {
-                let accepted = await ask(hello, answerBy)
-                session.eventLoop.execute { session.value.decided(accepted) }
-            }
-        }
-    }
-
-    private func decided(_ accepted: Bool) {
-        asking = nil
-        guard let context, endReason == nil else { return }
-        apply(handshake.decide(accept: accepted, at: uptime(context)), context: context)
-    }
-
-    private func scheduleHandshakeTimer(context: ChannelHandlerContext) {
-        handshakeTimer?.cancel()
-        handshakeTimer = nil
-        guard let deadline = pairing?.deadline ?? handshake.deadline, endReason == nil else { return }
-        let session = NIOLoopBound(self, eventLoop: context.eventLoop)
-        handshakeTimer = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(clamping: nanoseconds(deadline)))) {
-            let handler = session.value
-            guard let context = handler.context else { return }
-            if handler.pairing != nil {
-                handler.applyPairing(handler.withPairing { $0.advance(to: uptime(context)) }, context: context)
-            } else {
-                handler.apply(handler.handshake.advance(to: uptime(context)), context: context)
-            }
-        }
-    }
-
-    // MARK: Pairing
-
-    private func makeExchange(_ role: PairingExchange.Role) -> PairingExchange? {
-        guard let setup = pairingSetup, let localID = handshake.local.peerID, let remoteID = handshake.remotePeerID else { return nil }
-        return PairingExchange(
-            role: role, localID: localID, remoteID: remoteID, localName: handshake.local.displayName,
-            fallbackName: remoteName.isEmpty ? remoteID.short : remoteName, nonce: PairingExchange.randomNonce(), timeout: setup.timeout)
-    }
-
-    private func withPairing(_ body: (inout PairingExchange) -> [PairingExchange.Action]) -> [PairingExchange.Action] {
-        guard var exchange = pairing else { return [] }
-        let actions = body(&exchange)
-        pairing = exchange
-        return actions
-    }
-
-    /// Accepting side: the peer sent `pair/request` instead of `initialize`.
-    private func beginPairing(id: JSONRPCID, params: JSONValue?, context: ChannelHandlerContext) {
-        guard case .offer(let limiter)? = pairingSetup?.side, var exchange = makeExchange(.responder) else {
-            return failPairing("pairing is not offered here", answering: id, context: context)
-        }
-        let now = uptime(context)
-        if let refusal = limiter.withLockedValue({ $0.admit(at: now) }) {
-            logger.info("pairing refused: \(refusal)")
-            return failPairing(refusal, answering: id, context: context)
-        }
-        holdsPairingSlot = true
-        let actions = exchange.receiveRequest(id: id, params: params, at: now)
-        pairing = exchange
-        applyPairing(actions, context: context)
-    }
-
-    private func failPairing(_ reason: String, answering id: JSONRPCID, context: ChannelHandlerContext) {
-        send(.failure(id: id, JSONRPCError(JSONRPCError.pairingFailed, reason)), context: context)
-        applyPairing([.failed(reason)], context: context)
-    }
-
-    private func releasePairingSlot(succeeded: Bool, context: ChannelHandlerContext) {
-        guard holdsPairingSlot, case .offer(let limiter)? = pairingSetup?.side else { return }
-        holdsPairingSlot = false
-        let now = uptime(context)
-        limiter.withLockedValue { $0.finished(succeeded: succeeded, at: now) }
-    }
-
-    private func applyPairing(_ actions: [PairingExchange.Action], context: ChannelHandlerContext) {
-        for action in actions {
-            switch action {
-            case .send(let message):
-                send(message, context: context)
-            case .showCode(let code, let name):
-                guard let setup = pairingSetup, let peerID = handshake.remotePeerID else { continue }
-                let now = uptime(context)
-                let answerBy = ContinuousClock.now + ((pairing?.deadline ?? now + setup.timeout) - now)
-                let request = PairingRequest(peerID: peerID, name: name, code: code, address: remoteAddress, answerBy: answerBy)
-                let session = NIOLoopBound(self, eventLoop: context.eventLoop)
-                let confirm = setup.confirm
-                // Off the event loop, like an invitation; ending the connection cancels it, so
-                // a person is not left with a question about a peer that went away.
-                asking = Task {
-                    let accepted = await confirm(request)
-                    session.eventLoop.execute { session.value.confirmed(accepted) }
-                }
-            case .paired(let code, let name):
-                guard let setup = pairingSetup, let peerID = handshake.remotePeerID else { continue }
-                releasePairingSlot(succeeded: true, context: context)
-                logger.info("paired", metadata: ["peer": "\(peerID.short)"])
-                let result = PairingResult(peerID: peerID, name: name, code: code)
-                let store = setup.store
-                pinning = true
-                let pinned = NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { try store.pin(peerID, name: name) }
-                let session = NIOLoopBound(self, eventLoop: context.eventLoop)
-                pinned.whenComplete { outcome in
-                    let handler = session.value
-                    switch outcome {
-                    case .success:
-                        handler.established.succeed(.paired(result))
-                        handler.close(code: .normalClosure, reason: "paired")
-                    case .failure(let error):
-                        handler.established.fail(PeerConnectionError(.pairing, "both sides confirmed, but the pin could not be saved: \(error)"))
-                        handler.close(code: .unexpectedServerError, reason: "could not pin")
-                    }
-                }
-            case .failed(let reason):
-                releasePairingSlot(succeeded: false, context: context)
-                established.fail(PeerConnectionError(.pairing, reason))
-                context.flush()
-                finish(reason)
-                context.write(wrapOutboundOut(.close(.policyViolation, reason: reason)), promise: nil)
-            }
-        }
-        flush(context)
-        scheduleHandshakeTimer(context: context)
-    }
-
-    /// The person's answer to a pairing code, back on the event loop.
-    private func confirmed(_ accepted: Bool) {
-        asking = nil
-        guard let context, endReason == nil else { return }
-        applyPairing(withPairing { $0.confirm(accepted, at: uptime(context)) }, context: context)
-    }
-
-    // MARK: Outbound
-
-    private func send(_ message: JSONRPCMessage, context: ChannelHandlerContext) {
-        write(message.jsonText, context: context)
-    }
-
-    /// Writes an answer (see ``unsentAnswerBytes``): counted until the socket has it.
-    private func write(_ text: String, context: ChannelHandlerContext) {
-        statistics.messagesSent += 1
-        let size = text.utf8.count
-        unsentAnswerBytes += size
-        let written = context.eventLoop.makePromise(of: Void.self)
-        let session = weakSession
-        written.futureResult.whenComplete { _ in session?.value.handler?.unsentAnswerBytes -= size }
-        context.write(wrapOutboundOut(.text(text)), promise: written)
-        guard unsentAnswerBytes > maximumUnsentAnswerBytes, endReason == nil else { return }
-        statistics.closedOverLimit += 1
-        let reason = "the peer does not read our answers: \(unsentAnswerBytes) bytes wait to be sent (the limit is \(maximumUnsentAnswerBytes))"
-        logger.warning("closing the connection: \(reason)")
-        context.flush()
-        finish(reason)
-        context.write(wrapOutboundOut(.close(.policyViolation, reason: "the peer does not read our answers")), promise: nil)
-        context.flush()
     }
 
     /// Sends request `id` and completes `promise` with its answer, or with `.timeout` after `timeout`.
     func request(id: JSONRPCID, method: String, params: JSONValue?, timeout: TimeAmount?, promise: EventLoopPromise<JSONValue>) {
-        guard let context, endReason == nil else {
-            return promise.fail(PeerConnectionError(.closed, endReason ?? "the connection is not open"))
+        guard let context else {
+            return promise.fail(PeerConnectionError(.closed, "the connection is not open"))
         }
-        guard handshake.isEstablished else {
-            return promise.fail(PeerConnectionError(.closed, "the connection is not initialized"))
-        }
-        guard pending[id] == nil else {
-            return promise.fail(PeerConnectionError(.invalidInput, "request id \(id) is already waiting for an answer"))
-        }
-        guard pending.count < maximumPendingRequests else {
-            return promise.fail(PeerConnectionError(
-                .busy, "\(pending.count) requests already wait for answers on this connection (the limit, maximumPendingRequests)"))
-        }
-        var timer: Scheduled<Void>?
-        if let timeout {
-            let session = NIOLoopBound(self, eventLoop: context.eventLoop)
-            timer = context.eventLoop.scheduleTask(in: timeout) {
-                session.value.abandon(id, PeerConnectionError(.timeout, "no answer to \"\(method)\" within \(timeout.nanoseconds / 1_000_000) ms"))
+        switch machine.request(id: id, method: method, params: params) {
+        case .failure(let error):
+            promise.fail(error)
+        case .success(let actions):
+            var timer: Scheduled<Void>?
+            if let timeout {
+                let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+                timer = context.eventLoop.scheduleTask(in: timeout) {
+                    session.value.abandon(id, PeerConnectionError(.timeout, "no answer to \"\(method)\" within \(timeout.nanoseconds / 1_000_000) ms"))
+                }
             }
+            waiting[id] = (promise, timer)
+            perform(actions, context: context)
         }
-        pending[id] = (promise, timer)
-        statistics.messagesSent += 1
-        context.writeAndFlush(wrapOutboundOut(.text(JSONRPCMessage.request(id: id, method: method, params: params).jsonText)), promise: nil)
     }
 
     /// Stops waiting for request `id`; the peer is told with a `$/cancelRequest` notification.
     func abandon(_ id: JSONRPCID, _ error: PeerConnectionError) {
-        guard let waiting = pending.removeValue(forKey: id) else { return }
-        statistics.requestsAbandoned += 1
-        waiting.timeout?.cancel()
-        waiting.promise.fail(error)
-        guard let context, endReason == nil else { return }
-        send(.notification(method: "$/cancelRequest", params: .object(["id": id.json])), context: context)
-        context.flush()
+        guard let context else {
+            waiting.removeValue(forKey: id)?.promise.fail(error)
+            return
+        }
+        perform(machine.abandon(id, error), context: context)
     }
 
     /// Writes raw text as one message (already-encoded JSON-RPC from a user or a tool). The
@@ -701,23 +279,171 @@ final class SessionHandler: ChannelDuplexHandler {
     /// while the peer does not read. `failIfBusy`: complete as soon as it is queued, or fail at
     /// once while the channel's write buffer is over its high-water mark (not writable).
     func sendText(_ text: String, failIfBusy: Bool = false, promise: EventLoopPromise<Void>) {
-        guard let context, endReason == nil else {
-            return promise.fail(PeerConnectionError(.closed, endReason ?? "the connection is not open"))
+        guard let context else {
+            return promise.fail(PeerConnectionError(.closed, "the connection is not open"))
         }
+        if failIfBusy, !context.channel.isWritable {
+            return promise.fail(PeerConnectionError(.busy, "the peer is not reading what we already sent"))
+        }
+        if let refusal = machine.sendingText() { return promise.fail(refusal) }
         if failIfBusy {
-            guard context.channel.isWritable else {
-                return promise.fail(PeerConnectionError(.busy, "the peer is not reading what we already sent"))
-            }
-            statistics.messagesSent += 1
             context.writeAndFlush(wrapOutboundOut(.text(text)), promise: nil)
             return promise.succeed()
         }
-        statistics.messagesSent += 1
         context.writeAndFlush(wrapOutboundOut(.text(text)), promise: promise)
     }
 
     func close(code: WebSocketErrorCode, reason: String) {
         guard let context else { return }
         context.writeAndFlush(wrapOutboundOut(.close(code, reason: reason)), promise: nil)
+    }
+
+    // MARK: Actions out
+
+    private func perform(_ actions: [SessionStateMachine.Action], context: ChannelHandlerContext) {
+        for action in actions {
+            switch action {
+            case .write(let text, let tracked):
+                var written: EventLoopPromise<Void>?
+                if tracked, let session = weakSession {
+                    let size = text.utf8.count
+                    let promise = context.eventLoop.makePromise(of: Void.self)
+                    promise.futureResult.whenComplete { _ in session.value.handler?.machine.written(bytes: size) }
+                    written = promise
+                }
+                context.write(wrapOutboundOut(.text(text)), promise: written)
+            case .flush:
+                context.flush()
+            case .close(let code, let reason):
+                context.write(wrapOutboundOut(.close(WebSocketErrorCode(codeNumber: Int(code.value)), reason: reason)), promise: nil)
+            case .read:
+                context.read()
+            case .holdReads:
+                context.triggerUserOutboundEvent(ReadGate.held, promise: nil)
+            case .releaseReads:
+                context.triggerUserOutboundEvent(ReadGate.released, promise: nil)
+            case .deliver(let message, let target, let size):
+                let route = target.map { ReplyRoute(target: $0, session: weakSession ?? NIOLoopBound(WeakSession(self), eventLoop: context.eventLoop)) }
+                if !inbox.push(IncomingMessage(message: message, reply: route), size: size) {
+                    logger.trace("the app is behind: \(inbox.count) messages wait; reading stops until it catches up")
+                }
+            case .resolve(let id, let outcome):
+                guard let request = waiting.removeValue(forKey: id) else { continue }
+                request.timeout?.cancel()
+                request.promise.completeWith(outcome.mapError { $0 as any Error })
+            case .invite(let hello):
+                let verdict: SessionStateMachine.Admission
+                switch decide?(hello) ?? .admit {
+                case .admit: verdict = .admit
+                case .refuse(let reason): verdict = .refuse(reason)
+                case .ask(let ask):
+                    question = ask
+                    verdict = .ask
+                }
+                perform(machine.admission(verdict, at: uptime(context)), context: context)
+            case .ask(let hello, let deadline):
+                guard let ask = question else { continue }
+                question = nil
+                let answerBy = ContinuousClock.now + (deadline - uptime(context))
+                let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+                // Off the event loop (a person may take seconds); the answer comes back on it.
+                // Ending the connection cancels it.
+                asking = Task {
+                    let accepted = await ask(hello, answerBy)
+                    session.eventLoop.execute { session.value.answered { $0.admissionAnswered(accepted, at: $1) } }
+                }
+            case .waitingForAdmission(let wait):
+                waitingForAdmission?(wait)
+            case .claimPairingSlot:
+                let now = uptime(context)
+                var refusal: String? = "pairing is not offered here"
+                if case .offer(let limiter)? = pairingSetup?.side { refusal = limiter.withLockedValue { $0.admit(at: now) } }
+                perform(machine.pairingSlot(refusal: refusal, at: now), context: context)
+            case .releasePairingSlot(let succeeded):
+                guard case .offer(let limiter)? = pairingSetup?.side else { continue }
+                let now = uptime(context)
+                limiter.withLockedValue { $0.finished(succeeded: succeeded, at: now) }
+            case .confirmCode(let peer, let name, let code, let deadline):
+                guard let confirm = pairingSetup?.confirm else { continue }
+                let answerBy = ContinuousClock.now + (deadline - uptime(context))
+                let request = PairingRequest(peerID: peer, name: name, code: code, address: remoteAddress, answerBy: answerBy)
+                let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+                // Off the event loop, like an invitation; ending the connection cancels it, so
+                // a person is not left with a question about a peer that went away.
+                asking = Task {
+                    let accepted = await confirm(request)
+                    session.eventLoop.execute { session.value.answered { $0.codeConfirmed(accepted, at: $1) } }
+                }
+            case .pin(let peer, let name):
+                guard let store = pairingSetup?.store else {
+                    perform(machine.pinned(failure: "there is no trust store to pin to"), context: context)
+                    continue
+                }
+                let pinned = NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { try store.pin(peer, name: name) }
+                let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+                pinned.whenComplete { outcome in
+                    let handler = session.value
+                    let failure: String? =
+                        switch outcome {
+                        case .success: nil
+                        case .failure(let error): "\(error)"
+                        }
+                    // The channel may be gone by now (the peer pinned first and closed): the
+                    // pairing still counts here.
+                    handler.performDetached(handler.machine.pinned(failure: failure))
+                }
+            case .opened(let opening):
+                established.succeed(opening)
+            case .openingFailed(let error):
+                established.fail(error)
+            case .cancelQuestion:
+                asking?.cancel()
+                asking = nil
+                question = nil
+            case .ended(let reason):
+                inbox.finish()
+                inbox.whenRoom {}
+                ended.succeed(reason)
+            case .log(let level, let message):
+                logger.log(level: level, "\(message)")
+            }
+        }
+        scheduleTimer(context: context)
+    }
+
+    /// An answer from someone who was asked, back on the event loop.
+    private func answered(_ event: (inout SessionStateMachine, Duration) -> [SessionStateMachine.Action]) {
+        asking = nil
+        guard let context else { return }
+        perform(event(&machine, uptime(context)), context: context)
+    }
+
+    /// Actions after the handler left the pipeline: only the promises can still be kept.
+    private func performDetached(_ actions: [SessionStateMachine.Action]) {
+        if let context { return perform(actions, context: context) }
+        for action in actions {
+            switch action {
+            case .opened(let opening): established.succeed(opening)
+            case .openingFailed(let error): established.fail(error)
+            default: break
+            }
+        }
+    }
+
+    /// Keeps one timer at the machine's deadline.
+    private func scheduleTimer(context: ChannelHandlerContext) {
+        let deadline = machine.deadline
+        guard deadline != timer?.deadline else { return }
+        timer?.task.cancel()
+        timer = nil
+        guard let deadline else { return }
+        let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let task = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(clamping: nanoseconds(deadline)))) {
+            let handler = session.value
+            handler.timer = nil
+            guard let context = handler.context else { return }
+            handler.perform(handler.machine.advance(to: uptime(context)), context: context)
+        }
+        timer = (deadline, task)
     }
 }
