@@ -36,6 +36,10 @@ let package = Package(
     targets: [
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
         .target(name: "DNSWire", swiftSettings: strict),
+        // What the long-lived shells share: the clock they take as a parameter (a manual one in
+        // tests) and the alarm their timekeeping child waits on.
+        .target(
+            name: "NearbyBasics", dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")], swiftSettings: strict),
         .testTarget(
             name: "DNSWireTests",
             dependencies: ["DNSWire"],
@@ -55,14 +59,19 @@ let package = Package(
         .target(
             name: "MulticastDNS",
             dependencies: [
-                "DNSWire", "MulticastDNSCore", "NetworkPlatform", "CNearbySocket",
+                "DNSWire", "MulticastDNSCore", "NetworkPlatform", "CNearbySocket", "NearbyBasics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
         .testTarget(name: "MulticastDNSTests", dependencies: ["MulticastDNSCore", "DNSWire"], swiftSettings: strict),
-        .testTarget(name: "NearbyDiscoveryTests", dependencies: ["NearbyDiscovery", "MulticastDNS", "SystemDNSSD"], swiftSettings: strict),
+        .testTarget(
+            name: "NearbyDiscoveryTests",
+            dependencies: [
+                "NearbyDiscovery", "MulticastDNS", "SystemDNSSD", "NearbyBasics", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strict),
         // The dns_sd API (Avahi's compatibility library on Linux), opened with dlopen when the
         // system backend is first asked for: nothing links it, so a program runs without it.
         // Apple platforms have dns_sd in the SDK.
@@ -80,7 +89,8 @@ let package = Package(
         .target(
             name: "NearbyDiscovery",
             dependencies: [
-                "DNSWire", "MulticastDNSCore", "MulticastDNS", "SystemDNSSD", "NetworkPlatform", .product(name: "Logging", package: "swift-log"),
+                "DNSWire", "MulticastDNSCore", "MulticastDNS", "SystemDNSSD", "NetworkPlatform", "NearbyBasics",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict

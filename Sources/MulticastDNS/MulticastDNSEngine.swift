@@ -1,6 +1,7 @@
 public import DNSWire
 public import Logging
 public import MulticastDNSCore
+import NearbyBasics
 import NetworkPlatform
 
 /// What happens to a registration.
@@ -22,22 +23,25 @@ public struct QueryGroup: Hashable, Sendable {
     public let rawValue: Int
 }
 
-/// The embedded mDNS responder and querier on real sockets: drives an ``MDNSCore`` with the
-/// monotonic clock and an ``MulticastTransport``, watches the interfaces, and hands events to
-/// whoever asked for them. Needs no daemon; shares port 5353 with one if it runs.
+/// The embedded mDNS responder and querier on real sockets: drives an ``MDNSCore`` with a
+/// clock and an ``MulticastTransport``, watches the interfaces, and hands events to whoever
+/// asked for them. Needs no daemon; shares port 5353 with one if it runs.
+///
+/// Its work is three children of one task group (``run()``): the receiver, the interface
+/// watch and the timekeeper. ``start(hostName:interfaces:logger:)`` runs them in a task of
+/// their own until ``shutdown()``.
 public actor MulticastDNSEngine {
     let core: MDNSCore
     let transport: MulticastTransport
-    let startInstant = ContinuousClock.now
+    let clock: any ShellClock
     let interfaceNames: [String]?
     var interfaceInfo: [Int: InterfaceInfo] = [:]
     /// This machine's addresses on the interfaces in use (scopes removed).
     var ownAddresses: [IPAddress] = []
-    /// The deadline the timer is armed for.
-    var armedDeadline: Duration?
-    var timer: Task<Void, Never>?
-    var receiver: Task<Void, Never>?
-    var monitor: Task<Void, Never>?
+    /// The core's next deadline, for the timekeeping child.
+    let alarm = Alarm()
+    /// ``start(hostName:interfaces:logger:)``'s task, which runs ``run()``.
+    var runner: Task<Void, Never>?
     /// Datagrams we sent lately: the multicast loop brings them back, and they are not news.
     var recentlySent: [(bytes: [UInt8], time: Duration)] = []
     var registrations: [RegistrationID: AsyncStream<RegistrationEvent>.Continuation] = [:]
@@ -51,9 +55,10 @@ public actor MulticastDNSEngine {
     /// The counters as last logged, so that each log line tells what is new.
     var loggedCounters = Statistics()
 
-    private init(core: MDNSCore, transport: MulticastTransport, interfaceNames: [String]?, logger: Logger) {
+    private init(core: MDNSCore, transport: MulticastTransport, clock: any ShellClock, interfaceNames: [String]?, logger: Logger) {
         self.core = core
         self.transport = transport
+        self.clock = clock
         self.interfaceNames = interfaceNames
         self.logger = logger
     }
@@ -74,9 +79,13 @@ public actor MulticastDNSEngine {
             core.unicastRepliesReachUs = false
             logger.info("another mDNS stack on this machine has UDP port 5353: asking for multicast replies only (RFC 6762 §15.1)")
         }
-        let engine = MulticastDNSEngine(core: core, transport: transport, interfaceNames: interfaces, logger: logger)
+        let engine = MulticastDNSEngine(core: core, transport: transport, clock: SystemClock(), interfaceNames: interfaces, logger: logger)
         await engine.begin()
         return engine
+    }
+
+    deinit {
+        runner?.cancel()
     }
 
     /// Throws an unknown-interface ``TransportError`` naming the interfaces there are when one
@@ -96,25 +105,47 @@ public actor MulticastDNSEngine {
         NetworkPlatform.hostLabel() ?? "nearby"
     }
 
-    var elapsed: Duration { ContinuousClock.now - startInstant }
+    var elapsed: Duration { clock.now }
 
     private func begin() async {
         refreshInterfaces()
-        let inbox = transport.inbox
-        receiver = Task { [weak self] in
-            // One wake-up per turn of the receive thread, which batches a busy link itself
-            // (see MulticastTransport).
-            for await _ in inbox.wakeUps {
-                guard let self else { return }
-                await self.drain(inbox)
-            }
+        // The one unstructured task: start() serves callers that have no task group or
+        // ServiceGroup to run the engine in. It owns every child (see run()); shutdown()
+        // cancels it and waits for it, and so does dropping the engine.
+        runner = Task { [weak self, transport, alarm, clock] in
+            await Self.runChildren(of: self, inbox: transport.inbox, alarm: alarm, clock: clock)
         }
-        monitor = Task { [weak self] in
-            // Interfaces and addresses that come and go are noticed within two seconds.
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(2))
-                await self?.refreshInterfaces()
-                await self?.logCounters()
+    }
+
+    /// Runs the engine's children until the task is cancelled: the receiver (one wake-up per
+    /// turn of the receive thread, which batches a busy link itself), the interface watch
+    /// (interfaces and addresses that come and go are noticed within two seconds) and the
+    /// timekeeper (the core's next deadline). An engine made by ``start(hostName:interfaces:logger:)``
+    /// already runs them; this is for running it inside a task group of one's own.
+    public func run() async {
+        await Self.runChildren(of: self, inbox: transport.inbox, alarm: alarm, clock: clock)
+    }
+
+    /// The children hold the engine weakly: an engine nobody holds any more ends them.
+    private static func runChildren(of engine: MulticastDNSEngine?, inbox: DatagramInbox, alarm: Alarm, clock: any ShellClock) async {
+        let held = WeakEngine(engine: engine)
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await _ in inbox.wakeUps {
+                    guard let engine = held.engine else { return }
+                    await engine.drain(inbox)
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await clock.sleep(for: .seconds(2))
+                    guard let engine = held.engine, !Task.isCancelled else { return }
+                    await engine.refreshInterfaces()
+                    await engine.logCounters()
+                }
+            }
+            group.addTask {
+                await alarm.run(clock: clock) { await held.engine?.tick() }
             }
         }
     }
@@ -291,27 +322,17 @@ public actor MulticastDNSEngine {
 
     func rearmTimer() {
         guard !isShutDown, let deadline = core.nextDeadline else {
-            timer?.cancel()
-            timer = nil
-            armedDeadline = nil
+            alarm.set(nil)
             return
         }
-        // Re-arm only for an earlier deadline: a timer that fires early finds nothing due and
-        // arms again, which is cheaper than a new task for every packet of a busy link.
-        if let armed = armedDeadline, armed <= deadline, timer != nil { return }
-        timer?.cancel()
-        armedDeadline = deadline
-        let instant = startInstant + deadline
-        timer = Task { [weak self] in
-            try? await Task.sleep(until: instant, clock: .continuous)
-            guard !Task.isCancelled else { return }
-            await self?.tick()
-        }
+        // Move the alarm only for an earlier deadline: an alarm that fires early finds nothing
+        // due and is set again, which is cheaper than waking the timekeeper for every packet
+        // of a busy link.
+        if let armed = alarm.deadline, armed <= deadline { return }
+        alarm.set(deadline)
     }
 
     func tick() {
-        timer = nil
-        armedDeadline = nil
         core.advance(to: elapsed)
         flush()
     }
@@ -409,8 +430,7 @@ public actor MulticastDNSEngine {
         core.unregisterAll()
         flush()
         isShutDown = true
-        timer?.cancel()
-        monitor?.cancel()
+        alarm.set(nil)
         for continuation in registrations.values { continuation.finish() }
         for continuation in queries.values { continuation.finish() }
         for continuation in groups.values { continuation.finish() }
@@ -418,10 +438,17 @@ public actor MulticastDNSEngine {
         registrations.removeAll()
         queries.removeAll()
         // Let the goodbyes leave before the sockets close.
-        try? await Task.sleep(for: .milliseconds(50))
+        try? await clock.sleep(for: .milliseconds(50))
+        runner?.cancel()
+        await runner?.value
+        runner = nil
         await transport.close()
-        receiver?.cancel()
     }
+}
+
+/// The engine, for children that must not keep it alive.
+private struct WeakEngine: Sendable {
+    weak var engine: MulticastDNSEngine?
 }
 
 extension IPAddress {

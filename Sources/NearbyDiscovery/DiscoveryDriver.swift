@@ -1,5 +1,6 @@
 import DNSWire
 import Logging
+import NearbyBasics
 
 /// Where a ``DiscoveryDriver`` gets its observations: a backend's way of following a type, a
 /// service and a host (an actor: its forwarding tasks and the driver both reach it).
@@ -31,16 +32,16 @@ struct DiscoveryDriver {
     var logger: Logger
 
     /// Runs until cancelled or until `onReport` returns false; then stops the source.
-    /// - Parameter deadline: also stop when this much time has passed (a resolve's timeout).
-    func run(deadline: Duration? = nil, onReport: (BrowseEvent) -> Bool) async {
+    /// - Parameters:
+    ///   - deadline: also stop when this much time has passed (a resolve's timeout).
+    ///   - clock: the time (a ``ManualClock`` in tests).
+    func run(deadline: Duration? = nil, clock: any ShellClock = SystemClock(), onReport: (BrowseEvent) -> Bool) async {
         var machine = machine
-        let clock = ContinuousClock()
         let start = clock.now
         func elapsed() -> Duration { clock.now - start }
         let (inputs, input) = AsyncStream<Input>.makeStream()
-        var timer: Task<Void, Never>?
-        var armedFor: Duration?
-        defer { timer?.cancel() }
+        // The machine's next deadline (or the caller's), in the clock's time.
+        let alarm = Alarm()
 
         var explained: [String: String] = [:]
         func perform(_ actions: [BrowseStateMachine.Action]) async -> Bool {
@@ -73,37 +74,30 @@ struct DiscoveryDriver {
             return true
         }
         func rearm() {
-            let due = [machine.nextDeadline, deadline].compactMap({ $0 }).min()
-            // A timer already armed for this deadline stays: a new task per batch is waste.
-            guard due != armedFor || timer == nil else { return }
-            timer?.cancel()
-            timer = nil
-            armedFor = due
-            guard let due else { return }
-            let instant = start + due
-            timer = Task {
-                try? await Task.sleep(until: instant, clock: .continuous)
-                if !Task.isCancelled { input.yield(.tick) }
-            }
+            alarm.set([machine.nextDeadline, deadline].compactMap({ $0 }).min().map { start + $0 })
         }
 
-        await source.start(sink: ObservationSink { batch in input.yield(.observed(batch)) })
-        var going = await perform(machine.start(at: elapsed()))
-        rearm()
-        var iterator = inputs.makeAsyncIterator()
-        while going, !Task.isCancelled {
-            guard let next = await iterator.next() else { break }
-            let now = elapsed()
-            switch next {
-            case .observed(let batch):
-                logger.trace("observed \(batch)")
-                going = await perform(machine.handle(batch, at: now))
-            case .tick:
-                timer = nil
-                going = await perform(machine.advance(to: now))
-            }
-            if let deadline, now >= deadline { break }
+        await withTaskGroup(of: Void.self) { group in
+            // The timekeeper: a child of this run, so it ends with it.
+            group.addTask { await alarm.run(clock: clock) { input.yield(.tick) } }
+            await source.start(sink: ObservationSink { batch in input.yield(.observed(batch)) })
+            var going = await perform(machine.start(at: elapsed()))
             rearm()
+            var iterator = inputs.makeAsyncIterator()
+            while going, !Task.isCancelled {
+                guard let next = await iterator.next() else { break }
+                let now = elapsed()
+                switch next {
+                case .observed(let batch):
+                    logger.trace("observed \(batch)")
+                    going = await perform(machine.handle(batch, at: now))
+                case .tick:
+                    going = await perform(machine.advance(to: now))
+                }
+                if let deadline, now >= deadline { break }
+                rearm()
+            }
+            group.cancelAll()
         }
         input.finish()
         await source.stop()
@@ -117,6 +111,9 @@ extension DiscoveryDriver {
         source: any ObservationSource, logger: Logger
     ) -> AsyncStream<BrowseEvent> {
         let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
+        // The stream's producer: a browse handed out as an AsyncStream runs in a task of its
+        // own (the consumer's loop is not ours to join), which owns the driver and its children
+        // and is cancelled when the consumer stops listening.
         let task = Task {
             let driver = DiscoveryDriver(
                 machine: BrowseStateMachine(type: type, mode: .browse(resolve: resolve), settleTime: settleTime),
@@ -153,31 +150,27 @@ extension DiscoveryDriver {
     /// `settleTime` after the first address (a responder may send IPv4 and IPv6 in separate
     /// packets), or nothing once `timeout` has passed. IPv4 first, then IPv6.
     static func addresses(
-        of host: DomainName, timeout: Duration, settleTime: Duration, source: any ObservationSource, logger: Logger
+        of host: DomainName, timeout: Duration, settleTime: Duration, source: any ObservationSource, logger: Logger,
+        clock: any ShellClock = SystemClock()
     ) async -> [IPAddress] {
         let (observed, sink) = AsyncStream<[DiscoveryObservation]>.makeStream()
         await source.start(sink: ObservationSink(deliver: { sink.yield($0) }))
         await source.watch(.host(host, nil))
-        let clock = ContinuousClock()
-        let timer = Task {
-            try? await clock.sleep(for: timeout)
-            sink.finish()
-        }
+        // Ends the wait: at the timeout, or settleTime after the first address.
+        let alarm = Alarm()
+        alarm.set(clock.now + timeout)
         var found: [IPAddress] = []
-        var settling: Task<Void, Never>?
-        for await batch in observed {
-            for case .addressAdded(let name, _, let address) in batch where name == host && !found.contains(address) {
-                found.append(address)
-            }
-            if !found.isEmpty, settling == nil {
-                settling = Task {
-                    try? await clock.sleep(for: settleTime)
-                    sink.finish()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await alarm.run(clock: clock) { sink.finish() } }
+            for await batch in observed {
+                let first = found.isEmpty
+                for case .addressAdded(let name, _, let address) in batch where name == host && !found.contains(address) {
+                    found.append(address)
                 }
+                if first, !found.isEmpty, let end = alarm.deadline { alarm.set(min(end, clock.now + settleTime)) }
             }
+            group.cancelAll()
         }
-        timer.cancel()
-        settling?.cancel()
         await source.stop()
         logger.debug("\(host) has \(found.isEmpty ? "no address within \(timeout)" : found.map(\.description).joined(separator: ", "))")
         return found.filter { if case .v4 = $0 { true } else { false } } + found.filter { if case .v6 = $0 { true } else { false } }

@@ -1,0 +1,169 @@
+import NIOConcurrencyHelpers
+
+/// Time for the long-lived shells (the mDNS engine, the discovery driver, the broker): a
+/// duration since the clock's own origin, and a way to sleep until one. The shells take it as
+/// a parameter, so that tests drive their timing with a ``ManualClock`` instead of waiting.
+package protocol ShellClock: Sendable {
+    /// Time since this clock's origin.
+    var now: Duration { get }
+    /// Returns once ``now`` has reached `deadline`; throws `CancellationError` when the task
+    /// is cancelled first.
+    func sleep(until deadline: Duration) async throws
+}
+
+extension ShellClock {
+    package func sleep(for duration: Duration) async throws {
+        try await sleep(until: now + duration)
+    }
+}
+
+/// The monotonic clock (`ContinuousClock`), counted from when this value was made.
+package struct SystemClock: ShellClock {
+    private let origin: ContinuousClock.Instant
+
+    package init() {
+        origin = .now
+    }
+
+    package var now: Duration { ContinuousClock.now - origin }
+
+    package func sleep(until deadline: Duration) async throws {
+        try await ContinuousClock().sleep(until: origin + deadline, tolerance: nil)
+    }
+}
+
+/// A clock that moves only when told (tests): sleepers wake when ``advance(by:)`` takes the
+/// time past their deadline, in deadline order.
+package final class ManualClock: ShellClock {
+    private struct State {
+        var now: Duration = .zero
+        var sleepers: [UInt64: (deadline: Duration, continuation: CheckedContinuation<Void, any Error>)] = [:]
+        var nextSleeper: UInt64 = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    package init() {}
+
+    package var now: Duration { state.withLockedValue { $0.now } }
+
+    /// How many tasks sleep on this clock now.
+    package var sleeping: Int { state.withLockedValue { $0.sleepers.count } }
+
+    package func sleep(until deadline: Duration) async throws {
+        let id = state.withLockedValue { state in
+            defer { state.nextSleeper += 1 }
+            return state.nextSleeper
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let verdict: Result<Void, any Error>? = state.withLockedValue { state in
+                    // Cancelled before we got here: the handler below found nothing to wake.
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    if state.now >= deadline { return .success(()) }
+                    state.sleepers[id] = (deadline, continuation)
+                    return nil
+                }
+                if let verdict { continuation.resume(with: verdict) }
+            }
+        } onCancel: {
+            let sleeper = state.withLockedValue { $0.sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Moves the time forward and wakes every sleeper whose deadline has come.
+    package func advance(by duration: Duration) {
+        let due = state.withLockedValue { state in
+            state.now += duration
+            let due = state.sleepers.filter { $0.value.deadline <= state.now }.sorted { $0.value.deadline < $1.value.deadline }
+            for (id, _) in due { state.sleepers[id] = nil }
+            return due.map(\.value.continuation)
+        }
+        for continuation in due { continuation.resume() }
+    }
+
+    /// Returns once at least `count` tasks sleep on this clock (yielding meanwhile), so that a
+    /// test moves the time only after the code under test has started waiting for it.
+    package func waitForSleepers(_ count: Int = 1) async {
+        while sleeping < count { await Task.yield() }
+    }
+}
+
+/// A deadline that moves, and one task that waits for it: a shell's timekeeping child runs
+/// ``run(clock:fire:)`` inside the shell's task group, and the shell ``set(_:)``s the deadline
+/// whenever its state machine has a new one. Setting it wakes the waiting task at once, so a
+/// deadline moved earlier is kept, without a new task per deadline.
+package final class Alarm: Sendable {
+    private struct State {
+        var deadline: Duration?
+        /// Counts changes, so that the waiting task knows whether it missed one.
+        var generation: UInt64 = 0
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    package init() {}
+
+    /// The deadline the alarm waits for (nil: none).
+    package var deadline: Duration? { state.withLockedValue { $0.deadline } }
+
+    /// Sets the deadline (nil: none), waking the waiting task when it changes.
+    package func set(_ deadline: Duration?) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            guard state.deadline != deadline else { return nil }
+            state.deadline = deadline
+            state.generation &+= 1
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Until the task is cancelled: whenever the deadline comes, clears it and calls `fire`
+    /// (which usually sets the next one).
+    package func run(clock: some ShellClock, fire: @Sendable () async -> Void) async {
+        while !Task.isCancelled {
+            let (deadline, generation) = state.withLockedValue { ($0.deadline, $0.generation) }
+            guard let deadline else {
+                await changed(since: generation)
+                continue
+            }
+            if clock.now >= deadline {
+                state.withLockedValue { state in
+                    if state.generation == generation { state.deadline = nil }
+                }
+                await fire()
+                continue
+            }
+            // Whichever comes first: the deadline, or a new one.
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { try? await clock.sleep(until: deadline) }
+                group.addTask { await self.changed(since: generation) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Returns when the deadline changes after `generation`, or when the task is cancelled.
+    private func changed(since generation: UInt64) async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLockedValue { state -> Bool in
+                    if state.generation != generation || Task.isCancelled { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}
