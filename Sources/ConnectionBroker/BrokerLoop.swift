@@ -204,9 +204,12 @@ actor BrokerLoop {
                 Task { [weak self] in await self?.dial(peer, addresses: addresses, port: port) }
             case .close(let id, let reason):
                 guard let connection = connections.removeValue(forKey: id) else { continue }
-                if reason == "duplicate" { statistics.duplicatesClosed += 1 } else { statistics.replaced += 1 }
+                switch reason {
+                case .duplicate: statistics.duplicatesClosed += 1
+                case .replaced: statistics.replaced += 1
+                }
                 logger.debug("closing connection \(id): \(reason)")
-                Task { await connection.close(code: 1000, reason: reason) }
+                Task { await connection.close(code: 1000, reason: reason.description) }
             case .probe(let id):
                 guard let connection = connections[id] else {
                     perform(machine.handle(.probed(id, alive: false), at: now))
@@ -400,7 +403,7 @@ actor BrokerLoop {
         }
         if let id = machine.connection(to: peer), let open = connections[id] {
             // One connection per peer: the new one goes, the one already open stays.
-            await connection.close(code: 1000, reason: "duplicate")
+            await connection.close(code: 1000, reason: BrokerStateMachine.CloseReason.duplicate.description)
             return open
         }
         let id = register(connection)

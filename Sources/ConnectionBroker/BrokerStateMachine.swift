@@ -79,7 +79,7 @@ struct BrokerStateMachine: Sendable {
         /// Dial this peer (addresses happy-eyeballs style), expecting this peer ID.
         case dial(PeerID, addresses: [String], port: Int)
         /// Close this connection, saying why.
-        case close(ConnectionID, reason: String)
+        case close(ConnectionID, reason: CloseReason)
         /// Ping this connection; answer with ``Event/probed(_:alive:)`` (false after the probe timeout).
         case probe(ConnectionID)
         case report(Report)
@@ -95,6 +95,25 @@ struct BrokerStateMachine: Sendable {
         case skipped(name: String, reason: String)
         /// A dial failed; the next attempt is due at the time given, or none (nil).
         case dialFailed(PeerID, reason: String, retryAt: Duration?)
+    }
+
+    /// Why the machine closes a connection: the shell counts each kind, and says the reason to
+    /// the peer in the WebSocket close.
+    enum CloseReason: Sendable, Hashable, CustomStringConvertible {
+        /// The one of two live connections to a peer that both sides drop (crossing dials, or a
+        /// second connection while the first still answers).
+        case duplicate
+        /// The peer connected again and this, its old connection, did not answer a ping within
+        /// `probeTimeout`: the new connection replaces it.
+        case replaced(probeTimeout: Duration)
+
+        /// The reason as the close frame carries it.
+        var description: String {
+            switch self {
+            case .duplicate: "duplicate"
+            case .replaced(let timeout): "replaced: it did not answer a ping within \(timeout)"
+            }
+        }
     }
 
     /// One connection and who dialed it.
@@ -278,7 +297,7 @@ struct BrokerStateMachine: Sendable {
             let (keep, drop) = preferred(contender, link, peer: peer)
             state.contender = keep
             peers[peer] = state
-            return [.close(drop.id, reason: "duplicate")]
+            return [.close(drop.id, reason: .duplicate)]
         }
         // A second connection: is the first still alive? (the "already connected" trap)
         state.contender = link
@@ -304,18 +323,18 @@ struct BrokerStateMachine: Sendable {
             // The old connection is dead: the new one replaces it at once.
             next.live = contender
             peers[peer] = next
-            let reason = "replaced: it did not answer a ping within \(configuration.probeTimeout)"
+            let reason = CloseReason.replaced(probeTimeout: configuration.probeTimeout)
             return [
-                .close(live.id, reason: reason), .report(.disconnected(peer, live.id, reason: reason)),
+                .close(live.id, reason: reason), .report(.disconnected(peer, live.id, reason: reason.description)),
                 .report(.connected(peer, contender.id, initiator: contender.initiator)),
             ]
         }
         let (keep, drop) = preferred(live, contender, peer: peer)
         next.live = keep
         peers[peer] = next
-        guard keep == contender else { return [.close(drop.id, reason: "duplicate")] }
+        guard keep == contender else { return [.close(drop.id, reason: .duplicate)] }
         return [
-            .close(drop.id, reason: "duplicate"), .report(.disconnected(peer, drop.id, reason: "duplicate")),
+            .close(drop.id, reason: .duplicate), .report(.disconnected(peer, drop.id, reason: CloseReason.duplicate.description)),
             .report(.connected(peer, keep.id, initiator: keep.initiator)),
         ]
     }

@@ -26,8 +26,13 @@ struct BrokerStateMachineTests {
         actions.compactMap { if case .dial(let peer, _, _) = $0 { peer } else { nil } }
     }
 
+    /// The closes among `actions`, with the reason as the peer reads it.
     func closes(_ actions: [BrokerStateMachine.Action]) -> [BrokerStateMachine.ConnectionID: String] {
-        var closed: [BrokerStateMachine.ConnectionID: String] = [:]
+        closeReasons(actions).mapValues(\.description)
+    }
+
+    func closeReasons(_ actions: [BrokerStateMachine.Action]) -> [BrokerStateMachine.ConnectionID: BrokerStateMachine.CloseReason] {
+        var closed: [BrokerStateMachine.ConnectionID: BrokerStateMachine.CloseReason] = [:]
         for case .close(let id, let reason) in actions { closed[id] = reason }
         return closed
     }
@@ -145,6 +150,23 @@ struct BrokerStateMachineTests {
         let handover = local.handle(.closed(1, reason: "reset"), at: .seconds(5))
         #expect(reports(handover) == [.disconnected(Self.small, 1, reason: "reset"), .connected(Self.small, 3, initiator: Self.small)])
         #expect(local.handle(.probed(1, alive: false), at: .seconds(6)).isEmpty)
+    }
+
+    @Test("closes say their kind: a duplicate, or a replacement after an unanswered probe (with the probe timeout in its words)")
+    func closeReasons() {
+        var local = broker(Self.small)
+        _ = local.handle(.announced(announcement(Self.large)), at: .zero)
+        _ = local.handle(.dialSucceeded(Self.large, 1), at: .zero)
+        // Alive, and connection 1 is the smaller's: the newcomer is the duplicate.
+        _ = local.handle(.accepted(Self.large, 2), at: .seconds(1))
+        #expect(closeReasons(local.handle(.probed(1, alive: true), at: .seconds(1))) == [2: .duplicate])
+        // Dead: replaced, which is counted apart from duplicates.
+        _ = local.handle(.accepted(Self.large, 3), at: .seconds(2))
+        let replaced = local.handle(.probed(1, alive: false), at: .seconds(4))
+        #expect(closeReasons(replaced) == [1: .replaced(probeTimeout: .seconds(2))])
+        #expect(reports(replaced).first == .disconnected(Self.large, 1, reason: BrokerStateMachine.CloseReason.replaced(probeTimeout: .seconds(2)).description))
+        #expect(BrokerStateMachine.CloseReason.duplicate.description == "duplicate")
+        #expect(BrokerStateMachine.CloseReason.replaced(probeTimeout: .seconds(2)).description.contains("did not answer a ping within 2"))
     }
 
     @Test("a request for a connected peer dials nothing (the app gets the existing connection)")
