@@ -433,28 +433,22 @@ actor BrokerLoop {
         let measured = await measure(compatibleAnnouncements())
         return announced.values.map(\.announcement).sorted { $0.name < $1.name }.map { announcement in
             let peer = announcement.peerID.flatMap { PeerID($0) }
-            let verdict = compatibility(announcement)
+            let why: String? =
+                switch machine.compatibility(of: announcement) {
+                case .success: nil
+                case .failure(let incompatibility): incompatibility.description
+                }
             return DiscoveredPeer(
                 name: announcement.name, peerID: peer, addresses: announcement.addresses, port: announcement.port,
-                protocolVersion: announcement.protocolVersion, compatible: verdict == nil, reason: verdict,
+                protocolVersion: announcement.protocolVersion, compatible: why == nil, reason: why,
                 rtt: measured.first { $0.peerID == peer }?.rtt)
         }
     }
 
-    /// Why the broker would not connect to this announcement (nil: it would).
-    private func compatibility(_ announcement: PeerAnnouncement) -> String? {
-        guard let text = announcement.peerID, let peer = PeerID(text) else { return "no valid TXT id" }
-        guard peer != machine.localID else { return "this peer itself" }
-        guard let version = announcement.protocolVersion.flatMap({ ProtocolVersion($0) }) else { return "no valid TXT pv" }
-        guard version.isCompatible(with: configuration.connection.protocolVersion) else {
-            return "protocol version \(version) is not compatible with \(configuration.connection.protocolVersion)"
-        }
-        return nil
-    }
-
+    /// The announcements the machine would connect to, with their peers.
     private func compatibleAnnouncements() -> [(PeerID, PeerAnnouncement)] {
         announced.values.compactMap { entry in
-            guard compatibility(entry.announcement) == nil, let peer = entry.announcement.peerID.flatMap({ PeerID($0) }) else { return nil }
+            guard let peer = try? machine.compatibility(of: entry.announcement).get() else { return nil }
             return (peer, entry.announcement)
         }
     }

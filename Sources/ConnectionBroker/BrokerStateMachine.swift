@@ -97,6 +97,28 @@ struct BrokerStateMachine: Sendable {
         case dialFailed(PeerID, reason: String, retryAt: Duration?)
     }
 
+    /// Why an announced instance is not connected to.
+    enum Incompatibility: Error, Sendable, Hashable, CustomStringConvertible {
+        /// TXT `id` is missing or not a peer ID: whom to expect is unknown.
+        case noPeerID
+        /// The announcement is this peer's own.
+        case ownAnnouncement
+        /// TXT `pv` is missing or not a protocol version.
+        case noProtocolVersion
+        /// Its protocol version is not compatible with ours.
+        case incompatibleVersion(ProtocolVersion, ours: ProtocolVersion)
+
+        /// The reason in words, as skipped reports and listings give it.
+        var description: String {
+            switch self {
+            case .noPeerID: "its TXT has no valid id (a peer ID is required to know whom to expect)"
+            case .ownAnnouncement: "it is this peer's own announcement"
+            case .noProtocolVersion: "its TXT has no valid pv (protocol version)"
+            case .incompatibleVersion(let theirs, let ours): "its protocol version \(theirs) is not compatible with ours, \(ours)"
+            }
+        }
+    }
+
     /// Why the machine closes a connection: the shell counts each kind, and says the reason to
     /// the peer in the WebSocket close.
     enum CloseReason: Sendable, Hashable, CustomStringConvertible {
@@ -166,6 +188,24 @@ struct BrokerStateMachine: Sendable {
         peers.values.compactMap { $0.dialing || $0.live != nil ? nil : $0.dialAt }.min()
     }
 
+    /// Whether this broker connects to what `announcement` announces: the peer it names, or why not.
+    func compatibility(of announcement: PeerAnnouncement) -> Result<PeerID, Incompatibility> {
+        Self.compatibility(of: announcement, localID: localID, protocolVersion: configuration.protocolVersion)
+    }
+
+    /// The one compatibility verdict, for dialing and for listings alike: an announcement names
+    /// a peer to connect to when its TXT has a valid peer ID that is not ours and a valid
+    /// protocol version compatible with ours.
+    static func compatibility(
+        of announcement: PeerAnnouncement, localID: PeerID, protocolVersion ours: ProtocolVersion
+    ) -> Result<PeerID, Incompatibility> {
+        guard let text = announcement.peerID, let peer = PeerID(text) else { return .failure(.noPeerID) }
+        guard peer != localID else { return .failure(.ownAnnouncement) }
+        guard let text = announcement.protocolVersion, let version = ProtocolVersion(text) else { return .failure(.noProtocolVersion) }
+        guard version.isCompatible(with: ours) else { return .failure(.incompatibleVersion(version, ours: ours)) }
+        return .success(peer)
+    }
+
     // MARK: Events
 
     mutating func handle(_ event: Event, at now: Duration) -> [Action] {
@@ -219,15 +259,10 @@ struct BrokerStateMachine: Sendable {
     // MARK: Rules
 
     private mutating func announced(_ announcement: PeerAnnouncement, at now: Duration) -> [Action] {
-        guard let text = announcement.peerID, let peer = PeerID(text) else {
-            return skip(announcement.name, "its TXT has no valid id (a peer ID is required to know whom to expect)")
-        }
-        guard peer != localID else { return skip(announcement.name, "it is this peer's own announcement") }
-        guard let versionText = announcement.protocolVersion, let version = ProtocolVersion(versionText) else {
-            return skip(announcement.name, "its TXT has no valid pv (protocol version)")
-        }
-        guard version.isCompatible(with: configuration.protocolVersion) else {
-            return skip(announcement.name, "its protocol version \(version) is not compatible with ours, \(configuration.protocolVersion)")
+        let peer: PeerID
+        switch compatibility(of: announcement) {
+        case .success(let found): peer = found
+        case .failure(let why): return skip(announcement.name, why.description)
         }
         skipped[announcement.name] = nil
         var state = peers[peer] ?? Peer()

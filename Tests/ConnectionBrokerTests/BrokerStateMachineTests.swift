@@ -96,6 +96,33 @@ struct BrokerStateMachineTests {
         #expect(dials(local.handle(.announced(announcement(Self.large, name: "Patch", version: "0.2.9")), at: .zero)) == [Self.large])
     }
 
+    @Test("one compatibility verdict: the peer named, or the kind of incompatibility, in the words a skip reports")
+    func compatibilityVerdict() {
+        let local = broker(Self.small)
+        typealias Verdict = Result<PeerID, BrokerStateMachine.Incompatibility>
+        let cases: [(PeerAnnouncement, Verdict)] = [
+            (announcement(Self.large), .success(Self.large)),
+            (announcement(Self.large, version: "0.2.9"), .success(Self.large)),
+            (announcement(nil), .failure(.noPeerID)),
+            (PeerAnnouncement(name: "Bad ID", peerID: "not-a-peer-id", protocolVersion: "0.2.2", addresses: [], port: 1), .failure(.noPeerID)),
+            (announcement(Self.small), .failure(.ownAnnouncement)),
+            (announcement(Self.large, version: nil), .failure(.noProtocolVersion)),
+            (announcement(Self.large, version: "two"), .failure(.noProtocolVersion)),
+            (announcement(Self.large, version: "0.3.0"),
+             .failure(.incompatibleVersion(ProtocolVersion(major: 0, minor: 3), ours: ProtocolVersion(major: 0, minor: 2, patch: 2)))),
+        ]
+        for (announced, expected) in cases {
+            #expect(local.compatibility(of: announced) == expected, "\(announced)")
+            // The skip the machine reports says the same, in the same words.
+            var fresh = broker(Self.small)
+            let skip = reports(fresh.handle(.announced(announced), at: .zero)).first
+            switch expected {
+            case .success: #expect(skip == nil)
+            case .failure(let why): #expect(skip == .skipped(name: announced.name, reason: why.description))
+            }
+        }
+    }
+
     // MARK: One connection per peer
 
     @Test("crossing dials: both sides keep the connection the smaller ID initiated, close the other as duplicate")
