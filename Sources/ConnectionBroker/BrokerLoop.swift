@@ -249,11 +249,9 @@ actor BrokerLoop {
         case .dialFailed(let peer, let reason, _):
             logger.info("dial to \(peer.short) failed: \(reason)")
             emit(.dialFailed(peer, reason: reason))
-            // A refusal (trust, TLS, the handshake) will not change by retrying: tell whoever waits.
-            if let error = lastFailure[peer], [.untrusted, .tls, .handshake, .upgrade].contains(error.code) {
-                for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] {
-                    waiter.resume(returning: .failure(BrokerError(.refused, error.description, connectionError: error)))
-                }
+        case .refused(let peer, let reason):
+            for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] {
+                waiter.resume(returning: .failure(BrokerError(.refused, reason, connectionError: lastFailure[peer])))
             }
         }
     }
@@ -303,7 +301,7 @@ actor BrokerLoop {
         case .failure(let error):
             statistics.dialsFailed += 1
             lastFailure[peer] = error
-            handle(.dialFailed(peer, reason: error.description))
+            handle(.dialFailed(peer, reason: error.description, code: error.code))
         }
     }
 
@@ -395,7 +393,7 @@ actor BrokerLoop {
         do {
             connection = try await PeerConnection.connect(host: host, port: port, configuration: settings)
         } catch {
-            throw BrokerError(error.code == .untrusted || error.code == .handshake ? .refused : .unreachable, error.description, connectionError: error)
+            throw BrokerError(BrokerStateMachine.isRefusal(error.code) ? .refused : .unreachable, error.description, connectionError: error)
         }
         guard let peer = connection.peerID else {
             await connection.close(code: 1008, reason: "no peer ID")

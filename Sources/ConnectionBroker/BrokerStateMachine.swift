@@ -62,9 +62,10 @@ struct BrokerStateMachine: Sendable {
         case withdrawn(name: String)
         /// The app asks for a connection to this peer (tiebreak or not).
         case requested(PeerID)
-        /// A dial we started ended: connected (authenticated and initialized) or failed.
+        /// A dial we started ended: connected (authenticated and initialized) or failed, with
+        /// the connection's error code (see ``BrokerStateMachine/isRefusal(_:)``).
         case dialSucceeded(PeerID, ConnectionID)
-        case dialFailed(PeerID, reason: String)
+        case dialFailed(PeerID, reason: String, code: PeerConnectionError.Code = .unreachable)
         /// A peer connected to us (authenticated and initialized).
         case accepted(PeerID, ConnectionID)
         /// A connection ended (not one we closed ourselves as a duplicate).
@@ -95,6 +96,16 @@ struct BrokerStateMachine: Sendable {
         case skipped(name: String, reason: String)
         /// A dial failed; the next attempt is due at the time given, or none (nil).
         case dialFailed(PeerID, reason: String, retryAt: Duration?)
+        /// That failure was a refusal: retrying will not change the answer, so whoever waits
+        /// for this peer is told now (the broker still redials on its backoff: trust can change).
+        case refused(PeerID, reason: String)
+    }
+
+    /// Failures that are the peer's answer, whatever the address and however often asked: our
+    /// trust policy rejected it, TLS failed, it is no WebSocket server, the handshake failed.
+    /// Other failures (no route, no answer in time) may pass.
+    static func isRefusal(_ code: PeerConnectionError.Code) -> Bool {
+        [.untrusted, .tls, .upgrade, .handshake].contains(code)
     }
 
     /// Why an announced instance is not connected to.
@@ -229,8 +240,9 @@ struct BrokerStateMachine: Sendable {
             return arrived(peer, Link(id: id, initiator: localID), at: now)
         case .accepted(let peer, let id):
             return arrived(peer, Link(id: id, initiator: peer), at: now)
-        case .dialFailed(let peer, let reason):
-            return dialFailed(peer, reason: reason, at: now)
+        case .dialFailed(let peer, let reason, let code):
+            let failed = dialFailed(peer, reason: reason, at: now)
+            return Self.isRefusal(code) ? failed + [.report(.refused(peer, reason: reason))] : failed
         case .closed(let id, let reason):
             return closed(id, reason: reason, at: now)
         case .probed(let id, let alive):

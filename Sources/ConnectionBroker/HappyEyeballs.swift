@@ -22,8 +22,8 @@ enum HappyEyeballs {
                 return .success(try await PeerConnection.connect(host: address, port: port, expecting: peer, configuration: configuration))
             } catch {
                 errors.append(error)
-                // A refusal (trust, TLS, the handshake) is the peer's answer, whatever the address.
-                if [.untrusted, .tls, .handshake, .upgrade].contains(error.code) { return .failure(error) }
+                // A refusal is the peer's answer, whatever the address.
+                if BrokerStateMachine.isRefusal(error.code) { return .failure(error) }
             }
         }
         return .failure(errors.first { $0.code != .unreachable } ?? errors.first ?? PeerConnectionError(.unreachable, "no address answered"))

@@ -224,6 +224,25 @@ struct BrokerStateMachineTests {
         #expect(dials(local.handle(.announced(announcement(Self.large, address: "198.18.1.9")), at: due + .milliseconds(100))) == [Self.large])
     }
 
+    @Test("a refusal tells whoever waits at once, and is still retried on the backoff; other failures only retry")
+    func refusalIsFinal() {
+        for code in [PeerConnectionError.Code.untrusted, .tls, .upgrade, .handshake] {
+            var local = broker(Self.small)
+            _ = local.handle(.announced(announcement(Self.large)), at: .zero)
+            let failed = reports(local.handle(.dialFailed(Self.large, reason: "no", code: code), at: .zero))
+            #expect(failed.count == 2 && failed.last == .refused(Self.large, reason: "no"), "\(code)")
+            guard case .dialFailed(_, _, let retry?)? = failed.first else { Issue.record("no retry after \(code)"); continue }
+            #expect(retry >= .seconds(1))
+        }
+        for code in [PeerConnectionError.Code.unreachable, .timeout, .closed] {
+            var local = broker(Self.small)
+            _ = local.handle(.announced(announcement(Self.large)), at: .zero)
+            let failed = reports(local.handle(.dialFailed(Self.large, reason: "no", code: code), at: .zero))
+            #expect(failed.count == 1, "\(code)")
+            #expect(!BrokerStateMachine.isRefusal(code))
+        }
+    }
+
     @Test("the backoff doubles up to 60 s")
     func backoffCap() {
         var local = broker(Self.small)
