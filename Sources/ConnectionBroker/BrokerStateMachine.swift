@@ -78,7 +78,7 @@ struct BrokerStateMachine: Sendable {
 
     enum Action: Sendable, Hashable {
         /// Dial this peer (addresses happy-eyeballs style), expecting this peer ID.
-        case dial(PeerID, addresses: [String], port: Int)
+        case dial(PeerID, addresses: [PeerAddress], port: Int)
         /// Close this connection, saying why.
         case close(ConnectionID, reason: CloseReason)
         /// Ping this connection; answer with ``Event/probed(_:alive:)`` (false after the probe timeout).
@@ -326,7 +326,7 @@ struct BrokerStateMachine: Sendable {
         state.dialing = true
         state.dialAt = nil
         peers[peer] = state
-        return [.dial(peer, addresses: announcement.addresses, port: announcement.port)]
+        return [.dial(peer, addresses: announcement.dialAddresses, port: announcement.port)]
     }
 
     /// A connection to `peer` is up (dialed or accepted).
