@@ -351,9 +351,10 @@ struct BrokerStateMachine: Sendable {
         case .probed(let id, let alive):
             return probed(id, alive: alive)
         case .networkChanged:
-            // Redial at once every announced peer without a connection that is ours to dial.
+            // Redial at once every announced peer without a connection that is ours to dial
+            // (without auto-invite, only those the app asked for).
             var actions: [Action] = []
-            for (peer, state) in peers where state.state.mayDial && state.announcement != nil {
+            for (peer, state) in peers where state.state.mayDial && state.announcement != nil && (configuration.autoInvite || state.requested) {
                 guard !state.redials.coolingDown(at: now) else { continue }
                 if invites(peer) || state.requested {
                     actions += dial(peer, at: now)

@@ -345,6 +345,18 @@ struct BrokerStateMachineTests {
         #expect(local.nextDeadline == .seconds(4))
     }
 
+    @Test("without auto-invite, a network change redials only the peers the app asked for")
+    func networkChangeOnRequest() {
+        var local = broker(Self.middle, autoInvite: false)
+        _ = local.handle(.announced(announcement(Self.large, name: "Larger")), at: .zero)
+        _ = local.handle(.announced(announcement(Self.small, name: "Smaller")), at: .zero)
+        #expect(local.handle(.networkChanged, at: .seconds(1)).isEmpty)
+        #expect(local.nextDeadline == nil)
+        _ = local.handle(.requested(Self.small), at: .seconds(2))
+        _ = local.handle(.dialFailed(Self.small, reason: "no route"), at: .seconds(2))
+        #expect(dials(local.handle(.networkChanged, at: .seconds(3))) == [Self.small])
+    }
+
     @Test("jitter is random but reproducible: one seed, one schedule")
     func reproducible() {
         func schedule(_ seed: UInt64) -> Duration? {
