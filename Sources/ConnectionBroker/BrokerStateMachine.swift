@@ -390,7 +390,12 @@ struct BrokerStateMachine: Sendable {
         if state.announcement == nil, state.state.live == nil { state.redials.nextIsFresh = true }
         state.announcement = announcement
         peers[peer] = state
-        guard configuration.autoInvite || state.requested, state.state.mayDial, !state.redials.coolingDown(at: now) else { return [] }
+        guard configuration.autoInvite || state.requested, state.state.mayDial else { return [] }
+        if let end = state.redials.coolDownUntil, now < end {
+            // Found (again) during a cool-down: dialed when it ends, unless something is planned.
+            if state.state.due == nil { peers[peer]?.state = .waiting(until: end, .coolDown) }
+            return []
+        }
         if invites(peer) || state.requested {
             // Found (again, after a drop): dial at once. The backoff is for a peer discovery
             // still shows unchanged.

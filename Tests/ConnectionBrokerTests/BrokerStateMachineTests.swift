@@ -324,6 +324,27 @@ struct BrokerStateMachineTests {
         #expect(dials(local.handle(.announced(announcement(Self.large)), at: now + .seconds(1))).isEmpty)
     }
 
+    @Test("a peer found again during a cool-down is dialed when it ends, as the first dial after the announcement")
+    func foundDuringCoolDown() {
+        var local = broker(Self.small)
+        var now = Duration.zero
+        _ = local.handle(.announced(announcement(Self.large)), at: now)
+        for _ in 0..<4 {
+            _ = local.handle(.dialFailed(Self.large, reason: "refused"), at: now)
+            now = local.nextDeadline ?? now
+            _ = local.advance(to: now)
+        }
+        let end = local.nextDeadline ?? .zero
+        #expect(end == now + .seconds(300))
+        _ = local.handle(.withdrawn(name: "Peer"), at: now + .seconds(5))
+        #expect(local.nextDeadline == nil)
+        #expect(local.handle(.announced(announcement(Self.large)), at: now + .seconds(6)).isEmpty)
+        #expect(local.nextDeadline == end)
+        #expect(dials(local.advance(to: end)) == [Self.large])
+        // Fresh, so not counted: three redials are allowed again before the next cool-down.
+        #expect(local.peers[Self.large]?.redials.times.isEmpty == true)
+    }
+
     @Test("the larger side redials after a drop only after the backoff and the 3 s the smaller gets first")
     func largerRedials() {
         var local = broker(Self.large)
