@@ -40,9 +40,8 @@ actor BrokerLoop {
     /// Why the last dial to a peer failed, for a caller waiting on it.
     private var lastFailure: [PeerID: PeerConnectionError] = [:]
     private var nextWaiter = 0
-    /// Who is announced, by instance name, with its latest addresses on each interface it was
-    /// seen on (an update replaces that interface's addresses; they are never accumulated).
-    private var announced: [String: (announcement: PeerAnnouncement, interfaces: [String: [String]])] = [:]
+    /// Who is announced, by instance name, with its addresses on each interface it was seen on.
+    private var announced = AnnouncedInstances()
     private var announcementWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
     private var timer: Task<Void, Never>?
     /// The long-lived tasks (listener events, browse), cancelled at shutdown. Dials, probes and
@@ -121,38 +120,21 @@ actor BrokerLoop {
         switch event.kind {
         case .found, .updated:
             guard let service = event.service, let resolved = event.resolved else { return }
-            var interfaces = announced[service.name]?.interfaces ?? [:]
-            interfaces[service.interface.name] = resolved.addresses.map(\.description)
-            var addresses: [String] = []
-            for name in interfaces.keys.sorted() {
-                for address in interfaces[name] ?? [] where !addresses.contains(address) { addresses.append(address) }
-            }
-            let announcement = PeerAnnouncement(
-                name: service.name, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
-                addresses: addresses, port: Int(resolved.port))
-            announced[service.name] = (announcement, interfaces)
+            let announcement = announced.seen(
+                PeerAnnouncement(
+                    name: service.name, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
+                    addresses: [], port: Int(resolved.port)),
+                on: service.interface.name, at: resolved.addresses.map(PeerAddress.init))
             let after = browseStarted.map { " \((clock.now - $0).formatted(.units(allowed: [.milliseconds])))" } ?? ""
-            logger.debug("announced\(after) after browsing began: \(service.name) at \(addresses.joined(separator: ", ")) port \(resolved.port)")
+            logger.debug(
+                "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
             for (_, waiter) in announcementWaiters { waiter.resume() }
             announcementWaiters = [:]
         case .lost:
-            guard let service = event.service, var entry = announced[service.name] else { return }
-            entry.interfaces[service.interface.name] = nil
-            if entry.interfaces.isEmpty {
-                announced[service.name] = nil
-                logger.debug("withdrawn: \(service.name)")
-                handle(.withdrawn(name: service.name))
-            } else {
-                // Still there on another interface: only those addresses now.
-                var addresses: [String] = []
-                for name in entry.interfaces.keys.sorted() {
-                    for address in entry.interfaces[name] ?? [] where !addresses.contains(address) { addresses.append(address) }
-                }
-                entry.announcement.addresses = addresses
-                announced[service.name] = entry
-                handle(.announced(entry.announcement))
-            }
+            guard let service = event.service, let change = announced.lost(service.name, on: service.interface.name) else { return }
+            if case .withdrawn = change { logger.debug("withdrawn: \(service.name)") }
+            handle(change)
         case .restored:
             handle(.networkChanged)
         default:
@@ -200,13 +182,16 @@ actor BrokerLoop {
         for action in actions {
             switch action {
             case .dial(let peer, let addresses, let port):
-                logger.debug("dialing \(peer.short) at \(addresses.joined(separator: ", ")) port \(port)")
+                logger.debug("dialing \(peer.short) at \(addresses.map(\.description).joined(separator: ", ")) port \(port)")
                 Task { [weak self] in await self?.dial(peer, addresses: addresses, port: port) }
             case .close(let id, let reason):
                 guard let connection = connections.removeValue(forKey: id) else { continue }
-                if reason == "duplicate" { statistics.duplicatesClosed += 1 } else { statistics.replaced += 1 }
+                switch reason {
+                case .duplicate: statistics.duplicatesClosed += 1
+                case .replaced: statistics.replaced += 1
+                }
                 logger.debug("closing connection \(id): \(reason)")
-                Task { await connection.close(code: 1000, reason: reason) }
+                Task { await connection.close(code: 1000, reason: reason.description) }
             case .probe(let id):
                 guard let connection = connections[id] else {
                     perform(machine.handle(.probed(id, alive: false), at: now))
@@ -246,11 +231,9 @@ actor BrokerLoop {
         case .dialFailed(let peer, let reason, _):
             logger.info("dial to \(peer.short) failed: \(reason)")
             emit(.dialFailed(peer, reason: reason))
-            // A refusal (trust, TLS, the handshake) will not change by retrying: tell whoever waits.
-            if let error = lastFailure[peer], [.untrusted, .tls, .handshake, .upgrade].contains(error.code) {
-                for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] {
-                    waiter.resume(returning: .failure(BrokerError(.refused, error.description, connectionError: error)))
-                }
+        case .refused(let peer, let reason):
+            for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] {
+                waiter.resume(returning: .failure(BrokerError(.refused, reason, connectionError: lastFailure[peer])))
             }
         }
     }
@@ -274,7 +257,7 @@ actor BrokerLoop {
 
     // MARK: Dialing
 
-    private func dial(_ peer: PeerID, addresses: [String], port: Int) async {
+    private func dial(_ peer: PeerID, addresses: [PeerAddress], port: Int) async {
         statistics.dials += 1
         await dials.acquire()
         // A peer that asks someone before letting us in says how long that may take: whoever
@@ -300,7 +283,7 @@ actor BrokerLoop {
         case .failure(let error):
             statistics.dialsFailed += 1
             lastFailure[peer] = error
-            handle(.dialFailed(peer, reason: error.description))
+            handle(.dialFailed(peer, reason: error.description, code: error.code))
         }
     }
 
@@ -341,7 +324,7 @@ actor BrokerLoop {
 
     private func giveUp(_ peer: PeerID, _ ticket: Int) {
         guard let waiter = waiters[peer]?.removeValue(forKey: ticket) else { return }
-        let known = announced.values.contains { $0.announcement.peerID.flatMap { PeerID($0) } == peer }
+        let known = announced.announcements.contains { $0.peerID.flatMap { PeerID($0) } == peer }
         let why = lastFailure[peer].map { ": the last attempt: \($0.description)" } ?? ""
         waiter.resume(returning: .failure(
             known
@@ -352,8 +335,8 @@ actor BrokerLoop {
     func peerID(named name: String, timeout: Duration) async throws(BrokerError) -> PeerID {
         let end = clock.now + timeout
         while clock.now < end {
-            if let entry = announced[name] {
-                guard let text = entry.announcement.peerID, let peer = PeerID(text) else {
+            if let announcement = announced[name] {
+                guard let text = announcement.peerID, let peer = PeerID(text) else {
                     throw BrokerError(.notFound, "\"\(name)\" is announced without a valid TXT id, so whom to expect is unknown")
                 }
                 return peer
@@ -381,8 +364,9 @@ actor BrokerLoop {
 
     func connect(host: String, port: Int, timeout: Duration) async throws(BrokerError) -> PeerConnection {
         // Already connected to whoever announces this address and port: that connection.
-        for entry in announced.values where entry.announcement.port == port && entry.announcement.addresses.contains(host) {
-            if let peer = entry.announcement.peerID.flatMap({ PeerID($0) }), let id = machine.connection(to: peer), let open = connections[id] {
+        let literal = PeerAddress(host)
+        for announcement in announced.announcements where announcement.port == port && literal.map(announcement.dialAddresses.contains) == true {
+            if let peer = announcement.peerID.flatMap({ PeerID($0) }), let id = machine.connection(to: peer), let open = connections[id] {
                 return open
             }
         }
@@ -392,7 +376,7 @@ actor BrokerLoop {
         do {
             connection = try await PeerConnection.connect(host: host, port: port, configuration: settings)
         } catch {
-            throw BrokerError(error.code == .untrusted || error.code == .handshake ? .refused : .unreachable, error.description, connectionError: error)
+            throw BrokerError(BrokerStateMachine.isRefusal(error.code) ? .refused : .unreachable, error.description, connectionError: error)
         }
         guard let peer = connection.peerID else {
             await connection.close(code: 1008, reason: "no peer ID")
@@ -400,7 +384,7 @@ actor BrokerLoop {
         }
         if let id = machine.connection(to: peer), let open = connections[id] {
             // One connection per peer: the new one goes, the one already open stays.
-            await connection.close(code: 1000, reason: "duplicate")
+            await connection.close(code: 1000, reason: BrokerStateMachine.CloseReason.duplicate.description)
             return open
         }
         let id = register(connection)
@@ -428,31 +412,25 @@ actor BrokerLoop {
         let end = clock.now + duration
         while clock.now < end { await waitForAnnouncement(until: end) }
         let measured = await measure(compatibleAnnouncements())
-        return announced.values.map(\.announcement).sorted { $0.name < $1.name }.map { announcement in
+        return announced.announcements.sorted { $0.name < $1.name }.map { announcement in
             let peer = announcement.peerID.flatMap { PeerID($0) }
-            let verdict = compatibility(announcement)
+            let why: String? =
+                switch machine.compatibility(of: announcement) {
+                case .success: nil
+                case .failure(let incompatibility): incompatibility.description
+                }
             return DiscoveredPeer(
                 name: announcement.name, peerID: peer, addresses: announcement.addresses, port: announcement.port,
-                protocolVersion: announcement.protocolVersion, compatible: verdict == nil, reason: verdict,
+                protocolVersion: announcement.protocolVersion, compatible: why == nil, reason: why,
                 rtt: measured.first { $0.peerID == peer }?.rtt)
         }
     }
 
-    /// Why the broker would not connect to this announcement (nil: it would).
-    private func compatibility(_ announcement: PeerAnnouncement) -> String? {
-        guard let text = announcement.peerID, let peer = PeerID(text) else { return "no valid TXT id" }
-        guard peer != machine.localID else { return "this peer itself" }
-        guard let version = announcement.protocolVersion.flatMap({ ProtocolVersion($0) }) else { return "no valid TXT pv" }
-        guard version.isCompatible(with: configuration.connection.protocolVersion) else {
-            return "protocol version \(version) is not compatible with \(configuration.connection.protocolVersion)"
-        }
-        return nil
-    }
-
+    /// The announcements the machine would connect to, with their peers.
     private func compatibleAnnouncements() -> [(PeerID, PeerAnnouncement)] {
-        announced.values.compactMap { entry in
-            guard compatibility(entry.announcement) == nil, let peer = entry.announcement.peerID.flatMap({ PeerID($0) }) else { return nil }
-            return (peer, entry.announcement)
+        announced.announcements.compactMap { announcement in
+            guard let peer = try? machine.compatibility(of: announcement).get() else { return nil }
+            return (peer, announcement)
         }
     }
 
@@ -463,9 +441,10 @@ actor BrokerLoop {
             for (peer, announcement) in candidates {
                 group.addTask {
                     await limiter.acquire()
-                    let (rtt, address) = await HappyEyeballs.measure(DialPlan.schedule(announcement.addresses), port: announcement.port, timeout: timeout)
+                    let (rtt, address) = await HappyEyeballs.measure(
+                        DialPlan.schedule(announcement.dialAddresses), port: announcement.port, timeout: timeout)
                     await limiter.release()
-                    return MeasuredPeer(peerID: peer, name: announcement.name, rtt: rtt, address: address)
+                    return MeasuredPeer(peerID: peer, name: announcement.name, rtt: rtt, address: address?.description)
                 }
             }
             var measured: [MeasuredPeer] = []

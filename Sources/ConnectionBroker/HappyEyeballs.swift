@@ -11,7 +11,7 @@ enum HappyEyeballs {
     /// the peer with connections it accepted for nothing whenever a set-up takes longer than the
     /// stagger, as it does on a busy machine.
     static func connect(
-        _ plan: [(address: String, after: Duration)], port: Int, expecting peer: PeerID, configuration: PeerConnectionConfiguration
+        _ plan: [(address: PeerAddress, after: Duration)], port: Int, expecting peer: PeerID, configuration: PeerConnectionConfiguration
     ) async -> Result<PeerConnection, PeerConnectionError> {
         guard !plan.isEmpty else { return .failure(PeerConnectionError(.unreachable, "the peer announced no address")) }
         let (_, winner) = await measure(plan, port: port, samples: 1, timeout: configuration.setupTimeout)
@@ -19,25 +19,26 @@ enum HappyEyeballs {
         var errors: [PeerConnectionError] = []
         for address in order {
             do {
-                return .success(try await PeerConnection.connect(host: address, port: port, expecting: peer, configuration: configuration))
+                return .success(
+                    try await PeerConnection.connect(host: address.description, port: port, expecting: peer, configuration: configuration))
             } catch {
                 errors.append(error)
-                // A refusal (trust, TLS, the handshake) is the peer's answer, whatever the address.
-                if [.untrusted, .tls, .handshake, .upgrade].contains(error.code) { return .failure(error) }
+                // A refusal is the peer's answer, whatever the address.
+                if BrokerStateMachine.isRefusal(error.code) { return .failure(error) }
             }
         }
         return .failure(errors.first { $0.code != .unreachable } ?? errors.first ?? PeerConnectionError(.unreachable, "no address answered"))
     }
 
     /// The round-trip time of the first address to answer a probe, and that address.
-    static func measure(_ plan: [(address: String, after: Duration)], port: Int, samples: Int = 3, timeout: Duration) async -> (Duration?, String?) {
-        await withTaskGroup(of: (Duration?, String).self) { group in
+    static func measure(_ plan: [(address: PeerAddress, after: Duration)], port: Int, samples: Int = 3, timeout: Duration) async -> (Duration?, PeerAddress?) {
+        await withTaskGroup(of: (Duration?, PeerAddress).self) { group in
             let won = Flag()
             for (address, after) in plan {
                 group.addTask {
                     if after > .zero { try? await Task.sleep(for: after) }
                     guard !won.isSet else { return (nil, address) }
-                    return (await PeerConnection.measureRoundTrip(host: address, port: port, samples: samples, timeout: timeout), address)
+                    return (await PeerConnection.measureRoundTrip(host: address.description, port: port, samples: samples, timeout: timeout), address)
                 }
             }
             for await (rtt, address) in group where rtt != nil {

@@ -72,12 +72,12 @@ enum DialPlan {
     /// Dials (and measurements) in flight at once, across all peers.
     static let concurrencyLimit = 8
 
-    static func schedule(_ addresses: [String]) -> [(address: String, after: Duration)] {
-        var seen: Set<String> = []
+    static func schedule(_ addresses: [PeerAddress]) -> [(address: PeerAddress, after: Duration)] {
+        var seen: Set<PeerAddress> = []
         let unique = addresses.filter { seen.insert($0).inserted }
-        let v6 = unique.filter { $0.contains(":") }
-        let v4 = unique.filter { !$0.contains(":") }
-        var ordered: [String] = []
+        let v6 = unique.filter(\.isIPv6)
+        let v4 = unique.filter { !$0.isIPv6 }
+        var ordered: [PeerAddress] = []
         for index in 0..<max(v6.count, v4.count) {
             if index < v6.count { ordered.append(v6[index]) }
             if index < v4.count { ordered.append(v4[index]) }

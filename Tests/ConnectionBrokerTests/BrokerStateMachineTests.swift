@@ -26,8 +26,13 @@ struct BrokerStateMachineTests {
         actions.compactMap { if case .dial(let peer, _, _) = $0 { peer } else { nil } }
     }
 
+    /// The closes among `actions`, with the reason as the peer reads it.
     func closes(_ actions: [BrokerStateMachine.Action]) -> [BrokerStateMachine.ConnectionID: String] {
-        var closed: [BrokerStateMachine.ConnectionID: String] = [:]
+        closeReasons(actions).mapValues(\.description)
+    }
+
+    func closeReasons(_ actions: [BrokerStateMachine.Action]) -> [BrokerStateMachine.ConnectionID: BrokerStateMachine.CloseReason] {
+        var closed: [BrokerStateMachine.ConnectionID: BrokerStateMachine.CloseReason] = [:]
         for case .close(let id, let reason) in actions { closed[id] = reason }
         return closed
     }
@@ -91,6 +96,33 @@ struct BrokerStateMachineTests {
         #expect(dials(local.handle(.announced(announcement(Self.large, name: "Patch", version: "0.2.9")), at: .zero)) == [Self.large])
     }
 
+    @Test("one compatibility verdict: the peer named, or the kind of incompatibility, in the words a skip reports")
+    func compatibilityVerdict() {
+        let local = broker(Self.small)
+        typealias Verdict = Result<PeerID, BrokerStateMachine.Incompatibility>
+        let cases: [(PeerAnnouncement, Verdict)] = [
+            (announcement(Self.large), .success(Self.large)),
+            (announcement(Self.large, version: "0.2.9"), .success(Self.large)),
+            (announcement(nil), .failure(.noPeerID)),
+            (PeerAnnouncement(name: "Bad ID", peerID: "not-a-peer-id", protocolVersion: "0.2.2", addresses: [], port: 1), .failure(.noPeerID)),
+            (announcement(Self.small), .failure(.ownAnnouncement)),
+            (announcement(Self.large, version: nil), .failure(.noProtocolVersion)),
+            (announcement(Self.large, version: "two"), .failure(.noProtocolVersion)),
+            (announcement(Self.large, version: "0.3.0"),
+             .failure(.incompatibleVersion(ProtocolVersion(major: 0, minor: 3), ours: ProtocolVersion(major: 0, minor: 2, patch: 2)))),
+        ]
+        for (announced, expected) in cases {
+            #expect(local.compatibility(of: announced) == expected, "\(announced)")
+            // The skip the machine reports says the same, in the same words.
+            var fresh = broker(Self.small)
+            let skip = reports(fresh.handle(.announced(announced), at: .zero)).first
+            switch expected {
+            case .success: #expect(skip == nil)
+            case .failure(let why): #expect(skip == .skipped(name: announced.name, reason: why.description))
+            }
+        }
+    }
+
     // MARK: One connection per peer
 
     @Test("crossing dials: both sides keep the connection the smaller ID initiated, close the other as duplicate")
@@ -147,6 +179,23 @@ struct BrokerStateMachineTests {
         #expect(local.handle(.probed(1, alive: false), at: .seconds(6)).isEmpty)
     }
 
+    @Test("closes say their kind: a duplicate, or a replacement after an unanswered probe (with the probe timeout in its words)")
+    func closeReasons() {
+        var local = broker(Self.small)
+        _ = local.handle(.announced(announcement(Self.large)), at: .zero)
+        _ = local.handle(.dialSucceeded(Self.large, 1), at: .zero)
+        // Alive, and connection 1 is the smaller's: the newcomer is the duplicate.
+        _ = local.handle(.accepted(Self.large, 2), at: .seconds(1))
+        #expect(closeReasons(local.handle(.probed(1, alive: true), at: .seconds(1))) == [2: .duplicate])
+        // Dead: replaced, which is counted apart from duplicates.
+        _ = local.handle(.accepted(Self.large, 3), at: .seconds(2))
+        let replaced = local.handle(.probed(1, alive: false), at: .seconds(4))
+        #expect(closeReasons(replaced) == [1: .replaced(probeTimeout: .seconds(2))])
+        #expect(reports(replaced).first == .disconnected(Self.large, 1, reason: BrokerStateMachine.CloseReason.replaced(probeTimeout: .seconds(2)).description))
+        #expect(BrokerStateMachine.CloseReason.duplicate.description == "duplicate")
+        #expect(BrokerStateMachine.CloseReason.replaced(probeTimeout: .seconds(2)).description.contains("did not answer a ping within 2"))
+    }
+
     @Test("a request for a connected peer dials nothing (the app gets the existing connection)")
     func requestWhenConnected() {
         var local = broker(Self.small)
@@ -173,6 +222,25 @@ struct BrokerStateMachineTests {
         #expect(retry - due >= .seconds(2) && retry - due <= .milliseconds(2400), "\(retry - due)")
         // Found again (a restart re-announces it, here on a new address): at once.
         #expect(dials(local.handle(.announced(announcement(Self.large, address: "198.18.1.9")), at: due + .milliseconds(100))) == [Self.large])
+    }
+
+    @Test("a refusal tells whoever waits at once, and is still retried on the backoff; other failures only retry")
+    func refusalIsFinal() {
+        for code in [PeerConnectionError.Code.untrusted, .tls, .upgrade, .handshake] {
+            var local = broker(Self.small)
+            _ = local.handle(.announced(announcement(Self.large)), at: .zero)
+            let failed = reports(local.handle(.dialFailed(Self.large, reason: "no", code: code), at: .zero))
+            #expect(failed.count == 2 && failed.last == .refused(Self.large, reason: "no"), "\(code)")
+            guard case .dialFailed(_, _, let retry?)? = failed.first else { Issue.record("no retry after \(code)"); continue }
+            #expect(retry >= .seconds(1))
+        }
+        for code in [PeerConnectionError.Code.unreachable, .timeout, .closed] {
+            var local = broker(Self.small)
+            _ = local.handle(.announced(announcement(Self.large)), at: .zero)
+            let failed = reports(local.handle(.dialFailed(Self.large, reason: "no", code: code), at: .zero))
+            #expect(failed.count == 1, "\(code)")
+            #expect(!BrokerStateMachine.isRefusal(code))
+        }
     }
 
     @Test("the backoff doubles up to 60 s")
@@ -256,6 +324,27 @@ struct BrokerStateMachineTests {
         #expect(dials(local.handle(.announced(announcement(Self.large)), at: now + .seconds(1))).isEmpty)
     }
 
+    @Test("a peer found again during a cool-down is dialed when it ends, as the first dial after the announcement")
+    func foundDuringCoolDown() {
+        var local = broker(Self.small)
+        var now = Duration.zero
+        _ = local.handle(.announced(announcement(Self.large)), at: now)
+        for _ in 0..<4 {
+            _ = local.handle(.dialFailed(Self.large, reason: "refused"), at: now)
+            now = local.nextDeadline ?? now
+            _ = local.advance(to: now)
+        }
+        let end = local.nextDeadline ?? .zero
+        #expect(end == now + .seconds(300))
+        _ = local.handle(.withdrawn(name: "Peer"), at: now + .seconds(5))
+        #expect(local.nextDeadline == nil)
+        #expect(local.handle(.announced(announcement(Self.large)), at: now + .seconds(6)).isEmpty)
+        #expect(local.nextDeadline == end)
+        #expect(dials(local.advance(to: end)) == [Self.large])
+        // Fresh, so not counted: three redials are allowed again before the next cool-down.
+        #expect(local.peers[Self.large]?.redials.times.isEmpty == true)
+    }
+
     @Test("the larger side redials after a drop only after the backoff and the 3 s the smaller gets first")
     func largerRedials() {
         var local = broker(Self.large)
@@ -275,6 +364,18 @@ struct BrokerStateMachineTests {
         let actions = local.handle(.networkChanged, at: .seconds(1))
         #expect(dials(actions) == [Self.large])
         #expect(local.nextDeadline == .seconds(4))
+    }
+
+    @Test("without auto-invite, a network change redials only the peers the app asked for")
+    func networkChangeOnRequest() {
+        var local = broker(Self.middle, autoInvite: false)
+        _ = local.handle(.announced(announcement(Self.large, name: "Larger")), at: .zero)
+        _ = local.handle(.announced(announcement(Self.small, name: "Smaller")), at: .zero)
+        #expect(local.handle(.networkChanged, at: .seconds(1)).isEmpty)
+        #expect(local.nextDeadline == nil)
+        _ = local.handle(.requested(Self.small), at: .seconds(2))
+        _ = local.handle(.dialFailed(Self.small, reason: "no route"), at: .seconds(2))
+        #expect(dials(local.handle(.networkChanged, at: .seconds(3))) == [Self.small])
     }
 
     @Test("jitter is random but reproducible: one seed, one schedule")
@@ -360,8 +461,8 @@ struct NearestTests {
 
     @Test("happy eyeballs: IPv6 first, families alternating, 30 ms apart, duplicates once")
     func dialPlan() {
-        let plan = DialPlan.schedule(["198.18.1.2", "fe80::1%lan0", "198.18.1.2", "10.0.0.2", "fd00::2"])
-        #expect(plan.map(\.address) == ["fe80::1%lan0", "198.18.1.2", "fd00::2", "10.0.0.2"])
+        let plan = DialPlan.schedule(["198.18.1.2", "fe80::1%lan0", "198.18.1.2", "10.0.0.2", "fd00::2"].compactMap(PeerAddress.init))
+        #expect(plan.map(\.address.description) == ["fe80::1%lan0", "198.18.1.2", "fd00::2", "10.0.0.2"])
         #expect(plan.map(\.after) == [.zero, .milliseconds(30), .milliseconds(60), .milliseconds(90)])
     }
 }
