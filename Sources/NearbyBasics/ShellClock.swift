@@ -27,6 +27,9 @@ package struct SystemClock: ShellClock {
 
     package var now: Duration { ContinuousClock.now - origin }
 
+    /// An instant of `ContinuousClock` in this clock's time.
+    package func time(of instant: ContinuousClock.Instant) -> Duration { instant - origin }
+
     package func sleep(until deadline: Duration) async throws {
         try await ContinuousClock().sleep(until: origin + deadline, tolerance: nil)
     }
@@ -165,5 +168,41 @@ package final class Alarm: Sendable {
             }
             waiter?.resume()
         }
+    }
+}
+
+/// Children a shell starts while it runs (a forwarder per watch, a dial per peer), run in the
+/// shell's own task group instead of as unstructured tasks: ``run()`` is a child of the shell's
+/// `run()`, and every job ``spawn(_:)`` hands it becomes a child of that. Cancelling the shell
+/// cancels them all, and the shell's `run()` returns only once they have ended.
+package final class ChildTasks: Sendable {
+    private let jobs: AsyncStream<@Sendable () async -> Void>
+    private let queue: AsyncStream<@Sendable () async -> Void>.Continuation
+
+    package init() {
+        (jobs, queue) = AsyncStream.makeStream()
+    }
+
+    /// Starts `job` as a child (queued until ``run()`` takes it). False when the shell has
+    /// ended: the job does not run.
+    @discardableResult
+    package func spawn(_ job: @escaping @Sendable () async -> Void) -> Bool {
+        if case .terminated = queue.yield(job) { return false }
+        return true
+    }
+
+    /// Runs the jobs handed to ``spawn(_:)`` until the task is cancelled or ``finish()`` is
+    /// called; then cancels those still running and waits for them. Call it once.
+    package func run() async {
+        await withDiscardingTaskGroup { group in
+            for await job in jobs { group.addTask { await job() } }
+            queue.finish()
+            group.cancelAll()
+        }
+    }
+
+    /// No more jobs: ``run()`` ends once it has cancelled those still running.
+    package func finish() {
+        queue.finish()
     }
 }

@@ -5,6 +5,9 @@ import NearbyBasics
 /// Where a ``DiscoveryDriver`` gets its observations: a backend's way of following a type, a
 /// service and a host (an actor: its forwarding tasks and the driver both reach it).
 protocol ObservationSource: AnyObject, Sendable {
+    /// Runs the source's children (its forwarders and retries) until the task is cancelled:
+    /// the driver runs it as a child of its own task group.
+    func run() async
     /// Begins (for a browse: starts following the type's instances). Observations go to `sink`.
     func start(sink: ObservationSink) async
     func watch(_ watch: DiscoveryWatch) async
@@ -78,8 +81,10 @@ struct DiscoveryDriver {
         }
 
         await withTaskGroup(of: Void.self) { group in
-            // The timekeeper: a child of this run, so it ends with it.
+            // The timekeeper and the source's forwarders: children of this run, so they end with it.
             group.addTask { await alarm.run(clock: clock) { input.yield(.tick) } }
+            let source = self.source
+            group.addTask { await source.run() }
             await source.start(sink: ObservationSink { batch in input.yield(.observed(batch)) })
             var going = await perform(machine.start(at: elapsed()))
             rearm()
@@ -162,6 +167,7 @@ extension DiscoveryDriver {
         var found: [IPAddress] = []
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await alarm.run(clock: clock) { sink.finish() } }
+            group.addTask { await source.run() }
             for await batch in observed {
                 let first = found.isEmpty
                 for case .addressAdded(let name, _, let address) in batch where name == host && !found.contains(address) {

@@ -407,21 +407,20 @@ public struct EmbeddedBackend: DiscoveryBackend {
     public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
         let name = registration.instance
         let (id, events) = await engine.register(registration)
-        let (later, laterContinuation) = AsyncStream<AdvertisementEvent>.makeStream()
         var iterator = events.makeAsyncIterator()
         while let event = await iterator.next() {
             if case .registered(let won) = event {
                 let wonName = (try? ServiceInstanceName(domainName: won).instance) ?? name
-                // Keep listening for later renames.
-                let rest = iterator
-                Task {
-                    var later = rest
-                    while let event = await later.next() {
+                // Later renames, read from the engine's stream as the app asks for them (in the
+                // app's task: no task of our own forwards them).
+                let rest = RegistrationFeed(iterator)
+                let later = AsyncStream<AdvertisementEvent> {
+                    while let event = await rest.next() {
                         if case .registered(let renamed) = event, let text = try? ServiceInstanceName(domainName: renamed).instance {
-                            laterContinuation.yield(.renamed(text))
+                            return .renamed(text)
                         }
                     }
-                    laterContinuation.finish()
+                    return nil
                 }
                 return Advertisement(
                     name: wonName, requestedName: name, type: registration.type, port: registration.port, events: later,
@@ -451,6 +450,8 @@ public struct EmbeddedBackend: DiscoveryBackend {
 
     public func serviceTypes() -> AsyncStream<ServiceType> {
         let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
+        // The stream's producer, in a task of its own: it sets up the query before the first
+        // element and stops it when the consumer stops listening (onTermination cancels it).
         let task = Task { [engine] in
             let (id, events) = await engine.query(name: ServiceType.enumerationName(), type: .ptr)
             var seen: Set<ServiceType> = []
@@ -474,5 +475,19 @@ public struct EmbeddedBackend: DiscoveryBackend {
         await DiscoveryDriver.addresses(
             of: host, timeout: timeout, settleTime: Self.settleTime,
             source: EmbeddedObservationSource(engine: engine, browsing: nil), logger: logger)
+    }
+}
+
+/// The rest of an engine registration's events, for an `AsyncStream(unfolding:)`: an
+/// AsyncStream has one consumer at a time, so `next()` is never called twice at once.
+private final class RegistrationFeed: @unchecked Sendable {
+    private var iterator: AsyncStream<RegistrationEvent>.Iterator
+
+    init(_ iterator: AsyncStream<RegistrationEvent>.Iterator) {
+        self.iterator = iterator
+    }
+
+    func next() async -> RegistrationEvent? {
+        await iterator.next()
     }
 }

@@ -1,6 +1,7 @@
 import DNSWire
 import MulticastDNS
 import MulticastDNSCore
+import NearbyBasics
 
 /// Observations from the embedded engine: one query group per browse or resolve, whose
 /// events arrive as batches (one received packet, or one look at the cache, per batch).
@@ -11,7 +12,8 @@ actor EmbeddedObservationSource: ObservationSource {
     /// The PTR name to follow (nil for a resolve by name).
     let browsing: DomainName?
     private var group: QueryGroup?
-    private var forwarder: Task<Void, Never>?
+    /// The forwarder of the query group's batches, run by ``run()``.
+    private let children = ChildTasks()
     /// Engine queries per watched name and type, shared by watches on several interfaces.
     private var running: [QueryKey: (id: QueryID, users: Int)] = [:]
 
@@ -25,11 +27,15 @@ actor EmbeddedObservationSource: ObservationSource {
         self.browsing = browsing
     }
 
+    nonisolated func run() async {
+        await children.run()
+    }
+
     func start(sink: ObservationSink) async {
         let (group, batches) = await engine.openQueryGroup()
         self.group = group
         let browsing = browsing
-        forwarder = Task {
+        children.spawn {
             for await batch in batches {
                 let observations = batch.compactMap { Self.observation($0, browsing: browsing) }
                 if !observations.isEmpty { sink.deliver(observations) }
@@ -56,7 +62,7 @@ actor EmbeddedObservationSource: ObservationSource {
 
     func stop() async {
         if let group { await engine.closeQueryGroup(group) }
-        forwarder?.cancel()
+        children.finish()
         running = [:]
     }
 

@@ -110,6 +110,8 @@ public struct SystemBackend: DiscoveryBackend {
 
     public func serviceTypes() -> AsyncStream<ServiceType> {
         let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
+        // The stream's producer, in a task of its own: it sets up the query before the first
+        // element and cancels it when the consumer stops listening (onTermination cancels it).
         let task = Task { [interfaceIndex] in
             guard let query = try? await DNSSD.queryRecord(
                 name: ServiceType.enumerationName().description, type: DNSSD.typePTR, interfaceIndex: interfaceIndex)
@@ -178,6 +180,9 @@ actor SystemAdvertiser {
     /// Registers and returns the name won; then keeps watching in the background.
     func start() async throws(DNSSDError) -> String {
         let (outcomes, outcome) = AsyncStream<Result<String, DNSSDError>>.makeStream()
+        // A task of its own: it lives as long as the advertisement (registering again after
+        // every daemon restart), which is returned to a caller with no task group to run it in;
+        // cancel() ends it.
         supervisor = Task { await self.supervise(firstOutcome: outcome) }
         for await result in outcomes { return try result.get() }
         throw DNSSDError(code: -65537, operation: "DNSServiceRegister")

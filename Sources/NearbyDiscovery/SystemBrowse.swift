@@ -1,5 +1,6 @@
 import DNSWire
 import Logging
+import NearbyBasics
 import NetworkPlatform
 import SystemDNSSD
 
@@ -23,9 +24,12 @@ actor SystemObservationSource: ObservationSource {
     let browses: Bool
     private var sink: ObservationSink?
     private var browse: DNSSDOperation<DNSSDBrowseEvent>?
-    private var retrier: Task<Void, Never>?
+    /// A retry loop runs (the browse failed or ended, and has not been opened again).
+    private var retrying = false
+    private var stopped = false
     private var operations: [DiscoveryWatch: [@Sendable () -> Void]] = [:]
-    private var tasks: [DiscoveryWatch: [Task<Void, Never>]] = [:]
+    /// The forwarders of the daemon's answers and the retry loop, run by ``run()``.
+    private let children = ChildTasks()
 
     let logger: Logger
 
@@ -48,6 +52,10 @@ actor SystemObservationSource: ObservationSource {
 
     private var interfaceIndex: UInt32 { UInt32(interface?.index ?? 0) }
 
+    nonisolated func run() async {
+        await children.run()
+    }
+
     func start(sink: ObservationSink) async {
         self.sink = sink
         guard browses else { return }
@@ -65,7 +73,7 @@ actor SystemObservationSource: ObservationSource {
             browse = operation
             let type = type.baseType
             let fixed = interface
-            Task { [weak self] in
+            children.spawn { [weak self] in
                 for await event in operation.events {
                     switch event {
                     case .added(let instance, _), .removed(let instance, _):
@@ -92,8 +100,9 @@ actor SystemObservationSource: ObservationSource {
     }
 
     private func startRetrying() {
-        guard retrier == nil else { return }
-        retrier = Task { [weak self] in
+        guard !retrying, !stopped else { return }
+        retrying = true
+        children.spawn { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: SystemBackend.retryInterval)
                 guard !Task.isCancelled, let self else { return }
@@ -104,8 +113,9 @@ actor SystemObservationSource: ObservationSource {
 
     /// One attempt to browse again; true once it worked.
     private func retryBrowse() async -> Bool {
+        guard !stopped else { return true }
         guard browse == nil, await openBrowse() == nil else { return browse != nil }
-        retrier = nil
+        retrying = false
         sink?.deliver([.restored])
         return true
     }
@@ -182,12 +192,11 @@ actor SystemObservationSource: ObservationSource {
 
     func unwatch(_ watch: DiscoveryWatch) async {
         for cancel in operations.removeValue(forKey: watch) ?? [] { cancel() }
-        for task in tasks.removeValue(forKey: watch) ?? [] { task.cancel() }
     }
 
     func stop() async {
-        retrier?.cancel()
-        retrier = nil
+        stopped = true
+        children.finish()
         browse?.cancel()
         browse = nil
         for watch in Array(operations.keys) { await unwatch(watch) }
@@ -206,14 +215,15 @@ actor SystemObservationSource: ObservationSource {
     ) {
         guard let sink else { return }
         operations[watch, default: []].append { operation.cancel() }
-        tasks[watch, default: []].append(Task {
+        // Cancelling the operation (unwatch, stop) ends its events, and with them this child.
+        children.spawn {
             var state: State?
             for await event in operation.events {
                 let (next, observations) = translate(state, event)
                 state = next
                 if !observations.isEmpty { sink.deliver(observations) }
             }
-        })
+        }
     }
 
     private static func interface(of record: DNSSDRecord, or fallback: NetworkInterface?) -> NetworkInterface {

@@ -110,6 +110,7 @@ actor ScriptedSource: ObservationSource {
     private(set) var watches: [DiscoveryWatch] = []
     private(set) var stopped = false
 
+    nonisolated func run() async {}
     func start(sink: ObservationSink) { self.sink = sink }
     func watch(_ watch: DiscoveryWatch) { watches.append(watch) }
     func unwatch(_ watch: DiscoveryWatch) { watches.removeAll { $0 == watch } }
