@@ -141,7 +141,7 @@ let package = Package(
         .target(
             name: "ConnectionBroker",
             dependencies: [
-                "DNSWire", "PeerConnection", "PeerTrust", "NearbyDiscovery", .product(name: "Logging", package: "swift-log"),
+                "DNSWire", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -151,7 +151,7 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", "ConnectionBroker",
+                "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,4 +1,5 @@
 import Logging
+import NearbyBasics
 import NearbyDiscovery
 import PeerConnection
 public import PeerTrust
@@ -22,15 +23,23 @@ public struct DiscoveredPeer: Hashable, Sendable {
 /// The async shell around ``BrokerStateMachine``: it feeds the machine what discovery, the
 /// listener, the connections and the clock say, and performs what the machine decides. All
 /// decisions are the machine's.
+///
+/// Its work runs in ``run()``'s task group: the listener's and discovery's event loops, every
+/// dial, probe, close and connection watcher (``ChildTasks``), and one timekeeper (``Alarm``)
+/// for the machine's next deadline and every caller's. Times are the injected clock's.
 actor BrokerLoop {
     let configuration: BrokerConfiguration
     private let discovery: NearbyDiscovery
     private let continuation: AsyncStream<BrokerEvent>.Continuation
     private var machine: BrokerStateMachine
-    private let clock = ContinuousClock()
-    /// When each caller of ``connect(peerID:timeout:)`` gives up, by peer and ticket.
-    private var deadlines: [PeerID: [Int: (end: ContinuousClock.Instant, task: Task<Void, Never>)]] = [:]
-    private let origin: ContinuousClock.Instant
+    private let clock: any ShellClock
+    /// The children started while the broker runs.
+    private let children = ChildTasks()
+    /// The earliest of the machine's deadline and the callers' (see ``tick()``).
+    private let alarm = Alarm()
+    /// When each caller of ``connect(peerID:timeout:)`` gives up, by peer and ticket (clock time).
+    private var deadlines: [PeerID: [Int: Duration]] = [:]
+    private let origin: Duration
     private var logger: Logger { configuration.logger }
 
     /// Open connections by their ``PeerConnection/id``, which the machine uses as its own.
@@ -42,24 +51,24 @@ actor BrokerLoop {
     private var nextWaiter = 0
     /// Who is announced, by instance name, with its addresses on each interface it was seen on.
     private var announced = AnnouncedInstances()
-    private var announcementWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
-    private var timer: Task<Void, Never>?
-    /// The long-lived tasks (listener events, browse), cancelled at shutdown. Dials, probes and
-    /// connection watchers are not kept: each ends by itself (set-up and probe time-outs, or the
-    /// connection closing at shutdown), so nothing accumulates in a broker that runs for days.
-    private var tasks: [Task<Void, Never>] = []
+    /// Callers waiting for news from discovery, until a time of the clock.
+    private var announcementWaiters: [Int: (until: Duration, waiter: CheckedContinuation<Void, Never>)] = [:]
     private var listener: PeerListener?
     private var advertisement: Advertisement?
     private let dials = AsyncLimiter(DialPlan.concurrencyLimit)
     private var stopped = false
     private(set) var statistics = BrokerStatistics()
     /// When browsing began: responders answer a query within 20-120 ms (RFC 6762 §6).
-    private var browseStarted: ContinuousClock.Instant?
+    private var browseStarted: Duration?
 
-    init(configuration: BrokerConfiguration, localID: PeerID, continuation: AsyncStream<BrokerEvent>.Continuation, discovery: NearbyDiscovery) {
+    init(
+        configuration: BrokerConfiguration, localID: PeerID, continuation: AsyncStream<BrokerEvent>.Continuation, discovery: NearbyDiscovery,
+        clock: any ShellClock = SystemClock()
+    ) {
         self.configuration = configuration
         self.continuation = continuation
         self.discovery = discovery
+        self.clock = clock
         origin = clock.now
         var seed = SystemRandomNumberGenerator()
         machine = BrokerStateMachine(
@@ -72,10 +81,19 @@ actor BrokerLoop {
 
     // MARK: Start and stop
 
+    /// Runs the broker's children until the task is cancelled (``ConnectionBroker`` runs it).
+    nonisolated func run() async {
+        let (children, alarm, clock) = (children, alarm, clock)
+        await withDiscardingTaskGroup { group in
+            group.addTask { await children.run() }
+            group.addTask { await alarm.run(clock: clock) { await self.tick() } }
+        }
+    }
+
     func started(listener: PeerListener, advertisement: Advertisement) {
         self.listener = listener
         self.advertisement = advertisement
-        tasks.append(Task { [weak self] in
+        children.spawn { [weak self] in
             for await event in listener.events {
                 switch event {
                 case .connected(let connection): await self?.accepted(connection)
@@ -83,23 +101,24 @@ actor BrokerLoop {
                 case .paired: break
                 }
             }
-        })
+        }
     }
 
     func browse() {
         browseStarted = clock.now
         let events = discovery.browse(configuration.serviceType, resolve: true)
-        tasks.append(Task { [weak self] in
+        children.spawn { [weak self] in
             for await event in events {
                 await self?.discovered(event)
             }
-        })
+        }
     }
 
+    /// Stops dialing and listening and closes every connection; then the children end (the
+    /// caller of ``run()`` cancels it).
     func shutdown() async {
         stopped = true
-        timer?.cancel()
-        for task in tasks { task.cancel() }
+        alarm.set(nil)
         await advertisement?.cancel()
         await listener?.close()
         let open = Array(connections.values)
@@ -109,9 +128,10 @@ actor BrokerLoop {
             for (_, waiter) in pending { waiter.resume(returning: .failure(BrokerError(.unreachable, "the broker was shut down"))) }
         }
         waiters = [:]
-        for (_, waiter) in announcementWaiters { waiter.resume() }
+        for (_, waiting) in announcementWaiters { waiting.waiter.resume() }
         announcementWaiters = [:]
         continuation.finish()
+        children.finish()
     }
 
     // MARK: Inputs
@@ -129,7 +149,7 @@ actor BrokerLoop {
             logger.debug(
                 "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
-            for (_, waiter) in announcementWaiters { waiter.resume() }
+            for (_, waiting) in announcementWaiters { waiting.waiter.resume() }
             announcementWaiters = [:]
         case .lost:
             guard let service = event.service, let change = announced.lost(service.name, on: service.interface.name) else { return }
@@ -144,7 +164,7 @@ actor BrokerLoop {
 
     private func accepted(_ connection: PeerConnection) {
         guard let peer = connection.peerID, !stopped else {
-            Task { await connection.close(code: 1008, reason: "a broker speaks only to peers that prove their key") }
+            children.spawn { await connection.close(code: 1008, reason: "a broker speaks only to peers that prove their key") }
             return
         }
         let id = register(connection)
@@ -155,7 +175,7 @@ actor BrokerLoop {
     private func register(_ connection: PeerConnection) -> UInt64 {
         let id = connection.id.value
         connections[id] = connection
-        Task { [weak self] in
+        children.spawn { [weak self] in
             let reason = await connection.closed()
             await self?.ended(id, reason: reason)
         }
@@ -183,7 +203,7 @@ actor BrokerLoop {
             switch action {
             case .dial(let peer, let addresses, let port):
                 logger.debug("dialing \(peer.short) at \(addresses.map(\.description).joined(separator: ", ")) port \(port)")
-                Task { [weak self] in await self?.dial(peer, addresses: addresses, port: port) }
+                children.spawn { [weak self] in await self?.dial(peer, addresses: addresses, port: port) }
             case .close(let id, let reason):
                 guard let connection = connections.removeValue(forKey: id) else { continue }
                 switch reason {
@@ -191,7 +211,7 @@ actor BrokerLoop {
                 case .replaced: statistics.replaced += 1
                 }
                 logger.debug("closing connection \(id): \(reason)")
-                Task { await connection.close(code: 1000, reason: reason.description) }
+                children.spawn { await connection.close(code: 1000, reason: reason.description) }
             case .probe(let id):
                 guard let connection = connections[id] else {
                     perform(machine.handle(.probed(id, alive: false), at: now))
@@ -199,7 +219,7 @@ actor BrokerLoop {
                 }
                 let timeout = machine.configuration.probeTimeout
                 let deadPeerTimeout = configuration.connection.deadPeerTimeout
-                Task { [weak self] in
+                children.spawn { [weak self] in
                     let alive = await connection.isAlive(timeout: timeout, deadPeerTimeout: deadPeerTimeout)
                     await self?.probed(id, alive: alive)
                 }
@@ -238,21 +258,30 @@ actor BrokerLoop {
         }
     }
 
-    /// Keeps one timer armed for the machine's next deadline.
+    /// Sets the alarm to the earliest deadline: the machine's, a caller's who gives up, or the
+    /// end of a wait for news from discovery (all in the clock's time).
     private func rearm() {
-        timer?.cancel()
-        timer = nil
-        guard let deadline = machine.nextDeadline, !stopped else { return }
-        let wait = max(deadline - now, .zero)
-        timer = Task { [weak self] in
-            guard (try? await Task.sleep(for: wait)) != nil else { return }
-            await self?.tick()
-        }
+        guard !stopped else { return alarm.set(nil) }
+        let callers = deadlines.values.flatMap(\.values).min()
+        let listeners = announcementWaiters.values.map(\.until).min()
+        alarm.set([machine.nextDeadline.map { origin + $0 }, callers, listeners].compactMap { $0 }.min())
     }
 
+    /// The alarm went off: whatever is due now happens.
     private func tick() {
         guard !stopped else { return }
-        perform(machine.advance(to: now))
+        let time = clock.now
+        for (peer, tickets) in deadlines {
+            for (ticket, end) in tickets where end <= time { giveUp(peer, ticket) }
+        }
+        for (ticket, waiting) in announcementWaiters where waiting.until <= time {
+            announcementWaiters.removeValue(forKey: ticket)?.waiter.resume()
+        }
+        if let due = machine.nextDeadline, origin + due <= time {
+            perform(machine.advance(to: now))
+        } else {
+            rearm()
+        }
     }
 
     // MARK: Dialing
@@ -264,10 +293,11 @@ actor BrokerLoop {
         // waits for this peer waits that long too, instead of giving up at its own timeout.
         var settings = configuration.connection
         let told = settings.waitingForAdmission
+        let children = self.children
         settings.waitingForAdmission = { [weak self] wait in
             told?(wait)
             // From the event loop into the actor; nothing to wait for here.
-            Task { await self?.admissionPending(peer, wait) }
+            children.spawn { [weak self] in await self?.admissionPending(peer, wait) }
         }
         let outcome = await HappyEyeballs.connect(DialPlan.schedule(addresses), port: port, expecting: peer, configuration: settings)
         await dials.release()
@@ -293,36 +323,34 @@ actor BrokerLoop {
         if let id = machine.connection(to: peerID), let connection = connections[id] { return connection }
         let ticket = nextWaiter
         nextWaiter += 1
-        armDeadline(peerID, ticket, at: clock.now + timeout)
+        deadlines[peerID, default: [:]][ticket] = clock.now + timeout
         let outcome = await withCheckedContinuation { waiter in
             waiters[peerID, default: [:]][ticket] = waiter
             handle(.requested(peerID))
+            rearm()
         }
-        deadlines[peerID]?.removeValue(forKey: ticket)?.task.cancel()
-        if deadlines[peerID]?.isEmpty == true { deadlines[peerID] = nil }
+        forgetDeadline(peerID, ticket)
         return try outcome.get()
     }
 
-    /// When a caller waiting for `peer` gives up (see ``connect(peerID:timeout:)``).
-    private func armDeadline(_ peer: PeerID, _ ticket: Int, at end: ContinuousClock.Instant) {
-        deadlines[peer, default: [:]][ticket]?.task.cancel()
-        let task = Task { [weak self] in
-            guard (try? await Task.sleep(until: end, clock: .continuous)) != nil else { return }
-            await self?.giveUp(peer, ticket)
-        }
-        deadlines[peer, default: [:]][ticket] = (end, task)
+    private func forgetDeadline(_ peer: PeerID, _ ticket: Int) {
+        deadlines[peer]?.removeValue(forKey: ticket)
+        if deadlines[peer]?.isEmpty == true { deadlines[peer] = nil }
     }
 
     /// The peer being dialed asks someone whether to let us in, for up to `wait`: callers
     /// waiting for it wait that long (plus slack for the network), never less than before.
     private func admissionPending(_ peer: PeerID, _ wait: Duration) {
         let end = clock.now + wait + .seconds(2)
-        for (ticket, deadline) in deadlines[peer] ?? [:] where end > deadline.end {
-            armDeadline(peer, ticket, at: end)
+        for (ticket, deadline) in deadlines[peer] ?? [:] where end > deadline {
+            deadlines[peer]?[ticket] = end
         }
+        rearm()
     }
 
+    /// A caller waiting for `peer` gives up (see ``connect(peerID:timeout:)``).
     private func giveUp(_ peer: PeerID, _ ticket: Int) {
+        forgetDeadline(peer, ticket)
         guard let waiter = waiters[peer]?.removeValue(forKey: ticket) else { return }
         let known = announced.announcements.contains { $0.peerID.flatMap { PeerID($0) } == peer }
         let why = lastFailure[peer].map { ": the last attempt: \($0.description)" } ?? ""
@@ -346,20 +374,15 @@ actor BrokerLoop {
         throw BrokerError(.notFound, "no peer named \"\(name)\" was found within \(timeout)")
     }
 
-    /// Waits until something new is announced, or `end`.
-    private func waitForAnnouncement(until end: ContinuousClock.Instant) async {
+    /// Waits until something new is announced, or `end` (clock time).
+    private func waitForAnnouncement(until end: Duration) async {
+        guard !stopped, clock.now < end else { return }
         let ticket = nextWaiter
         nextWaiter += 1
-        let wake = Task { [weak self] in
-            guard (try? await Task.sleep(until: end, clock: .continuous)) != nil else { return }
-            await self?.wakeAnnouncementWaiter(ticket)
+        await withCheckedContinuation {
+            announcementWaiters[ticket] = (end, $0)
+            rearm()
         }
-        await withCheckedContinuation { announcementWaiters[ticket] = $0 }
-        wake.cancel()
-    }
-
-    private func wakeAnnouncementWaiter(_ ticket: Int) {
-        announcementWaiters.removeValue(forKey: ticket)?.resume()
     }
 
     func connect(host: String, port: Int, timeout: Duration) async throws(BrokerError) -> PeerConnection {

@@ -110,9 +110,18 @@ public final class ConnectionBroker: Sendable {
     public var peerID: PeerID? { loop.configuration.connection.identity?.peerID }
 
     let loop: BrokerLoop
+    /// The one task of the broker's own: it runs the loop's children (dials, probes, watchers,
+    /// the timekeeper) in a task group until ``shutdown()`` cancels it and waits for it. A
+    /// broker is started by a call, not run by a caller's task group, hence a task of its own.
+    private let runner: Task<Void, Never>
+
+    deinit {
+        runner.cancel()
+    }
 
     private init(loop: BrokerLoop, events: AsyncStream<BrokerEvent>, advertisedName: String?, port: Int?) {
         self.loop = loop
+        runner = Task { [loop] in await loop.run() }
         self.events = events
         self.advertisedName = advertisedName
         self.port = port
@@ -200,6 +209,8 @@ public final class ConnectionBroker: Sendable {
     /// every connection (1001, going away).
     public func shutdown() async {
         await loop.shutdown()
+        runner.cancel()
+        await runner.value
     }
 }
 

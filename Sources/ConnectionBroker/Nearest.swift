@@ -32,10 +32,8 @@ enum Nearest {
     /// answering early must not hide a near one answering late), and at least 100 ms after the
     /// first answer (a browse that began long ago still gives late answers a chance), never
     /// after the caller's deadline.
-    static func gatheringEnds<Instant: InstantProtocol>(
-        browseStarted: Instant, firstAnswer: Instant, window: Duration, deadline: Instant
-    ) -> Instant where Instant.Duration == Duration {
-        min(max(browseStarted.advanced(by: window), firstAnswer.advanced(by: gatherAfterFirst)), deadline)
+    static func gatheringEnds(browseStarted: Duration, firstAnswer: Duration, window: Duration, deadline: Duration) -> Duration {
+        min(max(browseStarted + window, firstAnswer + gatherAfterFirst), deadline)
     }
 
     /// The lowest RTT wins; RTTs within 10 % or 1 ms (whichever is larger) of the lowest are ties,

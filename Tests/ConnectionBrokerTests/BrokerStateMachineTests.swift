@@ -429,7 +429,7 @@ struct NearestTests {
 
     @Test("gathering ends the answer window after browsing began, at least 100 ms after the first answer, never after the deadline")
     func gathering() {
-        let start = ContinuousClock.Instant.now
+        let start = Duration.seconds(1000)  // any time of the broker's clock
         let window = Duration.milliseconds(175)
         // A fresh browse: a first answer 12 ms in (python-zeroconf answers QU at once) does not
         // cut short the wait for a responder that delays 120 ms.
