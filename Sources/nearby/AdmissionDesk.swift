@@ -1,4 +1,5 @@
 import Foundation
+import NearbyBasics
 import PeerConnection
 
 #if canImport(Glibc)
@@ -15,8 +16,9 @@ actor AdmissionDesk {
     private var prompt = AdmissionPrompt()
     private var answers: [Int: CheckedContinuation<Bool, Never>] = [:]
     private var nextNumber = 1
-    private var timer: Task<Void, Never>?
-    private let origin = ContinuousClock.now
+    /// The prompt's next deadline, waited for by a child of the reading task.
+    private let alarm = Alarm()
+    private let clock = SystemClock()
     private let lines: LineReader
 
     init(json: Bool, lines: LineReader = .standardInput) {
@@ -27,11 +29,15 @@ actor AdmissionDesk {
     /// Starts reading stdin now, so that lines typed before any question are known as such.
     nonisolated func start() {
         lines.start()
-        // Unstructured on purpose: it lives as long as the process (stdin has no other reader),
-        // and ends by itself at the end of input.
-        Task { [lines] in
-            while let line = await lines.nextLine() { await self.received(line) }
-            await self.inputEnded()
+        // Unstructured on purpose: it lives as long as the process (stdin has no other reader,
+        // and a read of it cannot be interrupted). Its child keeps the prompt's time, also
+        // after the end of input.
+        Task { [lines, alarm, clock] in
+            await withDiscardingTaskGroup { group in
+                group.addTask { await alarm.run(clock: clock) { await self.tick() } }
+                while let line = await lines.nextLine() { await self.received(line) }
+                await self.inputEnded()
+            }
         }
     }
 
@@ -56,22 +62,23 @@ actor AdmissionDesk {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 answers[number] = continuation
-                perform(prompt.ask(number, about: subject, deadline: origin.duration(to: answerBy), at: now))
+                perform(prompt.ask(number, about: subject, deadline: clock.time(of: answerBy), at: now))
             }
         } onCancel: {
-            // The peer went away (its connection cancels the question's task).
+            // The peer went away (its connection cancels the question's task). The handler
+            // runs synchronously, outside the actor: the withdrawal hops in on a task.
             Task { await self.withdraw(number) }
         }
     }
 
-    private var now: Duration { origin.duration(to: .now) }
+    private var now: Duration { clock.now }
 
     private func withdraw(_ number: Int) {
         perform(prompt.withdraw(number, at: now))
     }
 
     private func received(_ line: LineReader.Line) {
-        perform(prompt.receive(line.text, arrivedAt: origin.duration(to: line.arrived), at: now))
+        perform(prompt.receive(line.text, arrivedAt: clock.time(of: line.arrived), at: now))
     }
 
     private func inputEnded() {
@@ -94,16 +101,7 @@ actor AdmissionDesk {
                 say(notice)
             }
         }
-        timer?.cancel()
-        timer = nil
-        if let deadline = prompt.nextDeadline {
-            let instant = origin + deadline
-            // One timer for the prompt's next deadline, replaced (cancelled) at every step.
-            timer = Task {
-                try? await Task.sleep(until: instant, clock: .continuous)
-                if !Task.isCancelled { self.tick() }
-            }
-        }
+        alarm.set(prompt.nextDeadline)
     }
 
     private func show(_ question: AdmissionPrompt.Question, remaining: Duration) {

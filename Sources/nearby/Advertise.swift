@@ -113,21 +113,26 @@ struct Advertise: AsyncParsableCommand {
             let renamed = ad.name == name ? "" : " (\"\(name)\" was taken)"
             printLine("Advertising \"\(ad.name)\" (\(serviceType), port \(port))\(renamed)")
         }
-        let events = Task {
-            for await event in ad.events { printLine(render(event, type: serviceType)) }
-        }
-        if txtFile != nil {
-            onHangUp {
-                do {
-                    let info = try discoveryInfo()
-                    Task { await ad.update(info: info) }
-                } catch {
-                    FileHandle.standardError.write(Data("nearby: TXT not updated: \(error)\n".utf8))
+        let reloads = txtFile != nil ? hangUps() : nil
+        let command = self
+        _ = await untilTermination {
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    for await event in ad.events { printLine(command.render(event, type: serviceType)) }
+                }
+                guard let reloads else { return }
+                // SIGHUP reads the TXT file again.
+                group.addTask {
+                    for await _ in reloads {
+                        do {
+                            await ad.update(info: try command.discoveryInfo())
+                        } catch {
+                            FileHandle.standardError.write(Data("nearby: TXT not updated: \(error)\n".utf8))
+                        }
+                    }
                 }
             }
         }
-        await waitForTermination()
-        events.cancel()
         await discovery.shutdown()
     }
 

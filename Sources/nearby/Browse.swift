@@ -45,17 +45,14 @@ struct Browse: AsyncParsableCommand {
         }
         let events = discovery.browse(serviceType, resolve: resolve)
         let started = ContinuousClock.now
-        let printer = Task {
+        let found = await untilTermination(timeout: timeout.map { .milliseconds(Int($0 * 1000)) }) {
             var found = 0
             for await event in events {
                 if event.kind == .found { found += 1 }
                 printLine(render(event))
             }
             return found
-        }
-        await waitForTermination(timeout: timeout.map { .milliseconds(Int($0 * 1000)) })
-        printer.cancel()
-        let found = await printer.value
+        } ?? 0
         await discovery.shutdown()
         if found == 0, !network.json {
             // Silence would look like success with nothing to say; it may be a wrong type or a

@@ -186,15 +186,9 @@ struct ConnectCommand: AsyncParsableCommand {
         let due = DueReplies()
         let (endings, ending) = AsyncStream<RelayEnding>.makeStream()
         let json = json
-        let printer = Task {
-            for await message in connection.incoming {
-                await printMessage(json, peerID: who, message.message)
-                due.answered(message.message)
-            }
-            ending.yield(.peerClosed)
-        }
         // stdin is read on a thread of its own and cannot be interrupted: when the peer goes
-        // first, this task is left waiting and the process ends without it.
+        // first, this task is left waiting and the process ends without it (unstructured on
+        // purpose: a child would keep the command from ending).
         Task {
             while let line = await LineReader.standardInput.next() {
                 guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
@@ -206,13 +200,23 @@ struct ConnectCommand: AsyncParsableCommand {
             }
             ending.yield(.inputEnded)
         }
-        var first = endings.makeAsyncIterator()
-        let ended = await first.next() ?? .peerClosed
-        if ended == .inputEnded {
-            await due.waitUntilAnswered(or: .milliseconds(Int64(timeout * 1000)))
-            await connection.close(code: 1000, reason: "done")
+        let ended = await withTaskGroup(of: Void.self) { group in
+            // The peer's messages to stdout, until the connection ends.
+            group.addTask {
+                for await message in connection.incoming {
+                    await printMessage(json, peerID: who, message.message)
+                    due.answered(message.message)
+                }
+                ending.yield(.peerClosed)
+            }
+            var first = endings.makeAsyncIterator()
+            let ended = await first.next() ?? .peerClosed
+            if ended == .inputEnded {
+                await due.waitUntilAnswered(or: .milliseconds(Int64(timeout * 1000)))
+                await connection.close(code: 1000, reason: "done")
+            }
+            return ended
         }
-        await printer.value
         let reason = await connection.closed()
         printEvent(
             json,

@@ -1,4 +1,5 @@
 public import ArgumentParser
+import DNSWire
 import Logging
 import ConnectionBroker
 import NearbyDiscovery
@@ -100,17 +101,18 @@ enum HostLookup {
         do { discovery = try await NearbyDiscovery.start(logger: logger) } catch {
             throw RuntimeFailure("cannot look up \(host) over mDNS: \(error)")
         }
-        defer { Task { await discovery.shutdown() } }
+        let found: [IPAddress]
         do {
-            let found = try await discovery.addresses(ofHost: host)
-            logger.debug("\(host) is at \(found.map(\.description).joined(separator: ", "))")
-            guard let first = found.first else { throw RuntimeFailure("no address for \(host)") }
-            return first.description
-        } catch let error as DiscoveryError where error.code == .invalidInput {
-            throw ValidationError("--host: \(error.message)")
+            found = try await discovery.addresses(ofHost: host)
+            await discovery.shutdown()
         } catch {
+            await discovery.shutdown()
+            if error.code == .invalidInput { throw ValidationError("--host: \(error.message)") }
             throw RuntimeFailure("cannot connect to \(host): \(error)")
         }
+        logger.debug("\(host) is at \(found.map(\.description).joined(separator: ", "))")
+        guard let first = found.first else { throw RuntimeFailure("no address for \(host)") }
+        return first.description
     }
 }
 

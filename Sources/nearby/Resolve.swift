@@ -83,17 +83,16 @@ struct Types: AsyncParsableCommand {
         let discovery = try await network.start()
         if !network.json { status("Listening for service types for \(Browse.seconds(timeout)) s...") }
         let types = discovery.serviceTypes()
-        let printer = Task {
+        let json = network.json
+        _ = await untilTermination(timeout: .milliseconds(Int(timeout * 1000))) {
             for await type in types {
-                if network.json {
+                if json {
                     printLine(JSONText.object([("event", .string("type")), ("type", .string(type.description)), ("domain", .string(type.domain.description))]))
                 } else {
                     printLine(type.description)
                 }
             }
         }
-        try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
-        printer.cancel()
         await discovery.shutdown()
     }
 }

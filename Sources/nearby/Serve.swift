@@ -172,7 +172,7 @@ struct Serve: AsyncParsableCommand {
             [("event", .string("listening")), ("name", .string(advertisedName)), ("type", .string(type)), ("port", .number(Double(listener.port))),
              ("peerID", peerID.isEmpty ? .null : .string(peerID))],
             text: "Listening on port \(listener.port) as \"\(advertisedName)\" (\(type))\(peerID.isEmpty ? ", insecure" : ", peer ID \(peerID)")")
-        let serving = Task {
+        let serving = ServingLoop {
             // Discarding: a finished connection's task is freed at once (a plain group keeps every
             // child until it is awaited, which this loop never does: memory grew per connection).
             await withDiscardingTaskGroup { group in
@@ -190,9 +190,8 @@ struct Serve: AsyncParsableCommand {
             }
         }
         // Discovery first: a group shuts down in reverse order, so the listener closes its
-        // connections (1001) before the goodbyes go out.
-        try await Self.runUntilSignalled((discovery.map { [$0] } ?? []) + [listener], logger: network.logger)
-        serving.cancel()
+        // connections (1001) before the loop serving them ends and the goodbyes go out.
+        try await Self.runUntilSignalled((discovery.map { [$0] } ?? []) + [serving, listener], logger: network.logger)
     }
 
     /// The TXT record serve advertises: the entries given, then `id=<peer ID>` (with TLS) and
@@ -262,7 +261,7 @@ struct Serve: AsyncParsableCommand {
             [("event", .string("listening")), ("name", .string(advertised)), ("type", .string(type)), ("port", .number(Double(broker.port ?? 0))),
              ("peerID", .string(peerID))],
             text: "Listening on port \(broker.port ?? 0) as \"\(advertised)\" (\(type)), peer ID \(peerID); inviting peers")
-        let serving = Task {
+        let serving = ServingLoop {
             // Discarding: a finished connection's task is freed at once (a plain group keeps every
             // child until it is awaited, which this loop never does: memory grew per connection).
             await withDiscardingTaskGroup { group in
@@ -289,8 +288,18 @@ struct Serve: AsyncParsableCommand {
         }
         // Shut down in reverse order: the statistics are printed, then the broker closes its
         // connections and withdraws its service, then discovery says its goodbyes.
-        try await Self.runUntilSignalled([discovery, broker, StatisticsReport(broker: broker, json: json)], logger: network.logger)
-        serving.cancel()
+        try await Self.runUntilSignalled([discovery, serving, broker, StatisticsReport(broker: broker, json: json)], logger: network.logger)
+    }
+
+    /// The loop that serves connections as they come, as a service of the command's group:
+    /// shut down after the listener or broker before it in the group has closed them, it is
+    /// cancelled, with every connection's child.
+    struct ServingLoop: Service {
+        let body: @Sendable () async -> Void
+
+        func run() async throws {
+            try? await cancelWhenGracefulShutdown { await body() }
+        }
     }
 
     /// Prints what the broker counted when the group shuts down (before the broker stops).

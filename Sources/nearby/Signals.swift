@@ -53,3 +53,22 @@ func onHangUp(_ handler: @escaping @Sendable () -> Void) {
     source.resume()
     Signals.keep(source)
 }
+
+/// Each SIGHUP, as an element (for a loop in a task group rather than a callback).
+func hangUps() -> AsyncStream<Void> {
+    let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    onHangUp { continuation.yield() }
+    return stream
+}
+
+/// Runs `work` as a child task until SIGINT or SIGTERM (or `timeout`), then cancels it and
+/// returns what it gave back: the work's loops end at cancellation, so nothing outlives the
+/// command.
+func untilTermination<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async -> T) async -> T? {
+    await withTaskGroup(of: T.self) { group in
+        group.addTask { await work() }
+        await waitForTermination(timeout: timeout)
+        group.cancelAll()
+        return await group.next()
+    }
+}
