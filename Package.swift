@@ -14,6 +14,7 @@ let package = Package(
     name: "Nearby",
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
+        .library(name: "NearbyBasics", targets: ["NearbyBasics"]),
         .library(name: "DNSWire", targets: ["DNSWire"]),
         .library(name: "MulticastDNSCore", targets: ["MulticastDNSCore"]),
         .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
@@ -34,12 +35,13 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
+        // Small pieces every module may use, with nothing below it but the standard library:
+        // OpenKind (every error code and event kind), hex, the JSON writer, and what the
+        // long-lived shells share (the clock they take as a parameter, the Alarm their
+        // timekeeping child waits on, ChildTasks).
+        .target(name: "NearbyBasics", swiftSettings: strict),
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
-        .target(name: "DNSWire", swiftSettings: strict),
-        // What the long-lived shells share: the clock they take as a parameter (a manual one in
-        // tests) and the alarm their timekeeping child waits on.
-        .target(
-            name: "NearbyBasics", dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")], swiftSettings: strict),
+        .target(name: "DNSWire", dependencies: ["NearbyBasics"], swiftSettings: strict),
         .testTarget(
             name: "DNSWireTests",
             dependencies: ["DNSWire"],
@@ -69,7 +71,7 @@ let package = Package(
         .testTarget(
             name: "NearbyDiscoveryTests",
             dependencies: [
-                "NearbyDiscovery", "MulticastDNS", "SystemDNSSD", "NearbyBasics", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "NearbyDiscovery", "MulticastDNS", "SystemDNSSD", "NearbyBasics",
             ],
             swiftSettings: strict),
         // The dns_sd API (Avahi's compatibility library on Linux), opened with dlopen when the
@@ -100,14 +102,14 @@ let package = Package(
         // Small C functions over OpenSSL (what its macros and callbacks hide); DER in, DER out.
         .target(name: "CPeerTrust", dependencies: ["COpenSSL"]),
         // Peer identity (key, certificate, peer ID, persistence) and X.509 trust evaluation.
-        .target(name: "PeerTrust", dependencies: ["DNSWire", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
+        .target(name: "PeerTrust", dependencies: ["NearbyBasics", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
         .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], swiftSettings: strict),
         // One authenticated channel between two peers: TLS 1.3 judged by PeerTrust, WebSocket,
         // JSON-RPC 2.0, the initialize handshake, invitations and pairing.
         .target(
             name: "PeerConnection",
             dependencies: [
-                "PeerTrust",
+                "PeerTrust", "NearbyBasics",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -121,7 +123,7 @@ let package = Package(
         .testTarget(
             name: "PeerConnectionTests",
             dependencies: [
-                "PeerConnection", "PeerTrust",
+                "PeerConnection", "PeerTrust", "NearbyBasics",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -146,7 +148,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict),
-        .testTarget(name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust"], swiftSettings: strict),
+        .testTarget(
+            name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", "DNSWire"],
+            swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",

@@ -1,3 +1,5 @@
+public import NearbyBasics
+
 /// An error from decoding or encoding DNS wire data, or from parsing a name in presentation
 /// format.
 ///

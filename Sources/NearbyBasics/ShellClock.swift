@@ -1,5 +1,3 @@
-import NIOConcurrencyHelpers
-
 /// Time for the long-lived shells (the mDNS engine, the discovery driver, the broker): a
 /// duration since the clock's own origin, and a way to sleep until one. The shells take it as
 /// a parameter, so that tests drive their timing with a ``ManualClock`` instead of waiting.
@@ -44,7 +42,7 @@ package final class ManualClock: ShellClock {
         var nextSleeper: UInt64 = 0
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
 
     package init() {}
 
@@ -105,7 +103,7 @@ package final class Alarm: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
 
     package init() {}
 

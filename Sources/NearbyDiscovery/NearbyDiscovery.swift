@@ -1,3 +1,4 @@
+public import NearbyBasics
 public import DNSWire
 public import Logging
 import MulticastDNS

@@ -1,4 +1,5 @@
 public import DNSWire
+public import NearbyBasics
 
 // The value types the discovery API speaks, under NearbyDiscovery's name: `import
 // NearbyDiscovery` is enough to use them, and nothing of the engine (MDNSCore, queries,
@@ -27,4 +28,4 @@ public typealias ServiceRegistration = DNSWire.ServiceRegistration
 public typealias DiscoveryInfoError = DNSWire.DiscoveryInfoError
 /// A value from an open set of named kinds (``BrowseEvent/Kind``, ``DiscoveryError/Code``):
 /// switch over one with a `default:` branch, where kinds added later go.
-public typealias OpenKind = DNSWire.OpenKind
+public typealias OpenKind = NearbyBasics.OpenKind

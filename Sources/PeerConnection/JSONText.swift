@@ -1,3 +1,5 @@
+import NearbyBasics
+
 /// JSON text in and out for ``JSONValue``, written for this job: every JSON-RPC message passes
 /// through here, and Foundation's JSONDecoder/JSONEncoder (through `Codable`) cost a third of a
 /// server's CPU per message. Strict RFC 8259: no trailing commas, comments, leading zeros,
@@ -250,77 +252,11 @@ package enum JSONTextCodec {
         case .null: out += "null"
         case .bool(let flag): out += flag ? "true" : "false"
         case .integer(let number): out += String(number)
-        case .number(let number): writeNumber(number, to: &out)
-        case .string(let text): writeString(text, to: &out)
-        case .array(let elements): writeArray(elements, to: &out, write)
+        case .number(let number): JSONWriter.writeNumber(number, to: &out)
+        case .string(let text): JSONWriter.writeString(text, to: &out)
+        case .array(let elements): JSONWriter.writeArray(elements, to: &out, write)
         case .object(let members):
-            writeObject(members.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, to: &out, write)
+            JSONWriter.writeObject(members.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, to: &out, write)
         }
-    }
-
-    /// A number as JSON: integral values without a fraction, and null for NaN and the
-    /// infinities, which JSON has no words for.
-    package static func writeNumber(_ number: Double, to out: inout String) {
-        if !number.isFinite {
-            out += "null"
-        } else if number == number.rounded(), abs(number) < 1e15 {
-            out += String(Int64(number))
-        } else {
-            out += "\(number)"
-        }
-    }
-
-    /// `[a,b,…]`, each element written by `element`.
-    package static func writeArray<Element>(
-        _ elements: [Element], to out: inout String, _ element: (Element, inout String) -> Void
-    ) {
-        out += "["
-        for (position, item) in elements.enumerated() {
-            if position > 0 { out += "," }
-            element(item, &out)
-        }
-        out += "]"
-    }
-
-    /// `{"key":value,…}` in the order given, each value written by `value`.
-    package static func writeObject<Value>(
-        _ members: [(String, Value)], to out: inout String, _ value: (Value, inout String) -> Void
-    ) {
-        out += "{"
-        for (position, (key, member)) in members.enumerated() {
-            if position > 0 { out += "," }
-            writeString(key, to: &out)
-            out += ":"
-            value(member, &out)
-        }
-        out += "}"
-    }
-
-    /// `text` as a JSON string, quotes included (also used by the command-line tool's output).
-    package static func writeString(_ text: String, to out: inout String) {
-        out += "\""
-        var plain = true
-        for byte in text.utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-            plain = false
-            break
-        }
-        if plain {
-            out += text
-        } else {
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                case _ where scalar.value < 0x20:
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                default: out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        out += "\""
     }
 }

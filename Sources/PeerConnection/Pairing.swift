@@ -1,3 +1,4 @@
+import NearbyBasics
 public import PeerTrust
 
 /// A pairing that both people confirmed: the peer is now pinned in the trust store.
@@ -129,7 +130,7 @@ struct PairingExchange: Sendable {
         guard state == .idle, role == .initiator else { return [] }
         state = .awaitingNonce
         deadline = now + timeout
-        let params: JSONValue = .object(["commitment": .string(hex(Self.commitment(to: nonce))), "display_name": .string(localName)])
+        let params: JSONValue = .object(["commitment": .string(hexString(Self.commitment(to: nonce))), "display_name": .string(localName)])
         return [.send(.request(id: Self.requestID, method: "pair/request", params: params))]
     }
 
@@ -137,12 +138,12 @@ struct PairingExchange: Sendable {
     mutating func receiveRequest(id: JSONRPCID, params: JSONValue?, at now: Duration) -> [Action] {
         guard state == .idle, role == .responder else { return [refuse(id, "a pairing is already under way on this connection")] }
         deadline = now + timeout
-        guard let commitment = params?["commitment"]?.stringValue.flatMap(unhex), commitment.count == 32 else {
+        guard let commitment = params?["commitment"]?.stringValue.flatMap(bytes(fromHex:)), commitment.count == 32 else {
             return fail(id: id, JSONRPCError(JSONRPCError.invalidParams, "pair/request needs \"commitment\": 64 hex digits"))
         }
         remoteName = params?["display_name"]?.stringValue
         state = .awaitingReveal(commitment: commitment, peerNonce: nil)
-        let result: JSONValue = .object(["nonce": .string(hex(nonce)), "display_name": .string(localName)])
+        let result: JSONValue = .object(["nonce": .string(hexString(nonce)), "display_name": .string(localName)])
         return [.send(.response(id: id, result: result))]
     }
 
@@ -152,18 +153,18 @@ struct PairingExchange: Sendable {
         case (.idle, .request(let id, "pair/request", let params)) where role == .responder:
             return receiveRequest(id: id, params: params, at: now)
         case (.awaitingNonce, .response(Self.requestID, let result)):
-            guard let peerNonce = result["nonce"]?.stringValue.flatMap(unhex), peerNonce.count == Self.nonceSize else {
+            guard let peerNonce = result["nonce"]?.stringValue.flatMap(bytes(fromHex:)), peerNonce.count == Self.nonceSize else {
                 return finish("the peer's answer to pair/request has no usable nonce")
             }
             remoteName = result["display_name"]?.stringValue
             state = .awaitingAcknowledgement(peerNonce: peerNonce)
-            return [.send(.request(id: Self.revealID, method: "pair/reveal", params: .object(["nonce": .string(hex(nonce))])))]
+            return [.send(.request(id: Self.revealID, method: "pair/reveal", params: .object(["nonce": .string(hexString(nonce))])))]
         case (.awaitingAcknowledgement(let peerNonce), .response(Self.revealID, _)):
             let code = Self.code(initiator: localID, responder: remoteID, initiatorNonce: nonce, responderNonce: peerNonce)
             state = .confirming(code: code, local: nil, remote: nil)
             return [.showCode(code, peerName: peerName)]
         case (.awaitingReveal(let commitment, _), .request(let id, "pair/reveal", let params)):
-            guard let peerNonce = params?["nonce"]?.stringValue.flatMap(unhex), peerNonce.count == Self.nonceSize else {
+            guard let peerNonce = params?["nonce"]?.stringValue.flatMap(bytes(fromHex:)), peerNonce.count == Self.nonceSize else {
                 return fail(id: id, JSONRPCError(JSONRPCError.invalidParams, "pair/reveal needs \"nonce\": 64 hex digits"))
             }
             guard Self.commitment(to: peerNonce) == commitment else {
@@ -267,37 +268,4 @@ struct PairingLimiter: Sendable {
         inProgress = false
         if !succeeded { failures.append(now) }
     }
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var text: [UInt8] = []
-    text.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-        text.append(digits[Int(byte >> 4)])
-        text.append(digits[Int(byte & 0x0F)])
-    }
-    return String(decoding: text, as: UTF8.self)
-}
-
-func unhex(_ text: String) -> [UInt8]? {
-    let units = Array(text.utf8)
-    guard units.count % 2 == 0 else { return nil }
-    func value(_ unit: UInt8) -> UInt8? {
-        switch unit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): unit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): unit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): unit - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(units.count / 2)
-    var index = 0
-    while index < units.count {
-        guard let high = value(units[index]), let low = value(units[index + 1]) else { return nil }
-        bytes.append(high << 4 | low)
-        index += 2
-    }
-    return bytes
 }

@@ -1,4 +1,4 @@
-public import DNSWire
+public import NearbyBasics
 public import PeerTrust
 
 /// Why a connection could not be made, or a request not answered, in words a person can act on.

@@ -346,8 +346,9 @@ final class SessionHandler: ChannelDuplexHandler {
                 question = nil
                 let answerBy = ContinuousClock.now + (deadline - uptime(context))
                 let session = NIOLoopBound(self, eventLoop: context.eventLoop)
-                // Off the event loop (a person may take seconds); the answer comes back on it.
-                // Ending the connection cancels it.
+                // A task of its own, off the event loop (a person may take seconds; a channel
+                // handler has no task group): the answer comes back on the loop, and ending the
+                // connection cancels it.
                 asking = Task {
                     let accepted = await ask(hello, answerBy)
                     session.eventLoop.execute { session.value.answered { $0.admissionAnswered(accepted, at: $1) } }

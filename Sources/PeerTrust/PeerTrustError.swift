@@ -1,4 +1,4 @@
-public import DNSWire
+public import NearbyBasics
 
 /// Why an identity, a certificate or a trust store could not be used, in words a person can
 /// act on.

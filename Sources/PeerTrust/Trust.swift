@@ -1,4 +1,4 @@
-public import DNSWire
+public import NearbyBasics
 public import Foundation
 
 /// Which side of a connection the peer being judged is on.

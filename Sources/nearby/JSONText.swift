@@ -1,3 +1,4 @@
+import NearbyBasics
 import PeerConnection
 
 /// A JSON value whose objects keep their keys in the order written, so that command output
@@ -22,13 +23,13 @@ enum JSONText {
 
     static func write(_ value: OutputValue, to out: inout String) {
         switch value {
-        case .string(let text): JSONTextCodec.writeString(text, to: &out)
-        case .number(let number): JSONTextCodec.writeNumber(number, to: &out)
+        case .string(let text): JSONWriter.writeString(text, to: &out)
+        case .number(let number): JSONWriter.writeNumber(number, to: &out)
         case .bool(let flag): out += flag ? "true" : "false"
         case .null: out += "null"
         case .raw(let json): out += json
-        case .array(let items): JSONTextCodec.writeArray(items, to: &out, write)
-        case .object(let members): JSONTextCodec.writeObject(members, to: &out, write)
+        case .array(let items): JSONWriter.writeArray(items, to: &out, write)
+        case .object(let members): JSONWriter.writeObject(members, to: &out, write)
         }
     }
 }

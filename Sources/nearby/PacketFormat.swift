@@ -1,4 +1,5 @@
 import DNSWire
+import NearbyBasics
 
 /// TXT discovery info as the JSON object the CLI prints: `"k":"v"`, `"k":""` for `k=`,
 /// `"k":true` for a boolean attribute, `{"base64":"…"}` for a value that is not UTF-8.
@@ -31,9 +32,6 @@ enum Base64 {
     }
 }
 
-private func hex(_ bytes: [UInt8]) -> String {
-    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-}
 
 /// A TXT string in double quotes: `"` and `\` escaped, bytes that are not printable (or not
 /// UTF-8) as `\DDD`.
@@ -122,8 +120,8 @@ enum PacketText {
         case .nsec(let nsec): "\(nsec.nextName) " + nsec.types.map(\.description).joined(separator: " ")
         case .hinfo(let hinfo):
             "cpu \"\(String(decoding: hinfo.cpu, as: UTF8.self))\" os \"\(String(decoding: hinfo.os, as: UTF8.self))\""
-        case .opt(let raw): "EDNS options \(hex(raw))"
-        case .unknown(_, let raw): "\\# \(raw.count) \(hex(raw))"
+        case .opt(let raw): "EDNS options \(hexString(raw))"
+        case .unknown(_, let raw): "\\# \(raw.count) \(hexString(raw))"
         }
     }
 }
@@ -196,7 +194,7 @@ enum PacketJSON {
                 ("cpu", .string(String(decoding: hinfo.cpu, as: UTF8.self))),
                 ("os", .string(String(decoding: hinfo.os, as: UTF8.self))),
             ]
-        case .opt(let raw), .unknown(_, let raw): members.append(("rdata", .string(hex(raw))))
+        case .opt(let raw), .unknown(_, let raw): members.append(("rdata", .string(hexString(raw))))
         }
         return .object(members)
     }

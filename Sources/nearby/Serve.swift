@@ -298,7 +298,7 @@ struct Serve: AsyncParsableCommand {
         let body: @Sendable () async -> Void
 
         func run() async throws {
-            try? await cancelWhenGracefulShutdown { await body() }
+            await cancelWhenGracefulShutdown { await body() }
         }
     }
 

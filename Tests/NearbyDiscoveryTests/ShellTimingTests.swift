@@ -1,6 +1,5 @@
 import DNSWire
 import Logging
-import NIOConcurrencyHelpers
 import NearbyBasics
 import Testing
 
@@ -24,7 +23,7 @@ struct ShellTimingTests {
     func alarm() async {
         let clock = ManualClock()
         let alarm = Alarm()
-        let fired = NIOLockedValueBox<[Duration]>([])
+        let fired = Locked<[Duration]>([])
         let runner = Task { await alarm.run(clock: clock) { fired.withLockedValue { $0.append(clock.now) } } }
         alarm.set(.seconds(10))
         await clock.waitForSleepers()

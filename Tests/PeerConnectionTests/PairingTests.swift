@@ -1,3 +1,4 @@
+import NearbyBasics
 import PeerTrust
 import Testing
 
@@ -65,8 +66,8 @@ struct PairingTests {
         let message = try #require(wire(a.start(at: .zero)).first)
         guard case .request(_, "pair/request", let params?) = message else { Issue.record("not pair/request: \(message)"); return }
         let commitment = try #require(params["commitment"]?.stringValue)
-        #expect(commitment == hex(PairingExchange.commitment(to: Self.laptopNonce)))
-        #expect(!message.jsonText.contains(hex(Self.laptopNonce)))
+        #expect(commitment == hexString(PairingExchange.commitment(to: Self.laptopNonce)))
+        #expect(!message.jsonText.contains(hexString(Self.laptopNonce)))
         #expect(params["display_name"] == .string("Laptop"))
     }
 
@@ -113,9 +114,9 @@ struct PairingTests {
     @Test("a reveal that does not match the commitment fails the pairing (-32004) before any code is shown")
     func wrongReveal() throws {
         var b = responder()
-        let commitment = hex(PairingExchange.commitment(to: Self.laptopNonce))
+        let commitment = hexString(PairingExchange.commitment(to: Self.laptopNonce))
         _ = b.receive(.request(id: .string("r"), method: "pair/request", params: .object(["commitment": .string(commitment)])), at: .zero)
-        let other = hex([UInt8](repeating: 9, count: 32))
+        let other = hexString([UInt8](repeating: 9, count: 32))
         let actions = b.receive(.request(id: .string("v"), method: "pair/reveal", params: .object(["nonce": .string(other)])), at: .zero)
         #expect(code(actions) == nil)
         #expect(failure(actions)?.contains("does not match the commitment") == true)
@@ -235,11 +236,11 @@ struct PairingTests {
 
     @Test("hex round trip; odd lengths and non-hex digits are refused")
     func hexCoding() {
-        let bytes: [UInt8] = [0, 1, 0x7F, 0x80, 0xFF]
-        #expect(hex(bytes) == "00017f80ff")
-        #expect(unhex("00017F80ff") == bytes)
-        #expect(unhex("abc") == nil)
-        #expect(unhex("zz") == nil)
-        #expect(unhex("") == [])
+        let sample: [UInt8] = [0, 1, 0x7F, 0x80, 0xFF]
+        #expect(hexString(sample) == "00017f80ff")
+        #expect(bytes(fromHex: "00017F80ff") == sample)
+        #expect(bytes(fromHex: "abc") == nil)
+        #expect(bytes(fromHex: "zz") == nil)
+        #expect(bytes(fromHex: "") == [])
     }
 }

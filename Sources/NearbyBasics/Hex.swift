@@ -1,0 +1,35 @@
+/// Bytes as lower-case hexadecimal digits, two per byte.
+package func hexString(_ bytes: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    text.reserveCapacity(bytes.underestimatedCount * 2)
+    for byte in bytes {
+        text.append(digits[Int(byte >> 4)])
+        text.append(digits[Int(byte & 0x0F)])
+    }
+    return String(decoding: text, as: UTF8.self)
+}
+
+/// The bytes that hexadecimal `text` (either case) spells; nil for an odd length or a character
+/// that is not a hexadecimal digit.
+package func bytes(fromHex text: String) -> [UInt8]? {
+    let units = Array(text.utf8)
+    guard units.count % 2 == 0 else { return nil }
+    func value(_ unit: UInt8) -> UInt8? {
+        switch unit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): unit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): unit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): unit - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(units.count / 2)
+    var index = 0
+    while index + 1 < units.count {
+        guard let high = value(units[index]), let low = value(units[index + 1]) else { return nil }
+        bytes.append(high << 4 | low)
+        index += 2
+    }
+    return bytes
+}
