@@ -177,7 +177,7 @@ actor BrokerLoop {
         connections[id] = connection
         children.spawn { [weak self] in
             let reason = await connection.closed()
-            await self?.ended(id, reason: reason)
+            await self?.ended(id, reason: reason.message)
         }
         return id
     }

@@ -40,7 +40,7 @@ public final class PeerConnection: Sendable {
 
     let channel: any Channel
     let session: NIOLoopBound<SessionHandler>
-    private let ended: EventLoopFuture<String>
+    private let ended: EventLoopFuture<ConnectionEnd>
     private let requestTimeout: Duration?
     private let nextID = NIOLockedValueBox(1)
 
@@ -144,9 +144,9 @@ public final class PeerConnection: Sendable {
     }
 
     /// Closes the connection with a WebSocket close frame (``CloseCode/normal`` by default)
-    /// and waits until it is closed; returns the reason it ended with.
+    /// and waits until it is closed; returns why it ended (the peer may have ended it first).
     @discardableResult
-    public func close(code: CloseCode = .normal, reason: String = "") async -> String {
+    public func close(code: CloseCode = .normal, reason: String = "") async -> ConnectionEnd {
         let session = self.session
         session.eventLoop.execute { session.value.close(code: WebSocketErrorCode(codeNumber: Int(code.value)), reason: reason) }
         return await closed()
@@ -167,9 +167,10 @@ public final class PeerConnection: Sendable {
         }
     }
 
-    /// Waits until the connection has ended; returns why, in words.
-    public func closed() async -> String {
-        (try? await ended.get()) ?? "closed"
+    /// Waits until the connection has ended; returns why (``ConnectionEnd/kind`` to switch on,
+    /// its description in words).
+    public func closed() async -> ConnectionEnd {
+        (try? await ended.get()) ?? ConnectionEnd(.lost, "the connection closed", byPeer: true)
     }
 
     /// What this connection has received, sent and refused so far.

@@ -122,7 +122,7 @@ final class SessionHandler: ChannelDuplexHandler {
     /// Fulfilled when the handshake (or a pairing) is done, failed when it is not.
     let established: EventLoopPromise<Opening>
     /// Fulfilled with the reason when the connection is over.
-    let ended: EventLoopPromise<String>
+    let ended: EventLoopPromise<ConnectionEnd>
     /// What the app has not read yet (bounded: see ``IncomingLimit``).
     let inbox: Inbox
     var incoming: IncomingMessages { IncomingMessages(inbox: inbox) }
@@ -228,19 +228,19 @@ final class SessionHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let ended = event as? WebSocketEnded {
-            perform(machine.end(ended.reason), context: context)
+            perform(machine.end(ended.end), context: context)
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        perform(machine.end("the connection closed"), context: context)
+        perform(machine.end(ConnectionEnd(.lost, "the connection closed", byPeer: true)), context: context)
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("connection error: \(error)")
-        perform(machine.end("connection error: \(error)"), context: context)
+        perform(machine.end(ConnectionEnd(.failed, "connection error: \(error)", byPeer: false)), context: context)
         context.close(promise: nil)
     }
 

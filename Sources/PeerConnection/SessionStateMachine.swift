@@ -41,7 +41,7 @@ struct SessionStateMachine: Sendable {
         case established
         /// Over. `pinning`: a pin was still being written; the peer may close first (it pinned
         /// first), and that does not undo the pairing on this side.
-        case closed(reason: String, pinning: PairingResult?)
+        case closed(ConnectionEnd, pinning: PairingResult?)
     }
 
     struct Configuration: Sendable {
@@ -114,7 +114,7 @@ struct SessionStateMachine: Sendable {
         /// Stop asking anyone anything about this connection (it ended).
         case cancelQuestion
         /// The session is over, for this reason: nothing more is delivered.
-        case ended(String)
+        case ended(ConnectionEnd)
         case log(Logger.Level, String)
     }
 
@@ -248,9 +248,9 @@ struct SessionStateMachine: Sendable {
         case .pinning(let pairing):
             result = pairing
             open = true
-        case .closed(let reason, let pairing?):
+        case .closed(let end, let pairing?):
             result = pairing
-            phase = .closed(reason: reason, pinning: nil)
+            phase = .closed(end, pinning: nil)
         default:
             return out
         }
@@ -473,8 +473,8 @@ struct SessionStateMachine: Sendable {
         switch phase {
         case .established:
             break
-        case .closed(let reason, _):
-            return .failure(PeerConnectionError(.closed, reason))
+        case .closed(let end, _):
+            return .failure(PeerConnectionError(.closed, end.message))
         default:
             return .failure(PeerConnectionError(.closed, "the connection is not initialized"))
         }
@@ -503,15 +503,15 @@ struct SessionStateMachine: Sendable {
 
     /// The app writes a message of its own: nil when it may go (it is counted), else why not.
     mutating func sendingText() -> PeerConnectionError? {
-        if case .closed(let reason, _) = phase { return PeerConnectionError(.closed, reason) }
+        if case .closed(let end, _) = phase { return PeerConnectionError(.closed, end.message) }
         statistics.messagesSent += 1
         return nil
     }
 
-    /// The connection is over (closed by either side, lost, or failed), for `reason`.
-    mutating func end(_ reason: String) -> [Action] {
+    /// The connection is over (closed by either side, lost, or failed), for this reason.
+    mutating func end(_ end: ConnectionEnd) -> [Action] {
         var out: [Action] = []
-        finish(reason, into: &out)
+        finish(end, into: &out)
         return out
     }
 
@@ -605,7 +605,7 @@ struct SessionStateMachine: Sendable {
     private mutating func failOpening(_ code: PeerConnectionError.Code, _ reason: String, into out: inout [Action]) {
         settleOpening(.failure(PeerConnectionError(code, reason)), into: &out)
         out.append(.flush)
-        finish(reason, into: &out)
+        finish(ConnectionEnd(.openingFailed, reason, closeCode: .policyViolation, byPeer: false), into: &out)
         out.append(.close(.policyViolation, reason: reason))
     }
 
@@ -631,13 +631,13 @@ struct SessionStateMachine: Sendable {
         let reason = "the peer does not read our answers: \(unsentAnswerBytes) bytes wait to be sent (the limit is \(limit))"
         out.append(.log(.warning, "closing the connection: \(reason)"))
         out.append(.flush)
-        finish(reason, into: &out)
+        finish(ConnectionEnd(.overLimit, reason, closeCode: .policyViolation, byPeer: false), into: &out)
         out.append(.close(.policyViolation, reason: "the peer does not read our answers"))
         out.append(.flush)
     }
 
     /// The session is over: everyone waiting hears why, once.
-    private mutating func finish(_ reason: String, into out: inout [Action]) {
+    private mutating func finish(_ end: ConnectionEnd, into out: inout [Action]) {
         var pinning: PairingResult?
         switch phase {
         case .closed:
@@ -649,14 +649,14 @@ struct SessionStateMachine: Sendable {
         default:
             break
         }
-        phase = .closed(reason: reason, pinning: pinning)
+        phase = .closed(end, pinning: pinning)
         out.append(.cancelQuestion)
-        let error = PeerConnectionError(.closed, reason)
+        let error = PeerConnectionError(.closed, end.message)
         if pinning == nil { settleOpening(.failure(error), into: &out) }
         for id in pending.sorted(by: { $0.description < $1.description }) { out.append(.resolve(id, .failure(error))) }
         pending = []
         batches = [:]
-        out.append(.ended(reason))
+        out.append(.ended(end))
     }
 
     /// Every event that may have written ends with a flush, unless a read is in progress: then

@@ -8,12 +8,13 @@ enum OutboundFrame: Sendable {
     case close(WebSocketErrorCode, reason: String)
 }
 
-/// Sent up the pipeline once, when the WebSocket is about to end, with the reason in words.
+/// Sent up the pipeline once, when the WebSocket is about to end, with why.
 struct WebSocketEnded: Sendable {
-    var code: WebSocketErrorCode?
-    var reason: String
-    /// True when the peer ended it (a close frame, or the connection dropped).
-    var byPeer: Bool
+    var end: ConnectionEnd
+
+    init(_ kind: ConnectionEnd.Kind, code: WebSocketErrorCode?, reason: String, byPeer: Bool) {
+        end = ConnectionEnd(kind, reason, closeCode: code.map { CloseCode(UInt16(clamping: $0.codeNumber)) }, byPeer: byPeer)
+    }
 }
 
 /// Sent down the pipeline by the session when it stops reading because its app is behind, and
@@ -102,7 +103,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
             write(context: context, opcode: .pong, data: context.channel.allocator.buffer(capacity: 0), promise: nil)
             context.flush()
         case .dead(let silence):
-            end(context: context, WebSocketEnded(code: nil, reason: "the peer sent nothing for \(seconds(silence)) (dead peer: unplugged, stopped or unreachable)", byPeer: true))
+            end(context: context, WebSocketEnded(.deadPeer, code: nil, reason: "the peer sent nothing for \(seconds(silence)) (dead peer: unplugged, stopped or unreachable)", byPeer: true))
             context.close(promise: nil)
             return
         }
@@ -182,7 +183,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
             return
         }
         let words = code.map { "the peer closed the connection (\(describe($0))\(reason.isEmpty ? "" : ": \(reason)"))" } ?? "the peer closed the connection"
-        end(context: context, WebSocketEnded(code: code, reason: words, byPeer: true))
+        end(context: context, WebSocketEnded(.closed, code: code, reason: words, byPeer: true))
         closeSent = true
         var echo = context.channel.allocator.buffer(capacity: 2)
         if let code { echo.write(webSocketErrorCode: code) }
@@ -198,12 +199,12 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
     /// The peer broke a rule: say which, close with `code`.
     private func fail(context: ChannelHandlerContext, _ code: WebSocketErrorCode, _ why: String) {
         logger.info("closing the connection: \(why)")
-        sendClose(context: context, code: code, reason: why, byPeer: false)
+        sendClose(context: context, .violation, code: code, reason: why, byPeer: false)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         tickTask?.cancel()
-        end(context: context, WebSocketEnded(code: nil, reason: "the connection was lost before a close frame arrived", byPeer: true))
+        end(context: context, WebSocketEnded(.lost, code: nil, reason: "the connection was lost before a close frame arrived", byPeer: true))
         context.fireChannelInactive()
     }
 
@@ -239,15 +240,15 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
             }
             write(context: context, opcode: .text, data: context.channel.allocator.buffer(string: text), promise: promise)
         case .close(let code, let reason):
-            sendClose(context: context, code: code, reason: reason, byPeer: false)
+            sendClose(context: context, .closed, code: code, reason: reason, byPeer: false)
             promise?.succeed()
         }
     }
 
-    private func sendClose(context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String, byPeer: Bool) {
+    private func sendClose(context: ChannelHandlerContext, _ kind: ConnectionEnd.Kind, code: WebSocketErrorCode, reason: String, byPeer: Bool) {
         guard !closeSent else { return }
         closeSent = true
-        end(context: context, WebSocketEnded(code: code, reason: reason, byPeer: byPeer))
+        end(context: context, WebSocketEnded(kind, code: code, reason: reason, byPeer: byPeer))
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.write(webSocketErrorCode: code)
         // A close frame's payload is at most 125 bytes (RFC 6455 §5.5).

@@ -221,7 +221,7 @@ struct ConnectCommand: AsyncParsableCommand {
         printEvent(
             json,
             [("event", .string("disconnected")), ("connection", .number(Double(connection.id.value))), ("peerID", who.map { .string($0) } ?? .null),
-             ("reason", .string(reason))],
+             ("reason", .string(reason.message))] + endMembers(reason),
             text: "Disconnected: \(reason)")
         if ended != .inputEnded { throw ExitCode(1) }
     }

@@ -124,3 +124,9 @@ func printEvent(_ json: Bool, _ members: [(String, OutputValue)], text: @autoclo
 
 /// A PeerConnection JSON value, for output (copied as its JSON text).
 func output(_ value: JSONValue) -> OutputValue { .raw(value.jsonText) }
+
+/// A `disconnected` event's `end` (the kind: closed, lost, deadPeer, violation, overLimit,
+/// openingFailed, failed), `closeCode` (null without a close frame) and `byPeer`.
+func endMembers(_ end: ConnectionEnd) -> [(String, OutputValue)] {
+    [("end", .string(end.kind.description)), ("closeCode", end.closeCode.map { .number(Double($0.value)) } ?? .null), ("byPeer", .bool(end.byPeer))]
+}

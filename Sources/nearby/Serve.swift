@@ -339,7 +339,7 @@ struct Serve: AsyncParsableCommand {
         printEvent(
             json,
             [("event", .string("disconnected")), ("connection", .number(Double(connection.id.value))), ("peerID", who.map { .string($0) } ?? .null),
-             ("reason", .string(reason))],
+             ("reason", .string(reason.message))] + endMembers(reason),
             text: "Disconnected \(connection.peer.displayName ?? who ?? connection.remoteAddress) (connection \(connection.id)): \(reason)")
     }
 }

@@ -19,7 +19,8 @@ struct LifecycleTests {
             #expect(try await connection.request("ping") == .object([:]))
             if cancel { running.cancel() } else { await group.triggerGracefulShutdown() }
             let reason = await connection.closed()
-            #expect(reason.contains("1001") && reason.contains("shutting down"), "\(reason)")
+            #expect(reason.message.contains("1001") && reason.message.contains("shutting down"), "\(reason)")
+            #expect(reason.kind == .closed && reason.closeCode == .goingAway && reason.byPeer, "\(reason)")
             try await running.value
             // The listener accepts nobody any more.
             await #expect(throws: PeerConnectionError.self) {

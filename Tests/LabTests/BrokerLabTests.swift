@@ -356,7 +356,10 @@ struct BrokerLabTests {
                 let closed = lines.firstIndex { $0.contains("\"disconnected\"") }
                 #expect(reported != nil && (closed == nil || reported! < closed!), "\(first.output)")
                 try await waitFor(second, "disconnected", count: 1, timeout: .seconds(5))
-                #expect(events(second, "disconnected").first?["reason"] as? String != nil, "\(second.output)")
+                let gone = try #require(events(second, "disconnected").first, "\(second.output)")
+                #expect(gone["reason"] as? String != nil, "\(gone)")
+                // Why, as a program reads it: Mesh A's broker closed with 1001 (going away).
+                #expect(gone["end"] as? String == "closed" && gone["closeCode"] as? Int == 1001 && gone["byPeer"] as? Bool == true, "\(gone)")
                 try await Task.sleep(for: .seconds(2))
                 #expect(jsonLines(browser.output).contains { $0["event"] as? String == "lost" && $0["name"] as? String == "Mesh A" }, "\(browser.output)")
             }

@@ -66,9 +66,16 @@ struct SessionStateMachineTests {
     }
 
     func ended(_ actions: [Action]) -> String? {
-        for case .ended(let reason) in actions { return reason }
+        for case .ended(let end) in actions { return end.message }
         return nil
     }
+
+    func endKind(_ actions: [Action]) -> ConnectionEnd.Kind? {
+        for case .ended(let end) in actions { return end.kind }
+        return nil
+    }
+
+    static func closedByPeer(_ words: String) -> ConnectionEnd { ConnectionEnd(.closed, words, closeCode: .normal, byPeer: true) }
 
     func closeFrame(_ actions: [Action]) -> (CloseCode, String)? {
         for case .close(let code, let reason) in actions { return (code, reason) }
@@ -113,7 +120,7 @@ struct SessionStateMachineTests {
         #expect(serverHello.displayName == "Build Box")
         #expect(a.isEstablished && b.isEstablished && a.deadline == nil && b.deadline == nil)
         // Settled once: ending now fails nothing that was already reported.
-        let end = a.end("bye")
+        let end = a.end(Self.closedByPeer("bye"))
         #expect(failure(end) == nil && ended(end) == "bye")
     }
 
@@ -147,7 +154,7 @@ struct SessionStateMachineTests {
         #expect(failure(late)?.code == .handshake)
         #expect(failure(late)?.message.hasPrefix("no initialize within") == true)
         #expect(closeFrame(late)?.0 == .policyViolation)
-        #expect(ended(late) != nil)
+        #expect(ended(late) != nil && endKind(late) == .openingFailed)
         #expect(b.advance(to: .seconds(20)).isEmpty)  // over: time changes nothing
     }
 
@@ -201,7 +208,7 @@ struct SessionStateMachineTests {
         #expect(a.statistics.requestsAbandoned == 1)
         _ = try a.request(id: .integer(3), method: "x", params: nil).get()
         // The end answers everyone still waiting, and nothing more can be sent.
-        let end = a.end("the connection closed")
+        let end = a.end(ConnectionEnd(.lost, "the connection closed", byPeer: true))
         #expect(end.filter { if case .resolve(_, .failure(let error)) = $0 { error.code == .closed } else { false } }.count == 2)
         let closed = #expect(throws: PeerConnectionError.self) { try a.request(id: .integer(9), method: "x", params: nil).get() }
         #expect(closed?.message == "the connection closed")
@@ -309,6 +316,7 @@ struct SessionStateMachineTests {
         }
         #expect(b.isClosed && b.statistics.closedOverLimit == 1)
         #expect(ended(closing)?.contains("does not read our answers") == true)
+        #expect(endKind(closing) == .overLimit)
         #expect(closeFrame(closing)?.0 == .policyViolation)
         // After the end nothing is delivered.
         let late = b.receive(JSONRPCMessage.notification(method: "tick", params: nil).jsonText, at: .zero)
@@ -354,7 +362,7 @@ struct SessionStateMachineTests {
         guard case .paired(let result)? = opening(closedA) else { Issue.record("\(closedA)"); return }
         #expect(result.code == codeA && result.peerID == Self.serverID)
         #expect(closeFrame(closedA)?.0 == .normal)
-        let endB = b.end("the peer closed")
+        let endB = b.end(Self.closedByPeer("the peer closed"))
         #expect(failure(endB) == nil && ended(endB) != nil)
         let lateB = b.pinned(failure: nil)
         guard case .paired(let resultB)? = opening(lateB) else { Issue.record("\(lateB)"); return }
@@ -384,7 +392,7 @@ struct SessionStateMachineTests {
         _ = b.start(at: .zero)
         _ = deliver(a.start(at: .zero), to: &b)
         _ = b.pairingSlot(refusal: nil, at: .zero)
-        let lost = b.end("the connection closed")
+        let lost = b.end(ConnectionEnd(.lost, "the connection closed", byPeer: true))
         #expect(lost.contains(.releasePairingSlot(succeeded: false)))
         #expect(failure(lost)?.code == .closed)
 
@@ -420,7 +428,9 @@ struct SessionHandlerTests {
             if case .close(let code, _) = frame { closed = code == .policyViolation }
         }
         #expect(closed)
-        #expect(try session.ended.futureResult.wait().hasPrefix("no initialize within"))
+        let end = try session.ended.futureResult.wait()
+        #expect(end.message.hasPrefix("no initialize within"))
+        #expect(end.kind == .openingFailed && end.closeCode == .policyViolation && !end.byPeer)
     }
 
     @Test("a request that times out fails with timeout, and the peer is told to stop working on it")
