@@ -195,16 +195,39 @@ final class SessionHandler: ChannelDuplexHandler {
     // MARK: Events in
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        perform(machine.receive(unwrapInboundIn(data), at: uptime(context)), context: context)
+        var actions = takeBuffer()
+        machine.receive(unwrapInboundIn(data), at: uptime(context), into: &actions)
+        perform(actions, context: context)
+        giveBack(actions)
+    }
+
+    /// One buffer of actions for the paths every message takes (a read, an answer, a request),
+    /// reused instead of allocated per message. A nested event while it is out gets a new one.
+    private var spareActions: [SessionStateMachine.Action] = []
+
+    private func takeBuffer() -> [SessionStateMachine.Action] {
+        var buffer: [SessionStateMachine.Action] = []
+        swap(&buffer, &spareActions)
+        return buffer
+    }
+
+    private func giveBack(_ buffer: consuming [SessionStateMachine.Action]) {
+        var buffer = buffer
+        buffer.removeAll(keepingCapacity: true)
+        spareActions = buffer
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        perform(machine.readComplete(), context: context)
+        let actions = machine.readComplete()
+        if !actions.isEmpty { perform(actions, context: context) }
         context.fireChannelReadComplete()
     }
 
     func read(context: ChannelHandlerContext) {
-        perform(machine.readRequested(inboxFull: inbox.isFull, at: uptime(context)), context: context)
+        let actions = machine.readRequested(inboxFull: inbox.isFull, at: uptime(context))
+        // The usual answer, without the loop and the timer check.
+        if actions.count == 1, case .read = actions[0] { return context.read() }
+        perform(actions, context: context)
     }
 
     /// The app read its queue down.
@@ -223,7 +246,10 @@ final class SessionHandler: ChannelDuplexHandler {
     /// The app's answer to a request (on the event loop).
     func reply(to target: ReplyTarget, _ outcome: Result<JSONValue, JSONRPCError>) {
         guard let context else { return }
-        perform(machine.reply(to: target, outcome, inboxFull: inbox.isFull), context: context)
+        var actions = takeBuffer()
+        machine.reply(to: target, outcome, inboxFull: inbox.isFull, into: &actions)
+        perform(actions, context: context)
+        giveBack(actions)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -249,10 +275,11 @@ final class SessionHandler: ChannelDuplexHandler {
         guard let context else {
             return promise.fail(PeerConnectionError(.closed, "the connection is not open"))
         }
-        switch machine.request(id: id, method: method, params: params) {
-        case .failure(let error):
-            promise.fail(error)
-        case .success(let actions):
+        var actions = takeBuffer()
+        defer { giveBack(actions) }
+        if let refusal = machine.request(id: id, method: method, params: params, into: &actions) {
+            promise.fail(refusal)
+        } else {
             var timer: Scheduled<Void>?
             if let timeout {
                 let session = NIOLoopBound(self, eventLoop: context.eventLoop)

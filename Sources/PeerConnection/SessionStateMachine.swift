@@ -283,19 +283,26 @@ struct SessionStateMachine: Sendable {
 
     /// One text message from the peer (a JSON-RPC message or batch), at `now`.
     mutating func receive(_ text: String, at now: Duration) -> [Action] {
+        var out: [Action] = []
+        receive(text, at: now, into: &out)
+        return out
+    }
+
+    /// ``receive(_:at:)``, appending to `out` (the shell reuses one buffer: this is the path
+    /// every message takes).
+    mutating func receive(_ text: String, at now: Duration, into out: inout [Action]) {
         reading = true
         defer { reading = false }
         let frame = JSONRPCFrame(parsing: text)
         // Each message's share of the frame, for the inbox's byte limit.
         let size = max(1, text.utf8.count / max(1, frame.entries.count))
-        var out: [Action] = []
         if case .established = phase, frame.isBatch {
             receiveBatch(frame, size: size, into: &out)
         } else {
             // One message, or a batch before the handshake is done: each entry on its own.
             for entry in frame.entries { receive(entry, size: size, at: now, into: &out) }
         }
-        return endEvent(out)
+        endEvent(&out)
     }
 
     private mutating func receive(_ entry: JSONRPCFrame.Entry, size: Int, at now: Duration, into out: inout [Action]) {
@@ -385,10 +392,16 @@ struct SessionStateMachine: Sendable {
     /// The app's answer to a request it was given; `inboxFull`: whether the app is still behind.
     mutating func reply(to target: ReplyTarget, _ outcome: Result<JSONValue, JSONRPCError>, inboxFull: Bool) -> [Action] {
         var out: [Action] = []
-        guard case .established = phase else { return out }
+        reply(to: target, outcome, inboxFull: inboxFull, into: &out)
+        return out
+    }
+
+    /// ``reply(to:_:inboxFull:)``, appending to `out`.
+    mutating func reply(to target: ReplyTarget, _ outcome: Result<JSONValue, JSONRPCError>, inboxFull: Bool, into out: inout [Action]) {
+        guard case .established = phase else { return }
         answer(outcome, to: target, into: &out)
         if target.batch != nil { releaseReadsIfRoom(inboxFull: inboxFull, into: &out) }
-        return endEvent(out)
+        endEvent(&out)
     }
 
     private mutating func answer(_ outcome: Result<JSONValue, JSONRPCError>, to target: ReplyTarget, into out: inout [Action]) {
@@ -425,10 +438,10 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The channel asks to read at `now`; `inboxFull`: the app has not read what it was given.
-    mutating func readRequested(inboxFull: Bool, at now: Duration) -> [Action] {
-        if mayRead(inboxFull: inboxFull) { return [.read] }
+    mutating func readRequested(inboxFull: Bool, at now: @autoclosure () -> Duration) -> [Action] {
+        if mayRead(inboxFull: inboxFull) { return Self.justRead }
         guard heldSince == nil else { return [] }
-        heldSince = now
+        heldSince = now()
         statistics.heldBack += 1
         return [.log(.debug, "reading held back: the app is behind (\(batches.count) batches wait for answers)"), .holdReads]
     }
@@ -458,8 +471,13 @@ struct SessionStateMachine: Sendable {
     mutating func readComplete() -> [Action] {
         guard owesFlush else { return [] }
         owesFlush = false
-        return [.flush]
+        return Self.justFlush
     }
+
+    /// The answers of the two events every read has, made once (an array literal would be
+    /// allocated at every call).
+    private static let justRead: [Action] = [.read]
+    private static let justFlush: [Action] = [.flush]
 
     /// `bytes` of answers reached the socket.
     mutating func written(bytes: Int) {
@@ -470,24 +488,33 @@ struct SessionStateMachine: Sendable {
 
     /// The app sends request `id`; the actions write it, or the error says why it cannot go.
     mutating func request(id: JSONRPCID, method: String, params: JSONValue?) -> Result<[Action], PeerConnectionError> {
+        var out: [Action] = []
+        if let refusal = request(id: id, method: method, params: params, into: &out) { return .failure(refusal) }
+        return .success(out)
+    }
+
+    /// ``request(id:method:params:)``, appending to `out`; nil when it goes, else why not.
+    mutating func request(id: JSONRPCID, method: String, params: JSONValue?, into out: inout [Action]) -> PeerConnectionError? {
         switch phase {
         case .established:
             break
         case .closed(let end, _):
-            return .failure(PeerConnectionError(.closed, end.message))
+            return PeerConnectionError(.closed, end.message)
         default:
-            return .failure(PeerConnectionError(.closed, "the connection is not initialized"))
+            return PeerConnectionError(.closed, "the connection is not initialized")
         }
         guard !pending.contains(id) else {
-            return .failure(PeerConnectionError(.invalidInput, "request id \(id) is already waiting for an answer"))
+            return PeerConnectionError(.invalidInput, "request id \(id) is already waiting for an answer")
         }
         guard pending.count < configuration.maximumPendingRequests else {
-            return .failure(PeerConnectionError(
-                .busy, "\(pending.count) requests already wait for answers on this connection (the limit, maximumPendingRequests)"))
+            return PeerConnectionError(
+                .busy, "\(pending.count) requests already wait for answers on this connection (the limit, maximumPendingRequests)")
         }
         pending.insert(id)
         statistics.messagesSent += 1
-        return .success(endEvent([.write(JSONRPCMessage.request(id: id, method: method, params: params).jsonText, tracked: false)]))
+        out.append(.write(JSONRPCMessage.request(id: id, method: method, params: params).jsonText, tracked: false))
+        endEvent(&out)
+        return nil
     }
 
     /// Stop waiting for request `id` (a timeout, or the caller gave up): the caller gets
@@ -663,7 +690,11 @@ struct SessionStateMachine: Sendable {
     /// ``readComplete()`` flushes once for the whole read.
     private mutating func endEvent(_ actions: consuming [Action]) -> [Action] {
         var actions = actions
-        if reading { owesFlush = true } else { actions.append(.flush) }
+        endEvent(&actions)
         return actions
+    }
+
+    private mutating func endEvent(_ actions: inout [Action]) {
+        if reading { owesFlush = true } else { actions.append(.flush) }
     }
 }
