@@ -13,7 +13,7 @@ struct WebSocketEnded: Sendable {
     var end: ConnectionEnd
 
     init(_ kind: ConnectionEnd.Kind, code: WebSocketErrorCode?, reason: String, byPeer: Bool) {
-        end = ConnectionEnd(kind, reason, closeCode: code.map { CloseCode(UInt16(clamping: $0.codeNumber)) }, byPeer: byPeer)
+        end = ConnectionEnd(kind, reason, closeCode: code.map { CloseCode(UInt16(webSocketErrorCode: $0)) }, byPeer: byPeer)
     }
 }
 

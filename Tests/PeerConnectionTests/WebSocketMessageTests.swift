@@ -77,7 +77,8 @@ struct WebSocketMessageTests {
         #expect(try harness.messages().isEmpty)
         let close = try #require(try harness.written().first)
         #expect(close.opcode == .connectionClose && closeCode(close) == .messageTooLarge)
-        #expect(harness.ends.ended.first?.reason.contains("16 bytes") == true)
+        #expect(harness.ends.ended.first?.end.message.contains("16 bytes") == true)
+        #expect(harness.ends.ended.first?.end.kind == .violation && harness.ends.ended.first?.end.closeCode == .messageTooLarge)
     }
 
     @Test("binary frames close with 1003; invalid UTF-8 with 1007; a stray continuation with 1002")
@@ -105,8 +106,9 @@ struct WebSocketMessageTests {
         try harness.channel.writeInbound(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload))
         let echo = try #require(try harness.written().first)
         #expect(echo.opcode == .connectionClose && closeCode(echo) == .goingAway)
-        #expect(harness.ends.ended.first?.byPeer == true)
-        #expect(harness.ends.ended.first?.reason.contains("bye") == true)
+        #expect(harness.ends.ended.first?.end.byPeer == true)
+        #expect(harness.ends.ended.first?.end.message.contains("bye") == true)
+        #expect(harness.ends.ended.first?.end.kind == .closed && harness.ends.ended.first?.end.closeCode == .goingAway)
         #expect(!harness.channel.isActive)
     }
 
@@ -128,7 +130,8 @@ struct WebSocketMessageTests {
         #expect(harness.channel.isActive)
         harness.loop.advanceTime(by: .seconds(1))
         #expect(!harness.channel.isActive)
-        #expect(harness.ends.ended.first?.reason.contains("dead peer") == true)
+        #expect(harness.ends.ended.first?.end.message.contains("dead peer") == true)
+        #expect(harness.ends.ended.first?.end.kind == .deadPeer && harness.ends.ended.first?.end.closeCode == nil)
     }
 
     @Test("a client masks what it sends; a server does not")
