@@ -27,6 +27,8 @@
 // Plus smoke coverage (no trap, no property): DiscoveryInfo from decoded TXT records and
 // ServiceType / ServiceInstanceName from decoded PTR data.
 
+import NearbyBasics
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let input = UnsafeRawBufferPointer(start: count == 0 ? nil : start, count: count)
@@ -104,27 +106,27 @@ struct FuzzDNSWire {
         do throws(DNSWireError) {
             again = try Message.decode(first)
         } catch {
-            fail("P2", "encoded() bytes do not decode: \(error)\nencoded: \(hex(first))")
+            fail("P2", "encoded() bytes do not decode: \(error)\nencoded: \(hexString(first))")
         }
         guard again.skippedRecords.isEmpty else {
-            fail("P2", "encoded() bytes decode with skipped records \(again.skippedRecords)\nencoded: \(hex(first))")
+            fail("P2", "encoded() bytes decode with skipped records \(again.skippedRecords)\nencoded: \(hexString(first))")
         }
         guard again.message == message else {
-            fail("P2", "decode(encoded()) != message: \(difference(message, again.message))\nencoded: \(hex(first))")
+            fail("P2", "decode(encoded()) != message: \(difference(message, again.message))\nencoded: \(hexString(first))")
         }
         // Equality ignores ASCII case; the encoder must also keep every name's bytes exactly.
         for ((before, what), (after, _)) in zip(names(in: message), names(in: again.message))
         where before.labels != after.labels {
-            fail("P2", "\(what) \(before) came back as \(after)\nencoded: \(hex(first))")
+            fail("P2", "\(what) \(before) came back as \(after)\nencoded: \(hexString(first))")
         }
         let second: [UInt8]
         do throws(DNSWireError) {
             second = try again.message.encoded()
         } catch {
-            fail("P2", "re-encoding the re-decoded message threw \(error)\nencoded: \(hex(first))")
+            fail("P2", "re-encoding the re-decoded message threw \(error)\nencoded: \(hexString(first))")
         }
         guard second == first else {
-            fail("P2", "encoding is not a fixed point:\nfirst:  \(hex(first))\nsecond: \(hex(second))")
+            fail("P2", "encoding is not a fixed point:\nfirst:  \(hexString(first))\nsecond: \(hexString(second))")
         }
     }
 
@@ -150,7 +152,7 @@ struct FuzzDNSWire {
             do throws(DNSWireError) {
                 decoded = try Message.decode(packet)
             } catch {
-                fail("P3", "packet \(index) of \(packets.count) does not decode: \(error)\npacket: \(hex(packet))")
+                fail("P3", "packet \(index) of \(packets.count) does not decode: \(error)\npacket: \(hexString(packet))")
             }
             guard decoded.skippedRecords.isEmpty else {
                 fail("P3", "packet \(index) decodes with skipped records \(decoded.skippedRecords)")
@@ -222,7 +224,7 @@ struct FuzzDNSWire {
             name.wireLength <= DomainName.maximumWireLength,
             labels.count == name.labelCount
         else {
-            fail("P4", "\(what): malformed name storage \(hex(name.storage))")
+            fail("P4", "\(what): malformed name storage \(hexString(name.storage))")
         }
         let text = name.description
         let parsed: DomainName
@@ -273,7 +275,7 @@ struct FuzzDNSWire {
                 guard let rebuilt = try? TXTData(strings: txt.strings), rebuilt == txt,
                     TXTData(rdata: txt.rdata) == txt
                 else {
-                    fail("P5", "TXT data \(hex(txt.rdata)) does not round-trip through its strings")
+                    fail("P5", "TXT data \(hexString(txt.rdata)) does not round-trip through its strings")
                 }
                 let info = DiscoveryInfo(txt)
                 _ = info.description

@@ -27,6 +27,7 @@
 //  T4 The PEM codec round-trips any bytes: PEM.encode(input, label:) reads back through
 //     PEM.blocks(in:) as one block with that label, no headers and exactly the input (for a
 //     non-empty input; an empty one gives a block that is refused as not base64).
+import NearbyBasics
 
 import COpenSSL
 import Foundation
@@ -127,13 +128,13 @@ struct FuzzPEM {
         do {
             again = try OpenSSL.inspect(reencoded)
         } catch {
-            fail("T2", "\(what): OpenSSL's re-encoding does not parse: \(error)\nre-encoded: \(hex(reencoded))")
+            fail("T2", "\(what): OpenSSL's re-encoding does not parse: \(error)\nre-encoded: \(hexString(reencoded))")
         }
         guard FuzzFacts(again) == facts else {
-            fail("T2", "\(what): OpenSSL's re-encoding has other facts:\n\(facts)\n\(FuzzFacts(again))\nre-encoded: \(hex(reencoded))")
+            fail("T2", "\(what): OpenSSL's re-encoding has other facts:\n\(facts)\n\(FuzzFacts(again))\nre-encoded: \(hexString(reencoded))")
         }
         guard opensslReencoded(reencoded) == reencoded else {
-            fail("T2", "\(what): re-encoding is not a fixed point\nre-encoded: \(hex(reencoded))")
+            fail("T2", "\(what): re-encoding is not a fixed point\nre-encoded: \(hexString(reencoded))")
         }
 
         if (try? Certificate(der: certificate.der + [0])) != nil {
@@ -141,7 +142,7 @@ struct FuzzPEM {
         }
 
         guard certificate.publicKeyInfo.first == 0x30 else {
-            fail("T2", "\(what): publicKeyInfo is not a DER SEQUENCE: \(hex(certificate.publicKeyInfo))")
+            fail("T2", "\(what): publicKeyInfo is not a DER SEQUENCE: \(hexString(certificate.publicKeyInfo))")
         }
         guard certificate.peerID.bytes == OpenSSL.sha256(certificate.publicKeyInfo), certificate.peerID.bytes.count == 32 else {
             fail("T2", "\(what): peerID is not the SHA-256 of publicKeyInfo")
