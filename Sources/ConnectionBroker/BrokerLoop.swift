@@ -9,7 +9,7 @@ public struct DiscoveredPeer: Hashable, Sendable {
     public var name: String
     /// From TXT `id`; nil when absent or not a peer ID.
     public var peerID: PeerID?
-    public var addresses: [String]
+    public var addresses: [PeerAddress]
     public var port: Int
     /// TXT `pv`, as announced.
     public var protocolVersion: String?
@@ -147,7 +147,7 @@ actor BrokerLoop {
                 on: service.interface.name, at: resolved.addresses.map(PeerAddress.init))
             let after = browseStarted.map { " \((clock.now - $0).formatted(.units(allowed: [.milliseconds])))" } ?? ""
             logger.debug(
-                "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.joined(separator: ", ")) port \(resolved.port)")
+                "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.map(\.description).joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
             for (_, waiting) in announcementWaiters { waiting.waiter.resume() }
             announcementWaiters = [:]
@@ -177,12 +177,12 @@ actor BrokerLoop {
         connections[id] = connection
         children.spawn { [weak self] in
             let reason = await connection.closed()
-            await self?.ended(id, reason: reason.message)
+            await self?.ended(id, reason: reason)
         }
         return id
     }
 
-    private func ended(_ id: UInt64, reason: String) {
+    private func ended(_ id: UInt64, reason: ConnectionEnd) {
         guard connections.removeValue(forKey: id) != nil else { return }
         handle(.closed(id, reason: reason))
     }
@@ -388,7 +388,7 @@ actor BrokerLoop {
     func connect(host: String, port: Int, timeout: Duration) async throws(BrokerError) -> PeerConnection {
         // Already connected to whoever announces this address and port: that connection.
         let literal = PeerAddress(host)
-        for announcement in announced.announcements where announcement.port == port && literal.map(announcement.dialAddresses.contains) == true {
+        for announcement in announced.announcements where announcement.port == port && literal.map(announcement.addresses.contains) == true {
             if let peer = announcement.peerID.flatMap({ PeerID($0) }), let id = machine.connection(to: peer), let open = connections[id] {
                 return open
             }
@@ -465,7 +465,7 @@ actor BrokerLoop {
                 group.addTask {
                     await limiter.acquire()
                     let (rtt, address) = await HappyEyeballs.measure(
-                        DialPlan.schedule(announcement.dialAddresses), port: announcement.port, timeout: timeout)
+                        DialPlan.schedule(announcement.addresses), port: announcement.port, timeout: timeout)
                     await limiter.release()
                     return MeasuredPeer(peerID: peer, name: announcement.name, rtt: rtt, address: address?.description)
                 }

@@ -11,11 +11,11 @@ public struct PeerAnnouncement: Hashable, Sendable {
     public var peerID: String?
     /// TXT `pv`, as announced (nil when absent).
     public var protocolVersion: String?
-    /// Addresses to dial, as `PeerConnection.connect` takes them (`fe80::1%eth0` for link-local).
-    public var addresses: [String]
+    /// Addresses to dial (`fe80::1%eth0` keeps its link).
+    public var addresses: [PeerAddress]
     public var port: Int
 
-    public init(name: String, peerID: String?, protocolVersion: String?, addresses: [String], port: Int) {
+    public init(name: String, peerID: String?, protocolVersion: String?, addresses: [PeerAddress], port: Int) {
         self.name = name
         self.peerID = peerID
         self.protocolVersion = protocolVersion
@@ -69,7 +69,7 @@ struct BrokerStateMachine: Sendable {
         /// A peer connected to us (authenticated and initialized).
         case accepted(PeerID, ConnectionID)
         /// A connection ended (not one we closed ourselves as a duplicate).
-        case closed(ConnectionID, reason: String)
+        case closed(ConnectionID, reason: ConnectionEnd)
         /// The answer to ``Action/probe(_:)``.
         case probed(ConnectionID, alive: Bool)
         /// An interface or address came or went.
@@ -90,7 +90,7 @@ struct BrokerStateMachine: Sendable {
         /// This connection is now the peer's one connection; `initiator` is the peer ID that dialed.
         case connected(PeerID, ConnectionID, initiator: PeerID)
         /// The peer's connection ended (a replacement, if any, is reported as connected next).
-        case disconnected(PeerID, ConnectionID, reason: String)
+        case disconnected(PeerID, ConnectionID, reason: ConnectionEnd)
         /// An announced instance is not dialed, and why (no valid `id`, an incompatible `pv`,
         /// our own announcement).
         case skipped(name: String, reason: String)
@@ -145,6 +145,14 @@ struct BrokerStateMachine: Sendable {
             switch self {
             case .duplicate: "duplicate"
             case .replaced(let timeout): "replaced: it did not answer a ping within \(timeout)"
+            }
+        }
+
+        /// The end the app is told of (``BrokerEvent/disconnected(_:_:reason:)``).
+        var end: ConnectionEnd {
+            switch self {
+            case .duplicate: ConnectionEnd(.duplicate, description, closeCode: .normal, byPeer: false)
+            case .replaced: ConnectionEnd(.replaced, description, closeCode: .normal, byPeer: false)
             }
         }
     }
@@ -431,7 +439,7 @@ struct BrokerStateMachine: Sendable {
         }
         state.state = .dialing
         peers[peer] = state
-        return [.dial(peer, addresses: announcement.dialAddresses, port: announcement.port)]
+        return [.dial(peer, addresses: announcement.addresses, port: announcement.port)]
     }
 
     /// A connection to `peer` is up: dialed by us (which ends our dial) or accepted.
@@ -474,7 +482,7 @@ struct BrokerStateMachine: Sendable {
                 peers[peer]?.state = .connected(contender, dialing: dialing)
                 let reason = CloseReason.replaced(probeTimeout: configuration.probeTimeout)
                 return [
-                    .close(live.id, reason: reason), .report(.disconnected(peer, live.id, reason: reason.description)),
+                    .close(live.id, reason: reason), .report(.disconnected(peer, live.id, reason: reason.end)),
                     .report(.connected(peer, contender.id, initiator: contender.initiator)),
                 ]
             }
@@ -482,7 +490,7 @@ struct BrokerStateMachine: Sendable {
             peers[peer]?.state = .connected(keep, dialing: dialing)
             guard keep == contender else { return [.close(drop.id, reason: .duplicate)] }
             return [
-                .close(drop.id, reason: .duplicate), .report(.disconnected(peer, drop.id, reason: CloseReason.duplicate.description)),
+                .close(drop.id, reason: .duplicate), .report(.disconnected(peer, drop.id, reason: CloseReason.duplicate.end)),
                 .report(.connected(peer, keep.id, initiator: keep.initiator)),
             ]
         }
@@ -506,7 +514,7 @@ struct BrokerStateMachine: Sendable {
         return [.report(.dialFailed(peer, reason: reason, retryAt: state.state.due))]
     }
 
-    private mutating func closed(_ id: ConnectionID, reason: String, at now: Duration) -> [Action] {
+    private mutating func closed(_ id: ConnectionID, reason: ConnectionEnd, at now: Duration) -> [Action] {
         guard let (peer, found) = peers.first(where: { $0.value.state.holds(id) }) else { return [] }
         var state = found
         var actions: [Action] = [.report(.disconnected(peer, id, reason: reason))]

@@ -46,8 +46,10 @@ public enum BrokerEvent: Sendable {
     /// A connection is now the peer's one connection; `initiator` is the peer ID that dialed.
     case connected(PeerConnection, initiator: PeerID)
     /// The peer's connection ended (a replacement, if any, follows as `connected`): the
-    /// connection is the one whose `PeerConnection.id` this is.
-    case disconnected(PeerID, ConnectionID, reason: String)
+    /// connection is the one whose `PeerConnection.id` this is, and `reason` says why: how it
+    /// ended (`PeerConnection.closed()`), or the kinds `duplicate` and `replaced` when the
+    /// broker closed it for another connection to the same peer.
+    case disconnected(PeerID, ConnectionID, reason: ConnectionEnd)
     /// An announced peer is not dialed: no valid TXT `id`, an incompatible `pv`.
     case skipped(name: String, reason: String)
     /// A peer that connected to us was refused (trust, handshake), with the reasons.
@@ -224,4 +226,13 @@ extension OpenKind where Owner == BrokerError {
     public static var startFailed: Self { Self("startFailed") }
     /// The connection was refused (see ``BrokerError/connectionError``).
     public static var refused: Self { Self("refused") }
+}
+
+extension OpenKind where Owner == ConnectionEnd {
+    /// The broker closed it: a second connection to a peer it already had one with (crossing
+    /// dials), keeping the one the smaller peer ID initiated.
+    public static var duplicate: Self { Self("duplicate") }
+    /// The broker closed it: the peer connected again and this old connection did not answer
+    /// a ping in time, so the new one took its place.
+    public static var replaced: Self { Self("replaced") }
 }

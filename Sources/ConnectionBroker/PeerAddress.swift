@@ -1,16 +1,16 @@
-import DNSWire
+public import DNSWire
 
 /// An address to dial, parsed once: the family is its case, not a guess from the text. A
 /// link-local IPv6 address keeps its zone as written, an interface name (`fe80::1%eth0`) or
 /// index (`fe80::1%3`, as discovery writes it), because the connection needs it to know which
 /// link to use.
-enum PeerAddress: Hashable, Sendable, CustomStringConvertible {
+public enum PeerAddress: Hashable, Sendable, CustomStringConvertible {
     case v4(IPv4Address)
     case v6(IPv6Address, zone: String?)
 
     /// Parses an IP literal, IPv6 with an optional `%zone`; nil for anything else (a host name,
     /// an empty zone, a zone on IPv4).
-    init?(_ text: String) {
+    public init?(_ text: String) {
         let parts = text.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)
         if parts.count == 2 {
             guard let address = IPv6Address(String(parts[0])), !parts[1].isEmpty else { return nil }
@@ -25,7 +25,7 @@ enum PeerAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// An address as discovery reports it; an IPv6 scope becomes a zone naming the interface index.
-    init(_ address: IPAddress) {
+    public init(_ address: IPAddress) {
         switch address {
         case .v4(let v4): self = .v4(v4)
         case .v6(let v6, let scope): self = .v6(v6, zone: scope.map(String.init))
@@ -38,18 +38,12 @@ enum PeerAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The text `PeerConnection.connect(host:)` takes.
-    var description: String {
+    public var description: String {
         switch self {
         case .v4(let address): address.description
         case .v6(let address, let zone): zone.map { "\(address)%\($0)" } ?? address.description
         }
     }
-}
-
-extension PeerAnnouncement {
-    /// The announced addresses that can be dialed, each parsed once; text that is no IP literal
-    /// is left out (discovery announces only literals).
-    var dialAddresses: [PeerAddress] { addresses.compactMap(PeerAddress.init) }
 }
 
 /// What discovery shows of each instance, by name: the latest announcement, and the addresses
@@ -69,7 +63,7 @@ struct AnnouncedInstances: Sendable {
         var interfaces = entries[announcement.name]?.interfaces ?? [:]
         interfaces[interface] = addresses
         var merged = announcement
-        merged.addresses = Self.merged(interfaces).map(\.description)
+        merged.addresses = Self.merged(interfaces)
         entries[announcement.name] = (merged, interfaces)
         return merged
     }
@@ -82,7 +76,7 @@ struct AnnouncedInstances: Sendable {
             entries[name] = nil
             return .withdrawn(name: name)
         }
-        entry.announcement.addresses = Self.merged(entry.interfaces).map(\.description)
+        entry.announcement.addresses = Self.merged(entry.interfaces)
         entries[name] = entry
         return .announced(entry.announcement)
     }

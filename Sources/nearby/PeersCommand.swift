@@ -60,11 +60,11 @@ struct PeersCommand: AsyncParsableCommand {
                 json,
                 [
                     ("peerID", peer.peerID.map { .string($0.description) } ?? .null), ("name", .string(peer.name)),
-                    ("addresses", .array(peer.addresses.map { .string($0) })), ("port", .number(Double(peer.port))),
+                    ("addresses", .array(peer.addresses.map { .string($0.description) })), ("port", .number(Double(peer.port))),
                     ("rttMs", rtt.map { .number($0) } ?? .null), ("protocolVersion", peer.protocolVersion.map { .string($0) } ?? .null),
                     ("compatible", .bool(peer.compatible)), ("reason", peer.reason.map { .string($0) } ?? .null), ("trusted", trusted.map { .bool($0) } ?? .null),
                 ],
-                text: "\(peer.name)  \(peer.peerID?.short ?? "(no id)")  \(peer.addresses.joined(separator: " ")) port \(peer.port)  "
+                text: "\(peer.name)  \(peer.peerID?.short ?? "(no id)")  \(peer.addresses.map(\.description).joined(separator: " ")) port \(peer.port)  "
                     + "\(rtt.map { "\($0) ms" } ?? "no answer")  pv \(peer.protocolVersion ?? "?")  "
                     + (peer.compatible ? "compatible" : "not compatible: \(peer.reason ?? "")")
                     + (trusted == true ? ", trusted" : trusted == false ? ", not trusted" : ""))

@@ -19,7 +19,7 @@ struct BrokerStateMachineTests {
     }
 
     func announcement(_ peer: PeerID?, name: String = "Peer", version: String? = "0.2.2", address: String = "198.18.1.2") -> PeerAnnouncement {
-        PeerAnnouncement(name: name, peerID: peer?.description, protocolVersion: version, addresses: [address], port: 9099)
+        PeerAnnouncement(name: name, peerID: peer?.description, protocolVersion: version, addresses: PeerAddress(address).map { [$0] } ?? [], port: 9099)
     }
 
     func dials(_ actions: [BrokerStateMachine.Action]) -> [PeerID] {
@@ -174,8 +174,8 @@ struct BrokerStateMachineTests {
         #expect(closes(local.handle(.probed(1, alive: true), at: .seconds(1))) == [2: "duplicate"])
         _ = local.handle(.accepted(Self.small, 3), at: .seconds(5))
         // Connection 1 closes while 3 waits on the probe: 3 takes over without waiting.
-        let handover = local.handle(.closed(1, reason: "reset"), at: .seconds(5))
-        #expect(reports(handover) == [.disconnected(Self.small, 1, reason: "reset"), .connected(Self.small, 3, initiator: Self.small)])
+        let handover = local.handle(.closed(1, reason: .words("reset")), at: .seconds(5))
+        #expect(reports(handover) == [.disconnected(Self.small, 1, reason: .words("reset")), .connected(Self.small, 3, initiator: Self.small)])
         #expect(local.handle(.probed(1, alive: false), at: .seconds(6)).isEmpty)
     }
 
@@ -191,7 +191,8 @@ struct BrokerStateMachineTests {
         _ = local.handle(.accepted(Self.large, 3), at: .seconds(2))
         let replaced = local.handle(.probed(1, alive: false), at: .seconds(4))
         #expect(closeReasons(replaced) == [1: .replaced(probeTimeout: .seconds(2))])
-        #expect(reports(replaced).first == .disconnected(Self.large, 1, reason: BrokerStateMachine.CloseReason.replaced(probeTimeout: .seconds(2)).description))
+        #expect(reports(replaced).first == .disconnected(Self.large, 1, reason: BrokerStateMachine.CloseReason.replaced(probeTimeout: .seconds(2)).end))
+        if case .disconnected(_, _, let end)? = reports(replaced).first { #expect(end.kind == .replaced && !end.byPeer && end.closeCode == .normal) }
         #expect(BrokerStateMachine.CloseReason.duplicate.description == "duplicate")
         #expect(BrokerStateMachine.CloseReason.replaced(probeTimeout: .seconds(2)).description.contains("did not answer a ping within 2"))
     }
@@ -212,7 +213,7 @@ struct BrokerStateMachineTests {
         var local = broker(Self.small)
         _ = local.handle(.announced(announcement(Self.large)), at: .zero)
         _ = local.handle(.dialSucceeded(Self.large, 1), at: .zero)
-        _ = local.handle(.closed(1, reason: "reset"), at: .seconds(10))
+        _ = local.handle(.closed(1, reason: .words("reset")), at: .seconds(10))
         let due = local.nextDeadline ?? .zero
         #expect(due >= .seconds(11) && due <= .milliseconds(11_200), "\(due)")
         #expect(local.advance(to: due - .milliseconds(1)).isEmpty)
@@ -267,7 +268,7 @@ struct BrokerStateMachineTests {
         _ = local.handle(.announced(announcement(Self.large, name: "Build Box")), at: .zero)
         _ = local.handle(.dialSucceeded(Self.large, 1), at: .zero)
         _ = local.handle(.withdrawn(name: "Build Box"), at: .seconds(1))
-        _ = local.handle(.closed(1, reason: "going away"), at: .seconds(1))
+        _ = local.handle(.closed(1, reason: .words("going away")), at: .seconds(1))
         #expect(local.nextDeadline == nil)
         #expect(local.advance(to: .seconds(600)).isEmpty)
     }
@@ -285,7 +286,7 @@ struct BrokerStateMachineTests {
             connection += 1
             _ = local.handle(.dialSucceeded(Self.large, connection), at: now)
             now += .seconds(1)
-            _ = local.handle(.closed(connection, reason: "crashed"), at: now)
+            _ = local.handle(.closed(connection, reason: .words("crashed")), at: now)
             now += .milliseconds(500)
             let again = local.handle(.announced(announcement(Self.large, address: "198.18.1.\(connection + 10)")), at: now)
             var made = dials(again)
@@ -350,7 +351,7 @@ struct BrokerStateMachineTests {
         var local = broker(Self.large)
         _ = local.handle(.accepted(Self.small, 1), at: .zero)
         _ = local.handle(.announced(announcement(Self.small)), at: .zero)
-        _ = local.handle(.closed(1, reason: "reset"), at: .seconds(10))
+        _ = local.handle(.closed(1, reason: .words("reset")), at: .seconds(10))
         let due = local.nextDeadline ?? .zero
         #expect(due >= .seconds(14) && due <= .milliseconds(14_200), "\(due)")
     }
@@ -465,4 +466,9 @@ struct NearestTests {
         #expect(plan.map(\.address.description) == ["fe80::1%lan0", "198.18.1.2", "fd00::2", "10.0.0.2"])
         #expect(plan.map(\.after) == [.zero, .milliseconds(30), .milliseconds(60), .milliseconds(90)])
     }
+}
+
+extension ConnectionEnd {
+    /// A connection's end as these tests write it: lost, in these words.
+    static func words(_ text: String) -> ConnectionEnd { ConnectionEnd(.lost, text, byPeer: true) }
 }

@@ -57,7 +57,7 @@ struct PeerStateTests {
         var local = rules.broker(small)
         _ = local.handle(.announced(rules.announcement(large)), at: .zero)
         _ = local.handle(.accepted(large, 1), at: .zero)
-        _ = local.handle(.closed(1, reason: "reset"), at: .seconds(1))
+        _ = local.handle(.closed(1, reason: .words("reset")), at: .seconds(1))
         #expect(state(local, large) == .dialing)
         #expect(local.nextDeadline == nil)
         #expect(local.advance(to: .seconds(100)).isEmpty)
@@ -75,7 +75,7 @@ struct PeerStateTests {
         _ = local.handle(.announced(rules.announcement(large)), at: .zero)
         _ = local.handle(.dialSucceeded(large, 1), at: .zero)
         _ = local.handle(.accepted(large, 2), at: .seconds(1))
-        #expect(local.handle(.closed(2, reason: "gone"), at: .seconds(1)).isEmpty)
+        #expect(local.handle(.closed(2, reason: .words("gone")), at: .seconds(1)).isEmpty)
         #expect(state(local, large) == .connected(Link(id: 1, initiator: small), dialing: false))
         // The probe's answer then concerns nothing.
         #expect(local.handle(.probed(1, alive: false), at: .seconds(3)).isEmpty)
@@ -136,7 +136,7 @@ struct PeerStateTests {
         #expect(end == now + .seconds(300))
         // The peer dials us meanwhile, and drops: our redial falls due within the cool-down.
         _ = local.handle(.accepted(large, 1), at: now + .seconds(10))
-        _ = local.handle(.closed(1, reason: "crashed"), at: now + .seconds(11))
+        _ = local.handle(.closed(1, reason: .words("crashed")), at: now + .seconds(11))
         guard let due = local.nextDeadline else { Issue.record("no redial planned"); return }
         #expect(due < end)
         #expect(local.advance(to: due).isEmpty)
