@@ -58,7 +58,7 @@ struct AddressTests {
         #expect(table.lost("Box", on: "lan7") == nil)
         #expect(table.lost("Other", on: "eth0") == nil)
         var left = box
-        left.addresses = ["198.18.2.2"]
+        left.addresses = addresses(["198.18.2.2"])
         #expect(table.lost("Box", on: "eth0") == .announced(left))
         #expect(table.lost("Box", on: "wlan0") == .withdrawn(name: "Box"))
         #expect(table["Box"] == nil && table.announcements.isEmpty)
