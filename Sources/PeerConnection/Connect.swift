@@ -80,12 +80,16 @@ extension PeerConnection {
         side.host = host.contains(":") ? "[\(host)]" : host
         let start = ContinuousClock.now
         let made = NIOLockedValueBox<EventLoopFuture<Outcome>?>(nil)
+        // The channel, so that cancelling the caller's task closes it: a dial under way ends at
+        // once instead of at its set-up timeout (a broker shutting down waits for its dials).
+        let dialing = NIOLockedValueBox<(any Channel)?>(nil)
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.nanoseconds(nanoseconds(configuration.setupTimeout)))
             .channelInitializer { [side] channel in
-                channel.eventLoop.makeCompletedFuture {
+                dialing.withLockedValue { $0 = channel }
+                return channel.eventLoop.makeCompletedFuture {
                     let opened = try Setup.configure(channel, side: side)
                     // Everything the connection is made of is read on its event loop.
                     let outcome = opened.flatMap { open in
@@ -98,26 +102,38 @@ extension PeerConnection {
                 }
             }
         let address = try literalAddress(host, port: port)
-        do {
-            if let address {
-                _ = try await bootstrap.connect(to: address).get()
-            } else {
-                _ = try await bootstrap.connect(host: host, port: port).get()
+        let cancelled = PeerConnectionError(.cancelled, "the dial to \(host) port \(port) was cancelled")
+        let result: Result<Outcome, PeerConnectionError> = await withTaskCancellationHandler {
+            if Task.isCancelled { return .failure(cancelled) }
+            do {
+                if let address {
+                    _ = try await bootstrap.connect(to: address).get()
+                } else {
+                    _ = try await bootstrap.connect(host: host, port: port).get()
+                }
+            } catch {
+                if Task.isCancelled { return .failure(cancelled) }
+                configuration.logger.debug("connect to \(host) port \(port) failed: \(error)")
+                return .failure(SocketErrors.connectFailure(error, host: host, port: port, timeout: configuration.setupTimeout))
             }
-        } catch {
-            configuration.logger.debug("connect to \(host) port \(port) failed: \(error)")
-            throw SocketErrors.connectFailure(error, host: host, port: port, timeout: configuration.setupTimeout)
+            guard let outcome = made.withLockedValue({ $0 }) else {
+                return .failure(PeerConnectionError(.unreachable, "cannot connect to \(host) port \(port)"))
+            }
+            // Cancelled while connecting, before the channel could be closed: close it now.
+            if Task.isCancelled {
+                dialing.withLockedValue { $0 }?.close(promise: nil)
+            }
+            do {
+                return .success(try await outcome.get())
+            } catch let error as PeerConnectionError {
+                return .failure(Task.isCancelled ? cancelled : error)
+            } catch {
+                return .failure(PeerConnectionError(.handshake, "\(error)"))
+            }
+        } onCancel: {
+            dialing.withLockedValue { $0 }?.close(promise: nil)
         }
-        guard let outcome = made.withLockedValue({ $0 }) else {
-            throw PeerConnectionError(.unreachable, "cannot connect to \(host) port \(port)")
-        }
-        do {
-            return try await outcome.get()
-        } catch let error as PeerConnectionError {
-            throw error
-        } catch {
-            throw PeerConnectionError(.handshake, "\(error)")
-        }
+        return try result.get()
     }
 
     /// `host` as a socket address when it is an IP literal (with `%interface` for IPv6); nil for a name.

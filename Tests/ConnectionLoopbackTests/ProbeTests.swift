@@ -78,3 +78,36 @@ final class CloseOnRead: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
     func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.close(promise: nil) }
 }
+
+/// Cancelling a dial closes its channel: a caller (a broker shutting down, which waits for its
+/// dials) is not kept until the set-up timeout by a server that accepts and says nothing.
+@Suite("dial cancellation")
+struct DialCancellationTests {
+    @Test("a dial to a server that accepts and never answers ends with cancelled when its task is cancelled")
+    func cancelledDial() async throws {
+        let (accepted, acceptedOne) = AsyncStream.makeStream(of: Void.self)
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                acceptedOne.yield()
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        var configuration = Peers.configuration(try Peers.identity("Laptop"))
+        configuration.setupTimeout = .seconds(60)
+        let dial = Task { () -> PeerConnectionError? in
+            do throws(PeerConnectionError) {
+                _ = try await PeerConnection.connect(host: "127.0.0.1", port: port, configuration: configuration)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        var iterator = accepted.makeAsyncIterator()
+        await iterator.next()  // TCP is up; TLS waits for a server that never answers
+        dial.cancel()
+        let error = await dial.value
+        #expect(error?.code == .cancelled, "\(String(describing: error))")
+        try await silent.close()
+    }
+}
