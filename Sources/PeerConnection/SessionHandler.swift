@@ -213,9 +213,14 @@ final class SessionHandler: ChannelDuplexHandler {
 
     private func giveBack(_ buffer: consuming [SessionStateMachine.Action]) {
         var buffer = buffer
-        buffer.removeAll(keepingCapacity: true)
+        // A large batch's buffer is let go, so that one batch does not keep its size for the
+        // connection's life.
+        buffer.removeAll(keepingCapacity: buffer.capacity <= Self.spareCapacity)
         spareActions = buffer
     }
+
+    /// Actions a kept buffer holds at most (a read of one message needs about three).
+    private static let spareCapacity = 64
 
     func channelReadComplete(context: ChannelHandlerContext) {
         let actions = machine.readComplete()
