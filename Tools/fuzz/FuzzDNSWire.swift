@@ -313,6 +313,6 @@ struct FuzzDNSWire {
 }
 
 func hexLabels(_ labels: [[UInt8]]) -> String {
-    "[" + labels.map(hex).joined(separator: ",") + "]"
+    "[" + labels.map { hexString($0) }.joined(separator: ",") + "]"
 }
 

@@ -23,6 +23,7 @@
 //     exactly the input, from and to the endpoints written, at time 0; at most one more follows.
 
 import DNSWire
+import NearbyBasics
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
@@ -207,14 +208,14 @@ struct FuzzPcap {
         do {
             datagrams = try Pcap.datagrams(in: capture)
         } catch {
-            fail("C3", "a well-formed capture (\(link), IPv\(version6 ? 6 : 4)) threw \(error)\ncapture: \(hex(capture))")
+            fail("C3", "a well-formed capture (\(link), IPv\(version6 ? 6 : 4)) threw \(error)\ncapture: \(hexString(capture))")
         }
         guard (1...2).contains(datagrams.count) else {
             fail("C3", "a capture of two records (\(link), IPv\(version6 ? 6 : 4)) gave \(datagrams.count) datagrams")
         }
         let first = datagrams[0]
         guard first.payload == bytes else {
-            fail("C3", "the payload came back as \(first.payload.count) bytes \(hex(first.payload)) (\(link), IPv\(version6 ? 6 : 4))")
+            fail("C3", "the payload came back as \(first.payload.count) bytes \(hexString(first.payload)) (\(link), IPv\(version6 ? 6 : 4))")
         }
         let expectedSource: String
         let expectedDestination: String
