@@ -292,13 +292,17 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// The loop that serves connections as they come, as a service of the command's group:
-    /// shut down after the listener or broker before it in the group has closed them, it is
+    /// shut down after the listener or broker later in the group has closed them, it is
     /// cancelled, with every connection's child.
     struct ServingLoop: Service {
         let body: @Sendable () async -> Void
 
         func run() async throws {
             await cancelWhenGracefulShutdown { await body() }
+            // The loop also ends by itself when the listener or broker after it in the group
+            // has shut down (their events end): a service still waits for its own turn, or
+            // the group takes its return for a failure (exit status 1).
+            try? await gracefulShutdown()
         }
     }
 
