@@ -127,7 +127,6 @@ final class SessionHandler: ChannelDuplexHandler {
     let inbox: Inbox
     var incoming: IncomingMessages { IncomingMessages(inbox: inbox) }
     var statistics: ConnectionStatistics { machine.statistics }
-    var heldSince: Duration? { machine.heldSince }
     /// How replies and timers reach this handler without keeping it alive.
     private var weakSession: NIOLoopBound<WeakSession>?
 
