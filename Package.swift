@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "PeerTrust", targets: ["PeerTrust"]),
         .library(name: "PeerConnection", targets: ["PeerConnection"]),
         .library(name: "ConnectionBroker", targets: ["ConnectionBroker"]),
+        .library(name: "NearbyQRCode", targets: ["NearbyQRCode"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
     dependencies: [
@@ -151,6 +152,11 @@ let package = Package(
         .testTarget(
             name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", "DNSWire"],
             swiftSettings: strict),
+        // libqrencode, for QR codes of invitation links.
+        .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // A text as a QR code, drawn for a terminal (half blocks or ASCII) or as a PNG; C kept inside.
+        .target(name: "NearbyQRCode", dependencies: ["CQREncode", "NearbyBasics"], swiftSettings: strict),
+        .testTarget(name: "NearbyQRCodeTests", dependencies: ["NearbyQRCode"], swiftSettings: strict),
         // The command-line tool.
         .executableTarget(
             name: "nearby",

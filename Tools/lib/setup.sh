@@ -6,7 +6,7 @@
 say() { printf '\n==> %s\n' "$*"; }
 die() { echo "${0##*/}: $*" >&2; exit 1; }
 
-apt_packages=(libavahi-compat-libdnssd1 libssl-dev openssl man-db avahi-daemon avahi-utils dbus iproute2 iptables tcpdump)
+apt_packages=(libavahi-compat-libdnssd1 libssl-dev libqrencode-dev zbar-tools openssl man-db avahi-daemon avahi-utils dbus iproute2 iptables tcpdump)
 
 install_packages() {
   local install="${1:-1}" missing=() package
