@@ -110,7 +110,7 @@ let package = Package(
         .target(
             name: "PeerConnection",
             dependencies: [
-                "PeerTrust", "NearbyBasics",
+                "PeerTrust", "NearbyBasics", "NetworkPlatform",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -161,7 +161,7 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics",
+                "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -8,7 +8,9 @@
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs12.h>
 #include <openssl/x509.h>
@@ -155,6 +157,17 @@ static void name_text(const X509_NAME *name, char *out, size_t size) {
 void nearby_sha256(const uint8_t *bytes, size_t count, uint8_t *digest) {
     unsigned int length = 32;
     EVP_Digest(bytes, count, digest, &length, EVP_sha256(), NULL);
+}
+
+int nearby_hmac_sha256(const uint8_t *key, size_t key_count, const uint8_t *bytes, size_t count, uint8_t *mac) {
+    unsigned int length = 32;
+    static const uint8_t empty = 0;
+    if (key_count > INT32_MAX) return -1;
+    return HMAC(EVP_sha256(), key_count ? key : &empty, (int)key_count, count ? bytes : &empty, count, mac, &length) ? 0 : -1;
+}
+
+int nearby_equal_constant_time(const uint8_t *a, const uint8_t *b, size_t count) {
+    return CRYPTO_memcmp(a, b, count) == 0;
 }
 
 int nearby_key_generate_p256(nearby_buffer *pkcs8, char *error, size_t error_size) {

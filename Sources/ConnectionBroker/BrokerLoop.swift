@@ -53,7 +53,7 @@ actor BrokerLoop {
     private var announced = AnnouncedInstances()
     /// Callers waiting for news from discovery, until a time of the clock.
     private var announcementWaiters: [Int: (until: Duration, waiter: CheckedContinuation<Void, Never>)] = [:]
-    private var listener: PeerListener?
+    private(set) var listener: PeerListener?
     private var advertisement: Advertisement?
     private let dials = AsyncLimiter(DialPlan.concurrencyLimit)
     private var stopped = false
@@ -98,6 +98,7 @@ actor BrokerLoop {
                 switch event {
                 case .connected(let connection): await self?.accepted(connection)
                 case .rejected(let rejection): await self?.emit(.rejected(rejection))
+                case .invitation(let attempt): await self?.emit(.invitation(attempt))
                 case .paired: break
                 }
             }

@@ -21,6 +21,10 @@ public struct BrokerConfiguration: Sendable {
     public var port = 0
     /// Which peers that connect to us get in.
     public var accept: PeerListener.AcceptPolicy = .trusted
+    /// Take invitations (``ConnectionBroker/invite(ttl:uses:addresses:)``): an invitee is
+    /// pinned in the offer's store, and the broker treats it as any pinned peer from then on
+    /// (with a trust policy that reads that store, such as `.pinned(store)`).
+    public var invitations: PeerListener.InvitationOffer?
     /// Connect to every compatible peer discovered, by the tiebreak (the smaller peer ID
     /// invites; the other dials after 3 s if nothing came).
     public var autoInvite = false
@@ -56,6 +60,8 @@ public enum BrokerEvent: Sendable {
     case rejected(PeerListener.Rejection)
     /// A dial failed (the broker retries while the peer is announced, with backoff).
     case dialFailed(PeerID, reason: String)
+    /// Someone tried to use one of the broker's invitations (accepted, not needed, or refused).
+    case invitation(InvitationAttempt)
 }
 
 /// What a broker did so far: every connection it opened, accepted or threw away is counted.
@@ -143,7 +149,9 @@ public final class ConnectionBroker: Sendable {
         if configuration.advertises {
             let listener: PeerListener
             do {
-                listener = try await PeerListener.listen(port: configuration.port, configuration: configuration.connection, accept: configuration.accept)
+                listener = try await PeerListener.listen(
+                    port: configuration.port, configuration: configuration.connection, accept: configuration.accept,
+                    invitations: configuration.invitations)
             } catch {
                 throw BrokerError(.startFailed, "cannot listen on port \(configuration.port): \(error.message)", connectionError: error)
             }
@@ -163,6 +171,17 @@ public final class ConnectionBroker: Sendable {
         }
         await loop.browse()
         return ConnectionBroker(loop: loop, events: events, advertisedName: advertisedName, port: port)
+    }
+
+    /// Makes an invitation to this broker's listener (see ``PeerListener/invite(ttl:uses:addresses:)``).
+    /// - Throws: ``BrokerError`` (`startFailed`) when the broker does not listen or takes no invitations.
+    public func invite(ttl: Duration = .seconds(600), uses: Int = 1, addresses: [InvitationLink.Address]? = nil) async throws(BrokerError) -> InvitationLink {
+        guard let listener = await loop.listener else { throw BrokerError(.startFailed, "this broker does not listen (advertises is off), so it cannot be invited to") }
+        do {
+            return try listener.invite(ttl: ttl, uses: uses, addresses: addresses)
+        } catch {
+            throw BrokerError(.startFailed, error.message, connectionError: error)
+        }
     }
 
     /// The connection to `peerID`: the existing one, or a new one once the peer is discovered

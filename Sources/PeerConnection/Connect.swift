@@ -69,7 +69,7 @@ extension PeerConnection {
     }
 
     /// Connects to `host:port` with `side`'s pipeline and waits for its opening to end.
-    private static func dial<Outcome: Sendable>(
+    static func dial<Outcome: Sendable>(
         host: String, port: Int, side template: Setup.Side,
         make: @escaping @Sendable (Opening, OpenedChannel, any Channel, Duration) throws(PeerConnectionError) -> Outcome
     ) async throws(PeerConnectionError) -> Outcome {

@@ -54,6 +54,9 @@ struct Handshake: Sendable {
         /// Accepting side, when pairing is offered: the peer asked to pair instead of
         /// initializing; this connection now belongs to a ``PairingExchange``.
         case pair(id: JSONRPCID, params: JSONValue?)
+        /// Accepting side, when invitations are offered: the peer asked to use one before
+        /// initializing; an ``InvitationExchange`` runs, then ``resumeAfterInvitation(at:)``.
+        case invitation(id: JSONRPCID, params: JSONValue?)
     }
 
     private enum State: Hashable {
@@ -67,6 +70,8 @@ struct Handshake: Sendable {
         case established
         /// The connection pairs instead (accepting side); the handshake has nothing more to do.
         case pairing
+        /// An invitation is being used (accepting side); `initialize` comes after it.
+        case inviting
         case closed
     }
 
@@ -81,6 +86,10 @@ struct Handshake: Sendable {
     let invitationTimeout: Duration
     /// Accepting side: a `pair/request` before `initialize` turns the connection into a pairing.
     let offersPairing: Bool
+    /// Accepting side: an `invitation/open` before `initialize` starts an invitation exchange.
+    let offersInvitations: Bool
+    /// Accepting side: an invitation let this peer in; its `initialize` is accepted without asking.
+    private(set) var admittedByInvitation = false
     /// Connecting side: the longest wait for a person or app on the other side that this side
     /// accepts when told about one (``waitingMethod``), counted from the start.
     let admissionWaitLimit: Duration
@@ -99,8 +108,9 @@ struct Handshake: Sendable {
 
     init(
         role: Role, local: Local, remotePeerID: PeerID?, initializeTimeout: Duration = .seconds(5), invitationTimeout: Duration = .seconds(30),
-        offersPairing: Bool = false, admissionWaitLimit: Duration = .seconds(120)
+        offersPairing: Bool = false, offersInvitations: Bool = false, admissionWaitLimit: Duration = .seconds(120)
     ) {
+        self.offersInvitations = offersInvitations
         self.role = role
         self.admissionWaitLimit = admissionWaitLimit
         self.offersPairing = offersPairing
@@ -153,7 +163,7 @@ struct Handshake: Sendable {
                 return [.send(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, "already initialized")))]
             }
             return [.deliver(message)]
-        case .closed, .idle, .pairing:
+        case .closed, .idle, .pairing, .inviting:
             return []
         case .awaitingAnswer:
             if case .notification(Self.waitingMethod, let params) = message { return receiveWaiting(params, at: now) }
@@ -164,6 +174,15 @@ struct Handshake: Sendable {
                 state = .pairing
                 deadline = nil
                 return [.pair(id: id, params: params)]
+            }
+            if case .request(let id, InvitationExchange.openMethod, let params) = message {
+                guard offersInvitations, remotePeerID != nil else {
+                    return [.send(.failure(id: id, InvitationExchange.error(InvitationRefusal(
+                        .notOffered, "this peer takes no invitations on this port (it was not started with invitations)"))))]
+                }
+                state = .inviting
+                deadline = nil
+                return [.invitation(id: id, params: params)]
             }
             return refuseEarly(message)
         case .awaitingDecision:
@@ -194,7 +213,17 @@ struct Handshake: Sendable {
         }
         state = .awaitingDecision(id, hello)
         deadline = now + invitationTimeout
+        if admittedByInvitation { return decide(accept: true, at: now) }
         return [.invite(hello)]
+    }
+
+    /// Accepting side: the invitation exchange let the peer in at `now`; its `initialize` is
+    /// awaited (within the usual time) and accepted without asking anyone.
+    mutating func resumeAfterInvitation(at now: Duration) {
+        guard state == .inviting else { return }
+        state = .awaitingInitialize
+        admittedByInvitation = true
+        deadline = now + initializeTimeout
     }
 
     /// Accepting side: the app asks someone (a person) about the peer, which may take until the

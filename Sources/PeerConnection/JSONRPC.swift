@@ -56,6 +56,9 @@ public struct JSONRPCError: Error, Hashable, Sendable, CustomStringConvertible {
     /// -32004 (Nearby): pairing refused or failed: not offered here, too many failed
     /// attempts, another pairing in progress, or a reveal that does not match its commitment.
     public static let pairingFailed = -32004
+    /// -32005 (Nearby): an invitation was refused; `data.reason` says why (``InvitationRefusal/Kind``:
+    /// unknown, expired, usedUp, void, wrongProof, notOffered).
+    public static let invitationRefused = -32005
 }
 
 /// One JSON-RPC 2.0 message.

@@ -51,6 +51,9 @@ extension OpenKind where Owner == PeerConnectionError {
     /// Pairing failed: refused, declined by a person on either side, a reveal that does not
     /// match its commitment, or not completed in time.
     public static var pairing: Self { Self("pairing") }
+    /// An invitation did not work: the inviter refused it (expired, used up, revoked, void
+    /// after wrong proofs), the link has expired here, or no address of it reached the inviter.
+    public static var invitation: Self { Self("invitation") }
     /// The caller's task was cancelled.
     public static var cancelled: Self { Self("cancelled") }
     /// Over a limit this side set: too many requests waiting for answers, or (with

@@ -1,3 +1,8 @@
+import Foundation
+import NetworkPlatform
+#if canImport(Glibc)
+    import Glibc
+#endif
 import NIOCore
 import NIOConcurrencyHelpers
 import NIOPosix
@@ -72,11 +77,28 @@ public final class PeerListener: Sendable {
         }
     }
 
+    /// Invitations for peers that do not trust us yet (``invite(ttl:uses:addresses:)``): with
+    /// it, untrusted peers get through the TLS handshake, but may only use an invitation (or
+    /// pair, or be asked about, as the other settings allow) before `initialize`.
+    public struct InvitationOffer: Sendable {
+        /// Where invitees are pinned (under the name in their certificate).
+        public var store: TrustStore
+        /// Wrong proofs after which an invitation is void, even for the right secret.
+        public var maximumWrongProofs = 3
+
+        public init(store: TrustStore) {
+            self.store = store
+        }
+    }
+
     public enum Event: Sendable {
         case connected(PeerConnection)
         case rejected(Rejection)
         /// A peer paired with us: both people confirmed the code, and it is pinned.
         case paired(PairingResult)
+        /// Someone tried to use one of our invitations: accepted (and pinned), not needed (it
+        /// was trusted already), or refused, with the reason.
+        case invitation(InvitationAttempt)
     }
 
     /// The port listened on (the one the system chose when 0 was asked for).
@@ -85,29 +107,44 @@ public final class PeerListener: Sendable {
     private let channel: any Channel
     private let continuation: AsyncStream<Event>.Continuation
     private let live = NIOLockedValueBox<[ObjectIdentifier: PeerConnection]>([:])
+    private let desk: InvitationDesk?
+    private let peerID: PeerID?
 
-    private init(channel: any Channel, events: AsyncStream<Event>, continuation: AsyncStream<Event>.Continuation) {
+    private init(
+        channel: any Channel, events: AsyncStream<Event>, continuation: AsyncStream<Event>.Continuation, desk: InvitationDesk?, peerID: PeerID?
+    ) {
         self.channel = channel
         self.events = events
         self.continuation = continuation
+        self.desk = desk
+        self.peerID = peerID
         port = channel.localAddress?.port ?? 0
     }
 
     /// Starts listening on `host` (default: every address, IPv6 and IPv4) and `port` (0: any free one).
     public static func listen(
         host: String = "::", port: Int, configuration: PeerConnectionConfiguration, accept: AcceptPolicy = .trusted,
-        pairing: PairingOffer? = nil
+        pairing: PairingOffer? = nil, invitations: InvitationOffer? = nil
     ) async throws(PeerConnectionError) -> PeerListener {
         guard (0...65535).contains(port) else { throw PeerConnectionError(.invalidInput, "port \(port) is out of range; use 0-65535") }
         let tls = try TLS.context(for: configuration, server: true)
+        if invitations != nil, tls == nil {
+            throw PeerConnectionError(.invalidInput, "invitations need TLS and an identity: the invitee checks the inviter's key, and the inviter the invitee's")
+        }
         let (events, continuation) = AsyncStream.makeStream(of: Event.self)
+        let desk = invitations.map { offer in
+            InvitationDesk(store: offer.store, maximumWrongProofs: offer.maximumWrongProofs) { continuation.yield(.invitation($0)) }
+        }
+        let untrustedMayEnter = pairing != nil || invitations != nil
         let decide: @Sendable (PeerProof?, SocketAddress?) -> SessionHandler.Decide?
         switch accept {
-        case .trusted where pairing != nil:
-            // Untrusted peers got through TLS to pair; initializing is for trusted ones only.
+        case .trusted where untrustedMayEnter:
+            // Untrusted peers got through TLS to pair or use an invitation; initializing is for
+            // trusted ones only (an invitation admits its invitee before this is asked).
+            let hint = pairing != nil ? "pair with it first (nearby pair --host H --port P)" : "ask it for an invitation (nearby invite)"
             decide = { proof, _ in
                 proof?.verdict?.isTrusted == true
-                    ? nil : { @Sendable _ in .refuse("this peer admits only peers it trusts; pair with it first (nearby pair --host H --port P)") }
+                    ? nil : { @Sendable _ in .refuse("this peer admits only peers it trusts; \(hint)") }
             }
         case .trusted, .all:
             decide = { _, _ in nil }
@@ -129,7 +166,7 @@ public final class PeerListener: Sendable {
                 }
             }
         }
-        let requireTrust: Bool = if case .trusted = accept, pairing == nil { true } else { false }
+        let requireTrust: Bool = if case .trusted = accept, !untrustedMayEnter { true } else { false }
         var side = Setup.Side(
             role: .accepting, configuration: configuration, tls: tls, expected: nil, requireTrust: requireTrust, decide: decide, host: "")
         if let pairing {
@@ -137,6 +174,7 @@ public final class PeerListener: Sendable {
             side.pairing = PairingSetup(
                 side: .offer(NIOLockedValueBox(limiter)), store: pairing.store, confirm: pairing.confirm, timeout: pairing.timeout)
         }
+        if let desk { side.invitation = InvitationSetup(side: .offer(desk)) }
         let setupSide = side
         let liveBox = NIOLockedValueBox<PeerListener?>(nil)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -162,7 +200,9 @@ public final class PeerListener: Sendable {
                                 switch outcome {
                                 case .failure(let error):
                                     var refusal = error as? PeerConnectionError ?? PeerConnectionError(.handshake, "\(error)")
-                                    if refusal.code == .handshake, pairing != nil, case .trusted = accept,
+                                    // An invitation refused by the book: reported as an ``Event/invitation(_:)`` already.
+                                    if refusal.code == .invitation { return }
+                                    if refusal.code == .handshake, untrustedMayEnter, case .trusted = accept,
                                         case .rejected(let reasons)? = open.proof?.verdict
                                     {
                                         refusal = PeerConnectionError(.untrusted, "the peer is not trusted; it may pair first", reasons: reasons)
@@ -185,7 +225,8 @@ public final class PeerListener: Sendable {
             }
         do {
             let channel = try await bootstrap.bind(host: host, port: port).get()
-            let listener = PeerListener(channel: channel, events: events, continuation: continuation)
+            let listener = PeerListener(
+                channel: channel, events: events, continuation: continuation, desk: desk, peerID: configuration.identity?.peerID)
             liveBox.withLockedValue { $0 = listener }
             return listener
         } catch {
@@ -200,6 +241,65 @@ public final class PeerListener: Sendable {
         connection.channel.closeFuture.whenComplete { [live] _ in live.withLockedValue { _ = $0.removeValue(forKey: key) } }
     }
 
+    /// Makes an invitation to this listener: a link (or QR code) that lets one peer (or
+    /// `uses` peers) that holds it connect and be pinned, each side pinning the other. It lives
+    /// in this listener's memory only: closing the listener revokes it.
+    /// - Parameters:
+    ///   - ttl: how long it may be used (default 10 minutes).
+    ///   - uses: how many invitees it admits (default 1).
+    ///   - addresses: where invitees should try; default ``localAddresses(port:)`` with this listener's port.
+    /// - Throws: ``PeerConnectionError`` (`invalidInput`): the listener takes no invitations
+    ///   (no ``InvitationOffer``), a ttl or uses that is not positive, no address.
+    public func invite(ttl: Duration = .seconds(600), uses: Int = 1, addresses: [InvitationLink.Address]? = nil) throws(PeerConnectionError) -> InvitationLink {
+        guard let desk, let peerID else {
+            throw PeerConnectionError(.invalidInput, "this listener takes no invitations: listen with an InvitationOffer")
+        }
+        guard ttl > .zero else { throw PeerConnectionError(.invalidInput, "an invitation's time to live must be positive") }
+        guard uses >= 1 else { throw PeerConnectionError(.invalidInput, "an invitation must allow at least one use, not \(uses)") }
+        let link = try InvitationLink.make(peerID: peerID, addresses: addresses ?? Self.localAddresses(port: port), ttl: ttl)
+        desk.add(link, uses: uses)
+        return link
+    }
+
+    /// Revokes an invitation at once; returns whether this listener held it.
+    @discardableResult
+    public func revoke(_ invitation: InvitationLink) -> Bool {
+        desk?.revoke(invitation) ?? false
+    }
+
+    /// Whether every invitation made so far is over (used up, void or expired).
+    public var invitationsAreOver: Bool { desk?.allOver ?? true }
+
+    /// The addresses an invitation to this machine carries by default: every IPv4 and IPv6
+    /// address of every running interface that another host can reach (not loopback, not
+    /// link-local: a link-local address needs the invitee's interface name), up to four of
+    /// each, then this machine's `.local` name (answered by a responder on the link, if any).
+    /// Only loopback addresses when there is nothing else.
+    public static func localAddresses(port: Int) -> [InvitationLink.Address] {
+        var v4: [InvitationLink.Address] = [], v6: [InvitationLink.Address] = [], loopback: [InvitationLink.Address] = []
+        for entry in NetworkPlatform.interfaceAddresses() where entry.isRunning {
+            let bytes = entry.address
+            let text = entry.isIPv6 ? IPv6Text.format(bytes) : bytes.map(String.init).joined(separator: ".")
+            guard let address = try? InvitationLink.Address(host: text, port: port) else { continue }
+            if entry.isIPv6 {
+                if bytes == [UInt8](repeating: 0, count: 15) + [1] { loopback.append(address); continue }
+                if bytes[0] == 0xFE, bytes[1] & 0xC0 == 0x80 { continue }  // fe80::/10
+                if bytes[0] == 0xFF { continue }
+                if v6.count < 4, !v6.contains(address) { v6.append(address) }
+            } else {
+                if bytes[0] == 127 { loopback.append(address); continue }
+                if bytes[0] == 169, bytes[1] == 254 { continue }
+                if v4.count < 4, !v4.contains(address) { v4.append(address) }
+            }
+        }
+        var found = v4 + v6
+        if found.isEmpty { found = Array(loopback.prefix(1)) }
+        if let label = NetworkPlatform.hostLabel(), let local = try? InvitationLink.Address(host: label + ".local", port: port) {
+            found.append(local)
+        }
+        return found
+    }
+
     /// The connections that are open now.
     public var connections: [PeerConnection] { live.withLockedValue { Array($0.values) } }
 
@@ -212,5 +312,17 @@ public final class PeerListener: Sendable {
             }
         }
         continuation.finish()
+    }
+}
+
+/// IPv6 addresses in their short text form (`fd6e:6272:1::1`).
+enum IPv6Text {
+    static func format(_ bytes: [UInt8]) -> String {
+        guard bytes.count == 16 else { return "" }
+        var address = in6_addr()
+        withUnsafeMutableBytes(of: &address) { $0.copyBytes(from: bytes) }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return "" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

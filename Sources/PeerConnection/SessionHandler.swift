@@ -140,6 +140,10 @@ final class SessionHandler: ChannelDuplexHandler {
     /// The app's question, between ``SessionStateMachine/Action/invite(_:)`` and ``SessionStateMachine/Action/ask(_:deadline:)``.
     private var question: (@Sendable (PeerHello, ContinuousClock.Instant) async -> Bool)?
     private let pairingSetup: PairingSetup?
+    /// The listener's invitations, when it takes them.
+    private let desk: InvitationDesk?
+    /// The name in the peer's certificate, for pins and reports.
+    private let remoteName: String
     /// The peer's address, for pairing questions.
     private let remoteAddress: String
     /// Connecting side: told when the peer asks someone about us (``PeerConnectionConfiguration/waitingForAdmission``).
@@ -149,8 +153,15 @@ final class SessionHandler: ChannelDuplexHandler {
         handshake: Handshake, decide: Decide?, eventLoop: any EventLoop, logger: Logger, pairing: PairingSetup? = nil,
         remoteName: String = "", remoteAddress: String = "", methods: [String: BuiltInMethod] = [:],
         waitingForAdmission: (@Sendable (Duration) -> Void)? = nil, incomingLimit: IncomingLimit = IncomingLimit(),
-        maximumPendingRequests: Int = 1024, maximumUnsentAnswerBytes: Int = 8 << 20
+        maximumPendingRequests: Int = 1024, maximumUnsentAnswerBytes: Int = 8 << 20, invitation: InvitationSetup? = nil,
+        peerTrusted: Bool = false
     ) {
+        let invitationPlan = invitation.map { setup -> SessionStateMachine.InvitationPlan in
+            switch setup.side {
+            case .use(let link): SessionStateMachine.InvitationPlan(role: .invitee(secret: link.secret, handle: link.handle))
+            case .offer: SessionStateMachine.InvitationPlan(role: .inviter(peerTrusted: peerTrusted, challenge: InvitationExchange.randomChallenge()))
+            }
+        }
         let plan = pairing.map { setup -> SessionStateMachine.PairingPlan in
             let role: PairingExchange.Role =
                 switch setup.side {
@@ -162,11 +173,13 @@ final class SessionHandler: ChannelDuplexHandler {
         machine = SessionStateMachine(
             handshake: handshake,
             configuration: SessionStateMachine.Configuration(
-                methods: methods, pairing: plan, maximumPendingRequests: max(1, maximumPendingRequests),
+                methods: methods, pairing: plan, invitation: invitationPlan, maximumPendingRequests: max(1, maximumPendingRequests),
                 maximumUnsentAnswerBytes: max(1, maximumUnsentAnswerBytes)))
         self.waitingForAdmission = waitingForAdmission
         self.decide = decide
         pairingSetup = pairing
+        if case .offer(let desk)? = invitation?.side { self.desk = desk } else { desk = nil }
+        self.remoteName = remoteName
         self.remoteAddress = remoteAddress
         self.logger = logger
         established = eventLoop.makePromise()
@@ -424,6 +437,42 @@ final class SessionHandler: ChannelDuplexHandler {
                     // pairing still counts here.
                     handler.performDetached(handler.machine.pinned(failure: failure))
                 }
+            case .lookUpInvitation(let handle, let peer):
+                let refusal =
+                    if let desk { desk.lookUp(handle, peer: peer, name: remoteName, address: remoteAddress) } else {
+                        InvitationRefusal(.notOffered, "this peer takes no invitations")
+                    }
+                perform(machine.invitationLookedUp(refusal, at: uptime(context)), context: context)
+            case .redeemInvitation(let handle, let proof, let challenge, let peer):
+                guard let desk else {
+                    perform(machine.invitationRedeemed(InvitationRefusal(.notOffered, "this peer takes no invitations"), at: uptime(context)), context: context)
+                    continue
+                }
+                switch desk.redeem(handle, proof: proof, challenge: challenge, peer: peer, name: remoteName, address: remoteAddress) {
+                case .failure(let refusal):
+                    perform(machine.invitationRedeemed(refusal, at: uptime(context)), context: context)
+                case .success(let redeemed):
+                    // The invitee is pinned before it hears yes: when `accept` returns, both pins exist.
+                    let (store, name, address) = (desk.store, remoteName, remoteAddress)
+                    let pinned = NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { try store.pin(peer, name: name) }
+                    let session = NIOLoopBound(self, eventLoop: context.eventLoop)
+                    pinned.whenComplete { outcome in
+                        let handler = session.value
+                        var refusal: InvitationRefusal?
+                        switch outcome {
+                        case .success:
+                            desk.accepted(redeemed, peer: peer, name: name, address: address)
+                        case .failure(let error):
+                            let failure = InvitationRefusal(.failed, "the inviter could not pin us: \(error)")
+                            desk.pinFailed(redeemed.link, peer: peer, name: name, address: address, failure)
+                            refusal = failure
+                        }
+                        guard let context = handler.context else { return }
+                        handler.perform(handler.machine.invitationRedeemed(refusal, at: uptime(context)), context: context)
+                    }
+                }
+            case .invitationNotNeeded(let handle, let peer):
+                desk?.notNeeded(handle, peer: peer, name: remoteName, address: remoteAddress)
             case .opened(let opening):
                 established.succeed(opening)
             case .openingFailed(let error):

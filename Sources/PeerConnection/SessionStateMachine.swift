@@ -37,6 +37,9 @@ struct SessionStateMachine: Sendable {
         case pairing(PairingExchange, holdsSlot: Bool)
         /// Both people said yes and the pin is being written.
         case pinning(PairingResult)
+        /// An invitation is being used before `initialize` (either side); the handshake waits
+        /// beside it and runs once the invitee is in.
+        case inviting(InvitationExchange, Handshake)
         /// Initialized: the connection is the app's.
         case established
         /// Over. `pinning`: a pin was still being written; the peer may close first (it pinned
@@ -49,6 +52,8 @@ struct SessionStateMachine: Sendable {
         var methods: [String: BuiltInMethod] = [:]
         /// This connection pairs: it starts a pairing (`initiator`) or offers one (`responder`).
         var pairing: PairingPlan?
+        /// This connection uses an invitation (`invitee`) or takes them (`inviter`).
+        var invitation: InvitationPlan?
         /// Our requests waiting for answers at most; one more fails with `busy`.
         var maximumPendingRequests = 1024
         /// Batches whose answers the app still owes at most; with more, reading stops.
@@ -66,6 +71,18 @@ struct SessionStateMachine: Sendable {
         var nonce: [UInt8]
         /// The name to show and pin when the peer gives none (its certificate's).
         var fallbackName: String
+    }
+
+    /// What using an invitation needs beyond the handshake's identities.
+    struct InvitationPlan: Sendable {
+        enum Role: Sendable {
+            /// The link's secret and handle.
+            case invitee(secret: [UInt8], handle: String)
+            /// `peerTrusted`: the peer's certificate is trusted here already. `challenge`: fresh random bytes (the shell draws them; tests fix them).
+            case inviter(peerTrusted: Bool, challenge: [UInt8])
+        }
+        var role: Role
+        var timeout: Duration = .seconds(10)
     }
 
     /// The app's verdict on a peer that asked to come in (the shell asks the app's policy).
@@ -106,6 +123,14 @@ struct SessionStateMachine: Sendable {
         case releasePairingSlot(succeeded: Bool)
         /// Ask the person whether the other device shows `code`, by `deadline` (uptime).
         case confirmCode(peer: PeerID, name: String, code: String, deadline: Duration)
+        /// Inviter: may the invitation named `handle` be used? Answer with ``SessionStateMachine/invitationLookedUp(_:at:)``.
+        case lookUpInvitation(handle: String, peer: PeerID)
+        /// Inviter: check `proof` against the invitation's secret, take a use and pin the peer
+        /// (off the event loop); answer with ``SessionStateMachine/invitationRedeemed(_:at:)``.
+        case redeemInvitation(handle: String, proof: [UInt8], challenge: [UInt8], peer: PeerID)
+        /// Inviter: the peer, trusted here already, came with the invitation named `handle`
+        /// and was let in without using it (for the listener's report).
+        case invitationNotNeeded(handle: String, peer: PeerID)
         /// Pin the peer under this name (off the event loop); answer with ``SessionStateMachine/pinned(failure:)``.
         case pin(PeerID, name: String)
         /// The opening is over: the connection is initialized, or paired.
@@ -168,6 +193,7 @@ struct SessionStateMachine: Sendable {
         switch phase {
         case .handshaking(let handshake): handshake.deadline
         case .pairing(let exchange, _): exchange.deadline
+        case .inviting(let exchange, _): exchange.deadline
         default: nil
         }
     }
@@ -178,7 +204,18 @@ struct SessionStateMachine: Sendable {
     mutating func start(at now: Duration) -> [Action] {
         var out: [Action] = []
         guard case .handshaking(var handshake) = phase else { return out }
-        if let plan = configuration.pairing, plan.role == .initiator {
+        if case .invitee(let secret, let handle)? = configuration.invitation?.role {
+            guard let localID, let remoteID else {
+                failOpening(.invitation, "an invitation needs TLS: both keys must be proven", into: &out)
+                return endEvent(out)
+            }
+            var exchange = InvitationExchange(
+                role: .invitee(secret: secret), localID: localID, remoteID: remoteID, handle: handle,
+                timeout: configuration.invitation?.timeout ?? .seconds(10))
+            let actions = exchange.start(at: now)
+            phase = .inviting(exchange, handshake)
+            perform(actions, at: now, into: &out)
+        } else if let plan = configuration.pairing, plan.role == .initiator {
             guard var exchange = makeExchange(.initiator) else {
                 failOpening(.pairing, "pairing needs a peer whose certificate proved who it is", into: &out)
                 return endEvent(out)
@@ -232,6 +269,21 @@ struct SessionStateMachine: Sendable {
         return endEvent(out)
     }
 
+    /// The answer to ``Action/lookUpInvitation(handle:)``: nil when the invitation may be used, else why not.
+    mutating func invitationLookedUp(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
+        var out: [Action] = []
+        perform(withInvitation { $0.lookedUp(refusal, at: now) }, at: now, into: &out)
+        return endEvent(out)
+    }
+
+    /// The answer to ``Action/redeemInvitation(handle:proof:challenge:)``: nil when the proof
+    /// held, a use was taken and the peer is pinned; else why not.
+    mutating func invitationRedeemed(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
+        var out: [Action] = []
+        perform(withInvitation { $0.redeemed(refusal, at: now) }, at: now, into: &out)
+        return endEvent(out)
+    }
+
     /// The person's answer to ``Action/confirmCode(peer:name:code:deadline:)``.
     mutating func codeConfirmed(_ accepted: Bool, at now: Duration) -> [Action] {
         var out: [Action] = []
@@ -273,6 +325,8 @@ struct SessionStateMachine: Sendable {
             perform(withHandshake { $0.advance(to: now) }, at: now, into: &out)
         case .pairing:
             perform(withExchange { $0.advance(to: now) }, at: now, into: &out)
+        case .inviting:
+            perform(withInvitation { $0.advance(to: now) }, at: now, into: &out)
         default:
             return out
         }
@@ -330,6 +384,12 @@ struct SessionStateMachine: Sendable {
             perform(withHandshake { $0.receive(message, at: now) }, at: now, into: &out)
         case .pairing:
             perform(withExchange { $0.receive(message, at: now) }, at: now, into: &out)
+        case .inviting:
+            if case .notification(let method, _) = message {
+                statistics.droppedBeforeInitialize += 1
+                out.append(.log(.info, "dropped notification \"\(method)\" that came while an invitation was being used"))
+            }
+            perform(withInvitation { $0.receive(message, at: now) }, at: now, into: &out)
         case .established:
             if case .request(let id, "initialize", _) = message {
                 answer(message: .failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, "already initialized")), to: ReplyTarget(id: id), into: &out)
@@ -565,6 +625,20 @@ struct SessionStateMachine: Sendable {
                 }
                 phase = .claimingPairingSlot(id: id, params: params)
                 out.append(.claimPairingSlot)
+            case .invitation(let id, let params):
+                guard case .handshaking(let handshake) = phase, case .inviter(let trusted, let challenge)? = configuration.invitation?.role,
+                    let localID, let remoteID
+                else {
+                    writeAnswer(JSONRPCMessage.failure(id: id, InvitationExchange.error(InvitationRefusal(.notOffered, "this peer takes no invitations"))).jsonText, into: &out)
+                    failOpening(.invitation, "the peer asked to use an invitation, and none are offered here", into: &out)
+                    continue
+                }
+                var exchange = InvitationExchange(
+                    role: .inviter(peerTrusted: trusted, challenge: challenge), localID: localID, remoteID: remoteID,
+                    timeout: configuration.invitation?.timeout ?? .seconds(10))
+                let actions = exchange.receiveOpen(id: id, params: params, at: now)
+                phase = .inviting(exchange, handshake)
+                perform(actions, at: now, into: &out)
             case .deliver(let message):
                 route(message, batch: nil, size: 1, into: &out)
             case .close(let reason):
@@ -594,7 +668,49 @@ struct SessionStateMachine: Sendable {
         }
     }
 
+    private mutating func perform(_ actions: [InvitationExchange.Action], at now: Duration, into out: inout [Action]) {
+        for action in actions {
+            switch action {
+            case .send(let message):
+                writeAnswer(message.jsonText, into: &out)
+            case .lookUp(let handle):
+                guard let remoteID else { continue }
+                out.append(.lookUpInvitation(handle: handle, peer: remoteID))
+            case .redeem(let handle, let proof, let challenge):
+                guard let remoteID else { continue }
+                out.append(.redeemInvitation(handle: handle, proof: proof, challenge: challenge, peer: remoteID))
+            case .admitted(let used, let handle):
+                guard case .inviting(_, var handshake) = phase else { continue }
+                if !used, let handle, let remoteID, handshake.role == .accepting { out.append(.invitationNotNeeded(handle: handle, peer: remoteID)) }
+                out.append(.log(.info, used ? "invitation used: initialize comes next" : "the inviter trusts us already: initialize comes next"))
+                switch handshake.role {
+                case .connecting:
+                    let next = handshake.start(at: now)
+                    phase = .handshaking(handshake)
+                    perform(next, at: now, into: &out)
+                case .accepting:
+                    handshake.resumeAfterInvitation(at: now)
+                    phase = .handshaking(handshake)
+                }
+            case .failed(let reason, let refusal):
+                // The inviter's book refusals are the listener's invitation reports; anything
+                // else that goes wrong on its side (a malformed message, time) is a failed handshake.
+                var accepting = false
+                if case .inviting(_, let handshake) = phase { accepting = handshake.role == .accepting }
+                failOpening(accepting && refusal == nil ? .handshake : .invitation, reason, into: &out)
+            }
+        }
+    }
+
     // MARK: Helpers
+
+    private mutating func withInvitation(_ body: (inout InvitationExchange) -> [InvitationExchange.Action]) -> [InvitationExchange.Action] {
+        guard case .inviting(var exchange, let handshake) = phase else { return [] }
+        let actions = body(&exchange)
+        // The exchange's actions may move the phase on; until they are performed, it stays here.
+        phase = .inviting(exchange, handshake)
+        return actions
+    }
 
     private mutating func withHandshake(_ body: (inout Handshake) -> [Handshake.Action]) -> [Handshake.Action] {
         guard case .handshaking(var handshake) = phase else { return [] }

@@ -30,6 +30,8 @@ enum Setup {
         var host: String
         /// Pairing: started by this side, or offered to peers that ask.
         var pairing: PairingSetup? = nil
+        /// Invitations: one used by this side, or taken from peers that come with one.
+        var invitation: InvitationSetup? = nil
     }
 
     static func configure(_ channel: any Channel, side: Side) throws -> EventLoopFuture<OpenedChannel> {
@@ -63,10 +65,12 @@ enum Setup {
                 let proof = boundProof?.value
                 var offersPairing = false
                 if case .offer? = side.pairing?.side { offersPairing = true }
+                var offersInvitations = false
+                if case .offer? = side.invitation?.side { offersInvitations = true }
                 let handshake = Handshake(
                     role: side.role == .connecting ? .connecting : .accepting, local: configuration.local(), remotePeerID: proof?.peerID,
                     initializeTimeout: configuration.initializeTimeout, invitationTimeout: configuration.invitationTimeout,
-                    offersPairing: offersPairing, admissionWaitLimit: configuration.admissionWaitLimit)
+                    offersPairing: offersPairing, offersInvitations: offersInvitations, admissionWaitLimit: configuration.admissionWaitLimit)
                 let leaf = proof?.presented.first
                 let session = SessionHandler(
                     handshake: handshake, decide: side.decide?(proof, channel.remoteAddress), eventLoop: channel.eventLoop,
@@ -74,7 +78,8 @@ enum Setup {
                     remoteName: leaf.map { $0.commonName.isEmpty ? $0.subject : $0.commonName } ?? "",
                     remoteAddress: displayAddress(channel.remoteAddress), methods: configuration.methods,
                     waitingForAdmission: configuration.waitingForAdmission, incomingLimit: configuration.incomingLimit,
-                    maximumPendingRequests: configuration.maximumPendingRequests)
+                    maximumPendingRequests: configuration.maximumPendingRequests, invitation: side.invitation,
+                    peerTrusted: proof?.verdict?.isTrusted == true)
                 let messages = WebSocketMessageHandler(
                     masksFrames: side.role == .connecting, maximumMessageSize: limit, deadPeerTimeout: configuration.deadPeerTimeout,
                     logger: configuration.logger)

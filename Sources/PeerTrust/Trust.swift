@@ -21,6 +21,10 @@ public indirect enum TrustPolicy: Sendable, Hashable {
     case systemRoots
     /// The leaf's peer ID is one of these (trust on first use, after a person said yes).
     case pinned(Set<PeerID>)
+    /// The leaf's peer ID is pinned in this store, read at each evaluation (cheaply: the file
+    /// is read again only when it changed): pins made or removed while a listener or a broker
+    /// runs (by an invitation, a pairing, `nearby trust pin` in another shell) apply at once.
+    case pinnedInStore(TrustStore)
     /// Trusted when any of the policies trusts.
     case anyOf([TrustPolicy])
     /// Trusted when every policy trusts.
@@ -153,6 +157,16 @@ public struct TrustEvaluator: Sendable {
             return verify(
                 [leaf], anchors: [leaf], systemRoots: false, role: role, time: time, checkSelfSignature: leaf.subject == leaf.issuer,
                 rememberedOnly: rememberedOnly)
+        case .pinnedInStore(let store):
+            // Reading the store is file I/O: never from the remembered-only path (an event loop).
+            if rememberedOnly { return .failure(Failure(reasons: [], notRemembered: true)) }
+            let pins: [Pin]
+            do {
+                pins = try store.pins()
+            } catch {
+                return .failure(Failure(reasons: [TrustReason(.other, "the pins cannot be read: \(error.message)")]))
+            }
+            return judge(.pinned(Set(pins.map(\.peerID))), chain: chain, role: role, time: time, rememberedOnly: false)
         case .anyOf(let policies):
             var reasons: [TrustReason] = []
             for policy in policies {

@@ -17,7 +17,7 @@ public struct Pin: Hashable, Sendable, Codable {
 /// Anchors and pins on disk, in `trust/` of the state directory: `anchors/` holds one PEM file
 /// per anchor certificate (named by its peer ID), `pins.json` the pins. Every change is made
 /// under a lock and written atomically, so concurrent `nearby trust …` runs lose nothing.
-public struct TrustStore: Sendable {
+public struct TrustStore: Sendable, Hashable {
     public let directory: URL
 
     public init(directory: URL = IdentityStore.defaultDirectory.appendingPathComponent("trust")) {
@@ -157,9 +157,12 @@ public struct TrustStore: Sendable {
 }
 
 extension TrustPolicy {
-    /// The peers pinned in a trust store.
+    /// The peers pinned in a trust store, read again at each evaluation
+    /// (``pinnedInStore(_:)``): a pin made while a listener or broker runs applies at once.
+    /// - Throws: ``PeerTrustError`` (`damaged`) when the pins cannot be read now.
     public static func pinned(_ store: TrustStore) throws(PeerTrustError) -> TrustPolicy {
-        .pinned(Set(try store.pins().map(\.peerID)))
+        _ = try store.pins()
+        return .pinnedInStore(store)
     }
 }
 

@@ -103,7 +103,7 @@ struct ConnectCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         printConnected(json, connection)
-        try await relay(connection)
+        try await Self.relay(connection, json: json, timeout: timeout)
     }
 
     /// Finds the peer with a broker that browses (and does not advertise), then relays.
@@ -161,7 +161,7 @@ struct ConnectCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         printConnected(json, connection, extra: extra)
-        do { try await relay(connection) } catch {
+        do { try await Self.relay(connection, json: json, timeout: timeout) } catch {
             await broker.shutdown()
             await discovery.shutdown()
             throw error
@@ -180,12 +180,11 @@ struct ConnectCommand: AsyncParsableCommand {
     }
 
     /// stdin lines to the peer, the peer's messages to stdout, until stdin ends or the peer goes.
-    private func relay(_ connection: PeerConnection) async throws {
+    static func relay(_ connection: PeerConnection, json: Bool, timeout: Double) async throws {
         let who = connection.peerID?.description
         // Replies due: ids of the requests sent, until their answers arrive.
         let due = DueReplies()
         let (endings, ending) = AsyncStream<RelayEnding>.makeStream()
-        let json = json
         // stdin is read on a thread of its own and cannot be interrupted: when the peer goes
         // first, this task is left waiting and the process ends without it (unstructured on
         // purpose: a child would keep the command from ending).

@@ -23,13 +23,15 @@ struct Nearby: AsyncParsableCommand {
               nearby connect _openagents._tcp --nearest
               nearby connect --host 192.168.1.20 --port 9099
               nearby pair --host 192.168.1.20 --port 9099
+              nearby invite                     (a link or QR code another device accepts)
+              nearby accept 'NEARBY:1/…'        (accept one: connect and pin each other)
               nearby peers _openagents._tcp     (who is there, how far, trusted)
 
             Each command explains itself: nearby help COMMAND, or nearby COMMAND --help.
             """,
         version: "0.2.0",
         subcommands: [
-            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, Serve.self, ConnectCommand.self, PairCommand.self, PeersCommand.self, IdentityCommand.self,
+            Advertise.self, Browse.self, Resolve.self, Types.self, Decode.self, Serve.self, ConnectCommand.self, InviteCommand.self, AcceptCommand.self, PairCommand.self, PeersCommand.self, IdentityCommand.self,
             TrustCommand.self,
         ]
     )

@@ -72,6 +72,9 @@ struct Serve: AsyncParsableCommand {
     var answerWithin: Double = 30
     @Flag(help: "Let peers that are not trusted pair (both people compare a 6-digit code); once paired they get in. Implied by --accept ask.")
     var pairing = false
+    @Flag(help: "Print an invitation (a link and a QR code; see nearby invite --help) and keep serving: an invitee is pinned and gets in, now and later.")
+    var invite = false
+    @OptionGroup(title: "INVITATION (with --invite)") var invitation: InvitationOptions
     @Flag(name: .customLong("no-advertise"), help: "Do not advertise; peers connect with `nearby connect --host H --port P`.")
     var noAdvertise = false
     @Flag(name: .customLong("auto-invite"), help: "Also browse TYPE and connect to every compatible peer, one connection each (the broker's rules).")
@@ -113,6 +116,10 @@ struct Serve: AsyncParsableCommand {
             guard !channel.insecure else { throw ValidationError("--pairing needs TLS: pairing proves both peers' keys") }
             guard !autoInvite else { throw ValidationError("--pairing does not go with --auto-invite: the broker admits by TRUST only; pair first with a plain serve") }
         }
+        if invite {
+            guard !channel.insecure else { throw ValidationError("--invite needs TLS: each side proves its key") }
+            try invitation.validateAddresses()
+        }
         if accept != .trusted, trust.trustOnFirstUse {
             throw ValidationError("--trust-on-first-use goes with --accept trusted (with all or ask, untrusted peers are not refused anyway)")
         }
@@ -148,7 +155,9 @@ struct Serve: AsyncParsableCommand {
         }
         let listener: PeerListener
         do {
-            listener = try await PeerListener.listen(port: port, configuration: configuration, accept: policy, pairing: pairingOffer)
+            listener = try await PeerListener.listen(
+                port: port, configuration: configuration, accept: policy, pairing: pairingOffer,
+                invitations: invite ? PeerListener.InvitationOffer(store: state.trust) : nil)
         } catch {
             throw RuntimeFailure(error.description)
         }
@@ -172,6 +181,17 @@ struct Serve: AsyncParsableCommand {
             [("event", .string("listening")), ("name", .string(advertisedName)), ("type", .string(type)), ("port", .number(Double(listener.port))),
              ("peerID", peerID.isEmpty ? .null : .string(peerID))],
             text: "Listening on port \(listener.port) as \"\(advertisedName)\" (\(type))\(peerID.isEmpty ? ", insecure" : ", peer ID \(peerID)")")
+        if invite {
+            do {
+                let addresses = PeerListener.localAddresses(port: listener.port) + (try invitation.extraAddresses(port: listener.port))
+                let link = try listener.invite(ttl: invitation.ttlDuration, uses: invitation.uses, addresses: addresses)
+                try invitation.show(link, name: configuration.identity?.displayName ?? advertisedName, json: json)
+            } catch {
+                await listener.close()
+                await discovery?.shutdown()
+                throw error
+            }
+        }
         let serving = ServingLoop {
             // Discarding: a finished connection's task is freed at once (a plain group keeps every
             // child until it is awaited, which this loop never does: memory grew per connection).
@@ -185,6 +205,8 @@ struct Serve: AsyncParsableCommand {
                         group.addTask { await Self.serve(connection, json: json) }
                     case .paired(let result):
                         printPinned(json, result)
+                    case .invitation(let attempt):
+                        printInvitationAttempt(json, attempt)
                     }
                 }
             }
@@ -249,6 +271,7 @@ struct Serve: AsyncParsableCommand {
         settings.accept = policy
         settings.autoInvite = true
         settings.logger = network.logger
+        if invite { settings.invitations = PeerListener.InvitationOffer(store: state.trust) }
         let broker: ConnectionBroker
         do { broker = try await ConnectionBroker.start(settings, discovery: discovery) } catch {
             await discovery.shutdown()
@@ -261,6 +284,17 @@ struct Serve: AsyncParsableCommand {
             [("event", .string("listening")), ("name", .string(advertised)), ("type", .string(type)), ("port", .number(Double(broker.port ?? 0))),
              ("peerID", .string(peerID))],
             text: "Listening on port \(broker.port ?? 0) as \"\(advertised)\" (\(type)), peer ID \(peerID); inviting peers")
+        if invite, let port = broker.port {
+            do {
+                let addresses = PeerListener.localAddresses(port: port) + (try invitation.extraAddresses(port: port))
+                let link = try await broker.invite(ttl: invitation.ttlDuration, uses: invitation.uses, addresses: addresses)
+                try invitation.show(link, name: configuration.identity?.displayName ?? advertised, json: json)
+            } catch {
+                await broker.shutdown()
+                await discovery.shutdown()
+                throw error
+            }
+        }
         let serving = ServingLoop {
             // Discarding: a finished connection's task is freed at once (a plain group keeps every
             // child until it is awaited, which this loop never does: memory grew per connection).
@@ -282,6 +316,8 @@ struct Serve: AsyncParsableCommand {
                         printEvent(
                             json, [("event", .string("dialFailed")), ("peerID", .string(peer.description)), ("reason", .string(reason))],
                             text: "Could not connect to \(peer.short): \(reason) (retrying)")
+                    case .invitation(let attempt):
+                        printInvitationAttempt(json, attempt)
                     }
                 }
             }

@@ -21,6 +21,12 @@ void nearby_buffer_free(nearby_buffer *buffer);
 /// SHA-256 of `count` bytes into `digest` (32 bytes).
 void nearby_sha256(const uint8_t *bytes, size_t count, uint8_t *digest);
 
+/// HMAC-SHA-256 of `count` bytes under `key` into `mac` (32 bytes); -1 when OpenSSL fails.
+int nearby_hmac_sha256(const uint8_t *key, size_t key_count, const uint8_t *bytes, size_t count, uint8_t *mac);
+
+/// 1 when the `count` bytes at `a` and `b` are equal, else 0, in time that depends on `count` only.
+int nearby_equal_constant_time(const uint8_t *a, const uint8_t *b, size_t count);
+
 /// A new P-256 key pair, as PKCS#8 DER.
 int nearby_key_generate_p256(nearby_buffer *pkcs8, char *error, size_t error_size);
 
