@@ -95,11 +95,15 @@ struct InvitationBook: Sendable {
     /// The invitation named by `handle`, whatever its state.
     func link(for handle: String) -> InvitationLink? { entries[handle]?.link }
 
-    /// Whether `handle` names an invitation that can still be used at `now`; nil when it can.
-    func check(_ handle: String, at now: Date) -> InvitationRefusal? {
+    /// Whether `handle` names an invitation that `invitee` can still use at `now`; nil when it
+    /// can. One that used it before may come again (a second dial of the same acceptance).
+    func check(_ handle: String, invitee: PeerID? = nil, at now: Date) -> InvitationRefusal? {
         guard let entry = entries[handle] else {
             return InvitationRefusal(
                 .unknown, "this invitation is not known here: it was revoked (the inviter stopped or restarted since it was made) or never made here")
+        }
+        if let invitee, entry.usedBy.contains(invitee), entry.usesLeft <= 0, entry.wrongProofs < maximumWrongProofs, !entry.link.hasExpired(at: now) {
+            return nil
         }
         return refusal(for: entry, at: now)
     }
@@ -254,9 +258,10 @@ struct InvitationExchange: Sendable {
             return [.send(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, "an invitation is already being used on this connection")))]
         }
         deadline = now + timeout
-        guard let handle = params?["invitation"]?.stringValue?.lowercased(), handle.count == 32, bytes(fromHex: handle) != nil else {
-            return fail(id: id, JSONRPCError(JSONRPCError.invalidParams, "invitation/open needs \"invitation\": the handle, 32 hex digits"), nil)
+        guard let text = params?["invitation"]?.stringValue, text.count == 8, let bytes = Base32.decode(text, count: InvitationLink.idSize) else {
+            return fail(id: id, JSONRPCError(JSONRPCError.invalidParams, "invitation/open needs \"invitation\": the invitation ID, 8 characters of 0-9 A-Z"), nil)
         }
+        let handle = Base32.encode(bytes)
         if trusted {
             return succeed(answering: id, .object(["trusted": .bool(true)]), used: false, handle: handle)
         }

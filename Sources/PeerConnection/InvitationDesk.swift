@@ -36,7 +36,7 @@ final class InvitationDesk: Sendable {
     /// May `handle` be used? A refusal is reported.
     func lookUp(_ handle: String, peer: PeerID, name: String, address: String) -> InvitationRefusal? {
         let now = self.now()
-        let (refusal, link) = book.withLockedValue { ($0.check(handle, at: now), $0.link(for: handle)) }
+        let (refusal, link) = book.withLockedValue { ($0.check(handle, invitee: peer, at: now), $0.link(for: handle)) }
         if let refusal {
             report(InvitationAttempt(invitation: link, peerID: peer, name: name, address: address, outcome: .refused(refusal)))
         }

@@ -1,5 +1,4 @@
 public import Foundation
-import NearbyBasics
 public import PeerTrust
 
 /// An invitation to connect to one peer, as one line of text: the inviter's peer ID (so the
@@ -9,12 +8,14 @@ public import PeerTrust
 /// The text form is
 ///
 /// ```
-/// NEARBY:1/<peer ID>/<secret>/<expires>/<host:port>[/<host:port>…]
+/// NEARBY:1/<peer ID>/<invitation ID>/<secret>/<expires>/<host:port>[/<host:port>…]
 /// ```
 ///
 /// - `1`: the version of the invitation protocol (README, "Invitations: the protocol").
 /// - peer ID: the inviter's, 54 characters without dashes (``PeerID``, check characters included).
-/// - secret: 16 random bytes in Crockford's base32 (26 characters, the alphabet of peer IDs).
+/// - invitation ID: 5 random bytes in Crockford's base32 (8 characters): names the invitation
+///   to the inviter, so that wrong proofs count against it whatever secret they were made with.
+/// - secret: 16 random bytes in the same base32 (26 characters, the alphabet of peer IDs).
 /// - expires: seconds since 1970 (UTC), by the inviter's clock.
 /// - addresses: IPv4, IPv6 or a DNS name, each with its port after the last `:`.
 ///
@@ -84,6 +85,8 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     public static let currentVersion = 1
     /// The number of secret bytes (128 bits).
     public static let secretSize = 16
+    /// The number of bytes of an invitation's ID (not secret: it names the invitation).
+    public static let idSize = 5
     /// The most addresses a link carries.
     public static let maximumAddresses = 16
 
@@ -91,6 +94,8 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     public let version: Int
     /// The inviter: the invitee accepts only a peer whose TLS key hashes to this.
     public let peerID: PeerID
+    /// Names the invitation to the inviter (not a secret).
+    public let id: [UInt8]
     /// The one-time secret; never sent, only proven (HMAC, README's protocol).
     public let secret: [UInt8]
     /// When the invitation stops being accepted (the inviter's clock).
@@ -101,7 +106,10 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     /// A link with these fields.
     /// - Throws: ``PeerConnectionError`` (`invalidInput`): a secret that is not 16 bytes, no
     ///   address, or more than ``maximumAddresses``.
-    public init(peerID: PeerID, secret: [UInt8], expires: Date, addresses: [Address]) throws(PeerConnectionError) {
+    public init(peerID: PeerID, id: [UInt8], secret: [UInt8], expires: Date, addresses: [Address]) throws(PeerConnectionError) {
+        guard id.count == Self.idSize else {
+            throw PeerConnectionError(.invalidInput, "an invitation ID has \(Self.idSize) bytes, not \(id.count)")
+        }
         guard secret.count == Self.secretSize else {
             throw PeerConnectionError(.invalidInput, "an invitation secret has \(Self.secretSize) bytes, not \(secret.count)")
         }
@@ -113,6 +121,7 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
         }
         version = Self.currentVersion
         self.peerID = peerID
+        self.id = id
         self.secret = secret
         self.expires = Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.down))
         self.addresses = unique
@@ -121,15 +130,17 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     /// A new invitation to the peer `peerID`, valid for `ttl` from `now`, with a fresh random secret.
     public static func make(peerID: PeerID, addresses: [Address], ttl: Duration, now: Date = Date()) throws(PeerConnectionError) -> InvitationLink {
         var generator = SystemRandomNumberGenerator()
+        let id = (0..<idSize).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         let secret = (0..<secretSize).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         let seconds = Double(ttl.components.seconds) + Double(ttl.components.attoseconds) / 1e18
-        return try InvitationLink(peerID: peerID, secret: secret, expires: now.addingTimeInterval(seconds), addresses: addresses)
+        return try InvitationLink(peerID: peerID, id: id, secret: secret, expires: now.addingTimeInterval(seconds), addresses: addresses)
     }
 
     /// The link as one line.
     public var text: String {
-        let id = peerID.description.filter { $0 != "-" }
-        let fields = ["NEARBY:\(version)", id, Base32.encode(secret), String(Int64(expires.timeIntervalSince1970))] + addresses.map(\.linkText)
+        let peer = peerID.description.filter { $0 != "-" }
+        let fields = ["NEARBY:\(version)", peer, Base32.encode(id), Base32.encode(secret), String(Int64(expires.timeIntervalSince1970))]
+            + addresses.map(\.linkText)
         return fields.joined(separator: "/")
     }
 
@@ -158,9 +169,10 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
                 "this invitation is for version \(version) of the invitation protocol; this nearby reads version \(Self.currentVersion) (a newer nearby may read it)"
             )
         }
-        guard fields.count >= 5 else {
+        guard fields.count >= 6 else {
             throw PeerConnectionError(
-                .invalidInput, "this invitation is cut short: it has \(fields.count) of its fields (version, peer ID, secret, expiry, addresses); copy all of it")
+                .invalidInput,
+                "this invitation is cut short: it has \(fields.count) of its fields (version, peer ID, invitation ID, secret, expiry, addresses); copy all of it")
         }
         let peerID: PeerID
         do {
@@ -168,21 +180,24 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
         } catch {
             throw PeerConnectionError(.invalidInput, "this invitation's peer ID is damaged: \(error.message)")
         }
-        guard fields[2].count == 26, let secret = Base32.decode(fields[2], count: Self.secretSize) else {
+        guard fields[2].count == 8, let id = Base32.decode(fields[2], count: Self.idSize) else {
+            throw PeerConnectionError(.invalidInput, "this invitation's ID is damaged (8 characters of 0-9 A-Z expected)")
+        }
+        guard fields[3].count == 26, let secret = Base32.decode(fields[3], count: Self.secretSize) else {
             throw PeerConnectionError(.invalidInput, "this invitation's secret is damaged (26 characters of 0-9 A-Z expected)")
         }
-        guard let seconds = Int64(fields[3]), seconds > 0, seconds < 1 << 40 else {
-            throw PeerConnectionError(.invalidInput, "this invitation's expiry \"\(fields[3])\" is not a time (seconds since 1970)")
+        guard let seconds = Int64(fields[4]), seconds > 0, seconds < 1 << 40 else {
+            throw PeerConnectionError(.invalidInput, "this invitation's expiry \"\(fields[4])\" is not a time (seconds since 1970)")
         }
         var addresses: [Address] = []
-        for field in fields[4...] {
+        for field in fields[5...] {
             do {
                 addresses.append(try Address(parsing: field))
             } catch {
                 throw PeerConnectionError(.invalidInput, "this invitation's address \"\(field)\" is damaged: \(error.message)")
             }
         }
-        try self.init(peerID: peerID, secret: secret, expires: Date(timeIntervalSince1970: TimeInterval(seconds)), addresses: addresses)
+        try self.init(peerID: peerID, id: id, secret: secret, expires: Date(timeIntervalSince1970: TimeInterval(seconds)), addresses: addresses)
     }
 
     /// What a link's text may hold (after upper-casing).
@@ -192,13 +207,8 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
 
     // MARK: What the secret yields (README, "Invitations: the protocol")
 
-    /// Names the invitation to the inviter without revealing the secret: the first 16 bytes
-    /// of SHA-256("nearby invitation handle 1" ‖ secret), as 32 lower-case hex digits.
-    public var handle: String { Self.handle(secret: secret) }
-
-    static func handle(secret: [UInt8]) -> String {
-        hexString(Array(sha256(Array("nearby invitation handle 1".utf8) + secret).prefix(16)))
-    }
+    /// Names the invitation to the inviter: its ID as in the link (8 characters).
+    public var handle: String { Base32.encode(id) }
 
     /// The invitee's proof that it holds the secret, bound to both keys of this TLS session and
     /// to the inviter's fresh challenge: HMAC-SHA-256 with the secret as key over

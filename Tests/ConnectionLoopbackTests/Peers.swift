@@ -70,12 +70,18 @@ final class EchoServer: Sendable {
     private let rejections: AsyncStream<PeerListener.Rejection>
     /// The pairings the listener reported.
     let pairings: AsyncStream<PairingResult>
+    /// What happened to each attempt at one of the listener's invitations.
+    let invitations: AsyncStream<InvitationAttempt>
     private let task: Task<Void, Never>
 
     init(
-        _ configuration: PeerConnectionConfiguration, accept: PeerListener.AcceptPolicy = .trusted, pairing: PeerListener.PairingOffer? = nil
+        _ configuration: PeerConnectionConfiguration, accept: PeerListener.AcceptPolicy = .trusted, pairing: PeerListener.PairingOffer? = nil,
+        invitations: PeerListener.InvitationOffer? = nil
     ) async throws {
-        listener = try await PeerListener.listen(host: "127.0.0.1", port: 0, configuration: configuration, accept: accept, pairing: pairing)
+        listener = try await PeerListener.listen(
+            host: "127.0.0.1", port: 0, configuration: configuration, accept: accept, pairing: pairing, invitations: invitations)
+        let (invitations, invited) = AsyncStream.makeStream(of: InvitationAttempt.self)
+        self.invitations = invitations
         let (rejections, continuation) = AsyncStream.makeStream(of: PeerListener.Rejection.self)
         let (pairings, paired) = AsyncStream.makeStream(of: PairingResult.self)
         self.rejections = rejections
@@ -90,11 +96,14 @@ final class EchoServer: Sendable {
                         group.addTask { await EchoServer.serve(connection) }
                     case .paired(let result):
                         paired.yield(result)
+                    case .invitation(let attempt):
+                        invited.yield(attempt)
                     }
                 }
             }
             continuation.finish()
             paired.finish()
+            invited.finish()
         }
     }
 
