@@ -173,7 +173,7 @@ public final class ConnectionBroker: Sendable {
         return ConnectionBroker(loop: loop, events: events, advertisedName: advertisedName, port: port)
     }
 
-    /// Makes an invitation to this broker's listener (see ``PeerListener/invite(ttl:uses:addresses:)``).
+    /// Makes an invitation to this broker's listener (see `PeerListener.invite(ttl:uses:addresses:)`).
     /// - Throws: ``BrokerError`` (`startFailed`) when the broker does not listen or takes no invitations.
     public func invite(ttl: Duration = .seconds(600), uses: Int = 1, addresses: [InvitationLink.Address]? = nil) async throws(BrokerError) -> InvitationLink {
         guard let listener = await loop.listener else { throw BrokerError(.startFailed, "this broker does not listen (advertises is off), so it cannot be invited to") }

@@ -74,7 +74,7 @@ final class InvitationDesk: Sendable {
     }
 }
 
-/// Invitations on one connection: the connecting side uses one (``PeerConnection/accept(_:configuration:store:)``),
+/// Invitations on one connection: the connecting side uses one (``PeerConnection/accept(_:configuration:store:now:)``),
 /// the accepting side takes them (a listener with an ``PeerListener/InvitationOffer``).
 struct InvitationSetup: Sendable {
     enum Side: Sendable {

@@ -12,7 +12,7 @@ public import PeerTrust
 /// ```
 ///
 /// - `1`: the version of the invitation protocol (README, "Invitations: the protocol").
-/// - peer ID: the inviter's, 54 characters without dashes (``PeerID``, check characters included).
+/// - peer ID: the inviter's, 54 characters without dashes (`PeerID`, check characters included).
 /// - invitation ID: 5 random bytes in Crockford's base32 (8 characters): names the invitation
 ///   to the inviter, so that wrong proofs count against it whatever secret they were made with.
 /// - secret: 16 random bytes in the same base32 (26 characters, the alphabet of peer IDs).

@@ -273,9 +273,10 @@ public final class PeerListener: Sendable {
     /// The addresses an invitation to this machine carries by default: every IPv4 and IPv6
     /// address of every running interface that another host can reach (not loopback, not
     /// link-local: a link-local address needs the invitee's interface name), up to four of
-    /// each, then this machine's `.local` name (answered by a responder on the link, if any).
-    /// Only loopback addresses when there is nothing else.
-    public static func localAddresses(port: Int) -> [InvitationLink.Address] {
+    /// each, then this machine's `.local` name (`hostLabel`, default the machine's host name;
+    /// answered by a responder on the link, if any). Only loopback addresses when there is
+    /// nothing else.
+    public static func localAddresses(port: Int, hostLabel: String? = nil) -> [InvitationLink.Address] {
         var v4: [InvitationLink.Address] = [], v6: [InvitationLink.Address] = [], loopback: [InvitationLink.Address] = []
         for entry in NetworkPlatform.interfaceAddresses() where entry.isRunning {
             let bytes = entry.address
@@ -294,7 +295,7 @@ public final class PeerListener: Sendable {
         }
         var found = v4 + v6
         if found.isEmpty { found = Array(loopback.prefix(1)) }
-        if let label = NetworkPlatform.hostLabel(), let local = try? InvitationLink.Address(host: label + ".local", port: port) {
+        if let label = hostLabel ?? NetworkPlatform.hostLabel(), let local = try? InvitationLink.Address(host: label + ".local", port: port) {
             found.append(local)
         }
         return found

@@ -183,7 +183,7 @@ struct Serve: AsyncParsableCommand {
             text: "Listening on port \(listener.port) as \"\(advertisedName)\" (\(type))\(peerID.isEmpty ? ", insecure" : ", peer ID \(peerID)")")
         if invite {
             do {
-                let addresses = PeerListener.localAddresses(port: listener.port) + (try invitation.extraAddresses(port: listener.port))
+                let addresses = PeerListener.localAddresses(port: listener.port, hostLabel: host) + (try invitation.extraAddresses(port: listener.port))
                 let link = try listener.invite(ttl: invitation.ttlDuration, uses: invitation.uses, addresses: addresses)
                 try invitation.show(link, name: configuration.identity?.displayName ?? advertisedName, json: json)
             } catch {
@@ -286,7 +286,7 @@ struct Serve: AsyncParsableCommand {
             text: "Listening on port \(broker.port ?? 0) as \"\(advertised)\" (\(type)), peer ID \(peerID); inviting peers")
         if invite, let port = broker.port {
             do {
-                let addresses = PeerListener.localAddresses(port: port) + (try invitation.extraAddresses(port: port))
+                let addresses = PeerListener.localAddresses(port: port, hostLabel: host) + (try invitation.extraAddresses(port: port))
                 let link = try await broker.invite(ttl: invitation.ttlDuration, uses: invitation.uses, addresses: addresses)
                 try invitation.show(link, name: configuration.identity?.displayName ?? advertised, json: json)
             } catch {
