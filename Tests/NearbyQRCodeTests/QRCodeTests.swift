@@ -151,6 +151,15 @@ struct QRCodeTests {
         #expect(try zbarRead(code.png()) == link)
     }
 
+    @Test("a real invitation link (from the demo: two addresses and a .local name) comes back from zbarimg byte for byte")
+    func realLink() throws {
+        let link =
+            "NEARBY:1/DNNZR6W8G9ZPPY4GT7FMG9E2DKPBZDDVDCHY00PCCF6HG05RYFE1G3/K5M6CVDE/S6H57Y6Q5CE3XG15S4TRZ4KWQR/1795550392/198.18.1.1:9200/FD6E:6272:1::1:9200/BUILD-BOX.LOCAL:9200"
+        let code = try QRCode(encoding: link, correction: .medium)
+        #expect(code.version <= 7)
+        #expect(try zbarRead(code.png()) == link)
+    }
+
     @Test("a large PNG, its image data in several stored deflate blocks, is read back too")
     func pngManyBlocks() throws {
         let text = "https://example.org/invite?peer=lower-case+bytes&secret=0123456789abcdef"
