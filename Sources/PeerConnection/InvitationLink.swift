@@ -181,18 +181,21 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
             throw PeerConnectionError(.invalidInput, "this invitation's peer ID is damaged: \(error.message)")
         }
         guard fields[2].count == 8, let id = Base32.decode(fields[2], count: Self.idSize) else {
-            throw PeerConnectionError(.invalidInput, "this invitation's ID is damaged (8 characters of 0-9 A-Z expected)")
+            throw PeerConnectionError(.invalidInput, "this invitation's ID is damaged (8 characters of 0-9 and A-Z without I, L, O, U expected)")
         }
         guard fields[3].count == 26, let secret = Base32.decode(fields[3], count: Self.secretSize) else {
-            throw PeerConnectionError(.invalidInput, "this invitation's secret is damaged (26 characters of 0-9 A-Z expected)")
+            throw PeerConnectionError(.invalidInput, "this invitation's secret is damaged (26 characters of 0-9 and A-Z without I, L, O, U expected, ending in a character that carries no stray bits)")
         }
         guard let seconds = Int64(fields[4]), seconds > 0, seconds < 1 << 40 else {
             throw PeerConnectionError(.invalidInput, "this invitation's expiry \"\(fields[4])\" is not a time (seconds since 1970)")
         }
         var addresses: [Address] = []
         for field in fields[5...] {
+            guard let colon = field.lastIndex(of: ":"), let port = Int(field[field.index(after: colon)...]) else {
+                throw PeerConnectionError(.invalidInput, "this invitation's address \"\(field)\" is damaged: it has no port after its last ':'")
+            }
             do {
-                addresses.append(try Address(parsing: field))
+                addresses.append(try Address(host: String(field[..<colon]), port: port))
             } catch {
                 throw PeerConnectionError(.invalidInput, "this invitation's address \"\(field)\" is damaged: \(error.message)")
             }

@@ -10,7 +10,7 @@ public struct PeerConnectionError: Error, Hashable, Sendable, CustomStringConver
     public var message: String
     /// With `untrusted`: every reason our trust policy gave.
     public var reasons: [TrustReason]
-    /// With `remote`: the error the peer answered with.
+    /// With `remote`: the error the peer answered with; with `invitation`: the inviter's refusal (`data.reason` its kind), when it gave one.
     public var remoteError: JSONRPCError?
 
     public init(_ code: Code, _ message: String, reasons: [TrustReason] = []) {

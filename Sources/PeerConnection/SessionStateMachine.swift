@@ -697,7 +697,8 @@ struct SessionStateMachine: Sendable {
                 // else that goes wrong on its side (a malformed message, time) is a failed handshake.
                 var accepting = false
                 if case .inviting(_, let handshake) = phase { accepting = handshake.role == .accepting }
-                failOpening(accepting && refusal == nil ? .handshake : .invitation, reason, into: &out)
+                let remote = accepting ? nil : refusal.map { InvitationExchange.error(InvitationRefusal($0, reason)) }
+                failOpening(accepting && refusal == nil ? .handshake : .invitation, reason, remote: remote, into: &out)
             }
         }
     }
@@ -745,8 +746,10 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The opening failed: what was written goes out, the session ends, and the peer is told why.
-    private mutating func failOpening(_ code: PeerConnectionError.Code, _ reason: String, into out: inout [Action]) {
-        settleOpening(.failure(PeerConnectionError(code, reason)), into: &out)
+    private mutating func failOpening(_ code: PeerConnectionError.Code, _ reason: String, remote: JSONRPCError? = nil, into out: inout [Action]) {
+        var error = PeerConnectionError(code, reason)
+        error.remoteError = remote
+        settleOpening(.failure(error), into: &out)
         out.append(.flush)
         finish(ConnectionEnd(.openingFailed, reason, closeCode: .policyViolation, byPeer: false), into: &out)
         out.append(.close(.policyViolation, reason: reason))

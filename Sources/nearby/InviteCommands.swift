@@ -171,20 +171,29 @@ struct InviteCommand: AsyncParsableCommand {
         }
         try invitation.show(link, name: name, json: json)
         if !json { status("Waiting for it to be used (Ctrl-C revokes it)...") }
-        let used = await Self.serveUntilOver(listener, json: json)
+        let accepted = Counter()
+        // SIGINT or SIGTERM: the invitation is revoked (it lives in this process only).
+        let over = await Self.serveUntilOver(listener, accepted: accepted, json: json)
         await listener.close()
-        let reason = used > 0 ? "used" : link.hasExpired() ? "expired" : "void"
-        printEvent(
-            json, [("event", .string("invitationOver")), ("reason", .string(reason)), ("uses", .number(Double(used)))],
-            text: used > 0 ? "The invitation is used up." : reason == "expired" ? "The invitation expired unused." : "The invitation is void: too many wrong proofs.")
+        let used = accepted.value
+        let reason = !over ? "revoked" : used >= invitation.uses ? "usedUp" : link.hasExpired() ? "expired" : "void"
+        let text =
+            switch reason {
+            case "revoked": "The invitation is revoked (stopped)\(used > 0 ? " after \(used) use\(used == 1 ? "" : "s")" : ", unused")."
+            case "usedUp": "The invitation is used up."
+            case "expired": used > 0 ? "The invitation expired after \(used) of \(invitation.uses) uses." : "The invitation expired unused."
+            default: "The invitation is void: too many wrong proofs."
+            }
+        printEvent(json, [("event", .string("invitationOver")), ("reason", .string(reason)), ("uses", .number(Double(used)))], text: text)
         if used == 0 { throw ExitCode(1) }
     }
 
     /// Reports attempts and serves admitted connections until every invitation is over and
-    /// no connection is open; returns how many invitees got in.
-    static func serveUntilOver(_ listener: PeerListener, json: Bool) async -> Int {
-        let accepted = Counter()
-        await withTaskGroup(of: Void.self) { group in
+    /// no connection is open (true), or until SIGINT or SIGTERM (false), counting the invitees
+    /// that got in.
+    static func serveUntilOver(_ listener: PeerListener, accepted: Counter, json: Bool) async -> Bool {
+        let signals = terminations()
+        return await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await withDiscardingTaskGroup { connections in
                     for await event in listener.events {
@@ -202,18 +211,28 @@ struct InviteCommand: AsyncParsableCommand {
                         }
                     }
                 }
+                return true
+            }
+            group.addTask {
+                for await _ in signals {
+                    // Revoked: the listener closes its connections, so every serving child ends.
+                    await listener.close()
+                    return false
+                }
+                return true
             }
             // The end: nothing left to use and nobody connected (checked a few times a second).
             group.addTask {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(200))
-                    if listener.invitationsAreOver, listener.connections.isEmpty { return }
+                    if listener.invitationsAreOver, listener.connections.isEmpty { return true }
                 }
+                return true
             }
-            await group.next()
+            let over = await group.next() ?? true
             group.cancelAll()
+            return over
         }
-        return accepted.value
     }
 }
 
@@ -272,7 +291,7 @@ struct AcceptCommand: AsyncParsableCommand {
         do { invitation = try InvitationLink(parsing: link) } catch { throw ValidationError(error.message) }
         var configuration = try channel.configuration(state: state, trust: try TrustOptions.parse([]), json: json, logger: output.logger("nearby.invite"))
         configuration.setupTimeout = .milliseconds(Int64(timeout * 1000))
-        if !json { status("Accepting the invitation of \(invitation.peerID.short) (trying \(invitation.addresses.map(\.description).joined(separator: ", ")))...") }
+        if !json, !invitation.hasExpired() { status("Accepting the invitation of \(invitation.peerID.short) (trying \(invitation.addresses.map(\.description).joined(separator: ", ")))...") }
         let connection: PeerConnection
         do {
             connection = try await PeerConnection.accept(invitation, configuration: configuration, store: state.trust)
@@ -280,7 +299,7 @@ struct AcceptCommand: AsyncParsableCommand {
             if error.code == .invalidInput { throw ValidationError(error.message) }
             if json {
                 printLine(JSONText.object([
-                    ("event", .string("invitationRefused")), ("reason", .string(error.code.description)), ("message", .string(error.description)),
+                    ("event", .string("invitationRefused")), ("reason", .string(Self.reason(error))), ("message", .string(error.description)),
                 ]))
             } else {
                 status("nearby: the invitation did not work: \(error.description)")
@@ -297,5 +316,15 @@ struct AcceptCommand: AsyncParsableCommand {
         } else {
             _ = await connection.close(code: .normal, reason: "done")
         }
+    }
+
+    /// The refusal's kind for programs: the inviter's (`expired`, `usedUp`, `void`, `wrongProof`,
+    /// `unknown`, `notOffered`), else `expired` (checked here), `unreachable` or `notTheInviter`.
+    static func reason(_ error: PeerConnectionError) -> String {
+        if let kind = error.remoteError?.data?["reason"]?.stringValue { return kind }
+        if error.code == .untrusted { return "notTheInviter" }
+        if error.code == .invitation, error.message.hasPrefix("this invitation expired") { return "expired" }
+        if error.code == .invitation, error.message.hasPrefix("no address of the invitation answered") { return "unreachable" }
+        return error.code.description
     }
 }

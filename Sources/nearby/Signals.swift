@@ -72,3 +72,18 @@ func untilTermination<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @
         return await group.next()
     }
 }
+
+/// Each SIGINT or SIGTERM, as an element (for a task group whose work may also end by itself:
+/// iterating it ends when the task is cancelled, unlike ``waitForTermination(timeout:)``).
+func terminations() -> AsyncStream<Void> {
+    let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    let queue = DispatchQueue(label: "nearby.terminations")
+    for number in [SIGINT, SIGTERM] {
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+        source.setEventHandler { continuation.yield() }
+        source.resume()
+        Signals.keep(source)
+    }
+    return stream
+}

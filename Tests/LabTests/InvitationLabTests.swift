@@ -199,6 +199,7 @@ struct InvitationLabTests {
             let refused = try await accept(lab, link, state: second.directory)
             #expect(refused.status == 1, "\(refused.output)")
             #expect(refusal(refused.output).contains("this invitation was already used (it allowed 1 use)"), "\(refused.output)")
+            #expect(event("invitationRefused", in: refused.output)?["reason"] as? String == "usedUp", "\(refused.output)")
             let said = try await serving.waitForLine(containing: "\"usedUp\"", timeout: .seconds(10))
             #expect(said.contains(second.peerID), "\(said)")
         }
@@ -289,6 +290,7 @@ struct InvitationLabTests {
             let void = try await accept(lab, link, state: client.directory)
             #expect(void.status == 1, "\(void.output)")
             #expect(refusal(void.output).contains("this invitation is void: 3 wrong proofs were tried with it"), "\(void.output)")
+            #expect(event("invitationRefused", in: void.output)?["reason"] as? String == "void", "\(void.output)")
             _ = try await serving.waitForLine(containing: "\"void\"", timeout: .seconds(10))
             #expect(serving.output.components(separatedBy: "\"wrongProof\"").count - 1 == 3, "\(serving.output)")
         }
