@@ -115,7 +115,7 @@ struct NetworkShapeLabTests {
     private func restoreIPv4(_ lab: Lab) async throws {
         for (host, address) in [("h1", "198.18.1.1/24"), ("h2", "198.18.1.2/24")] {
             try await lab.run(["exec", host, "--", "ip", "addr", "add", address, "dev", "lan1"])
-            try await lab.run(["exec", host, "--", "ip", "route", "replace", "224.0.0.0/4", "dev", "lan1"])
+            try await lab.restoreRoutes(host)
         }
     }
 
@@ -169,7 +169,7 @@ struct NetworkShapeLabTests {
             #expect(ContinuousClock.now - start <= .seconds(5))
             // …and when it comes back, the service is found again.
             try await lab.run(["exec", "h2", "--", "ip", "link", "set", "lan1", "up"])
-            try await lab.run(["exec", "h2", "--", "ip", "route", "replace", "224.0.0.0/4", "dev", "lan1"])
+            try await lab.restoreRoutes("h2")
             let before = browser.output.components(separatedBy: "\"found\"").count
             start = ContinuousClock.now
             while browser.output.components(separatedBy: "\"found\"").count == before {

@@ -19,12 +19,14 @@ struct InvitationLabTests {
     let pairs = PairingLabTests()
 
     /// Tools/test's lab: h1..h4 on LAN 1, h5 the router, h6 alone on LAN 2.
-    func routerLab() throws -> Lab {
+    func routerLab() async throws -> Lab {
         let lab = try Lab.require(hosts: 6)
         let environment = ProcessInfo.processInfo.environment
         guard environment["NEARBY_LAB_ROUTER"] == "h5", environment["NEARBY_LAB_LAN2_HOSTS"] == "5,6" else {
             throw LabError("invitation tests need Tools/test's lab: h6 alone on LAN 2 behind the router h5 (NEARBY_LAB_ROUTER=h5)")
         }
+        // Earlier tests reset links and addresses, which takes their routes with them.
+        for host in ["h1", "h2", "h3", "h4"] { try await lab.restoreRoutes(host) }
         return lab
     }
 
@@ -114,7 +116,7 @@ struct InvitationLabTests {
 
     @Test("nearby invite in h1, nearby accept in h6 behind the router: both pin each other, and connect --host works under the pins where browse finds nothing")
     func inviteAcrossTheRouter() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let client = try await helpers.identity(lab, "Laptop")
         let (inviting, link) = try await inviter(lab, ["invite", "--state-dir", server.directory])
@@ -157,7 +159,7 @@ struct InvitationLabTests {
 
     @Test("serve --invite keeps serving: the invitee's next connect --host gets in at once (the pin applies live), and accepting again uses nothing")
     func serveInviteAppliesLive() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let client = try await helpers.identity(lab, "Laptop")
         let (serving, link) = try await inviter(
@@ -188,7 +190,7 @@ struct InvitationLabTests {
 
     @Test("a used link is refused to the next peer, who pins nothing")
     func usedUp() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let first = try await helpers.identity(lab, "Laptop")
         let second = try await helpers.identity(lab, "Latecomer")
@@ -209,7 +211,7 @@ struct InvitationLabTests {
 
     @Test("an expired link is refused by the invitee before it dials, and by the inviter when dialed anyway; nearby invite ends with 1")
     func expired() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let client = try await helpers.identity(lab, "Laptop")
         let pythonIdentity = try Lab.temporaryDirectory().path
@@ -238,7 +240,7 @@ struct InvitationLabTests {
 
     @Test("a stopped inviter revokes its link (nothing answers), and one restarted since does not know it")
     func revoked() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let client = try await helpers.identity(lab, "Laptop")
         let (inviting, link) = try await inviter(lab, ["invite", "--state-dir", server.directory])
@@ -267,7 +269,7 @@ struct InvitationLabTests {
 
     @Test("a changed secret is a wrong proof; after 3 the right link is refused as void")
     func wrongProofsMakeItVoid() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let client = try await helpers.identity(lab, "Guesser")
         let (serving, link) = try await inviter(
@@ -300,7 +302,7 @@ struct InvitationLabTests {
 
     @Test("another server at the link's address, or a link whose peer ID was changed: refused in the TLS handshake, nothing sent, nothing pinned")
     func notTheInviter() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let other = try await helpers.identity(lab, "Other Box")
         let client = try await helpers.identity(lab, "Laptop")
@@ -333,7 +335,7 @@ struct InvitationLabTests {
 
     @Test("a proof recorded in one session is refused in another (another challenge)")
     func replayedProof() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let identity = try Lab.temporaryDirectory().path
         let proof = try Lab.temporaryDirectory().appendingPathComponent("proof.json").path
@@ -356,7 +358,7 @@ struct InvitationLabTests {
 
     @Test("a link that does not parse: exit 2, naming what is wrong")
     func malformed() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let state = try Lab.temporaryDirectory().path
         let good = "NEARBY:1/WNZ8DDC9NK6RA936FT1HW338J2MQNKFHJM6MD5RJC3JTVF33GD7H0B/GFR7MKQP/PQQJBNWXCFNN3BDDZ93MKHT59M/1795553335/198.18.1.1:9099"
         let cases = [
@@ -374,7 +376,7 @@ struct InvitationLabTests {
 
     @Test("the Python invitee, written from README's protocol alone, accepts nearby invite from h6 and is pinned under the peer ID it computed")
     func pythonInvitee() async throws {
-        let lab = try routerLab()
+        let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")
         let identity = try Lab.temporaryDirectory().path
         let (inviting, link) = try await inviter(lab, ["invite", "--state-dir", server.directory])

@@ -52,6 +52,18 @@ struct Lab: Sendable {
         return output
     }
 
+    /// Puts back the routes a LAN 1 host loses when its link or addresses are reset: multicast
+    /// on lan1 and, in a lab with a router (Tools/test's), the way to LAN 2 through it.
+    func restoreRoutes(_ host: String) async throws {
+        try await run(["exec", host, "--", "ip", "route", "replace", "224.0.0.0/4", "dev", "lan1"])
+        let router = ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] ?? ""
+        guard let number = Int(router.dropFirst()), router.hasPrefix("h"), router != host, let own = Int(host.dropFirst()) else { return }
+        // A link taken down loses its IPv6 addresses too; the route needs ours back first.
+        try await run(["exec", host, "--", "ip", "-6", "addr", "replace", "fd6e:6272:1::\(own)/64", "dev", "lan1", "nodad"])
+        try await run(["exec", host, "--", "ip", "route", "replace", "198.18.2.0/24", "via", "198.18.1.\(number)"])
+        try await run(["exec", host, "--", "ip", "-6", "route", "replace", "fd6e:6272:2::/64", "via", "fd6e:6272:1::\(number)"])
+    }
+
     /// Runs `body` with avahi-daemon running in `hosts`, and stops the daemons afterwards
     /// (also when `body` throws), so the next test finds the hosts clean.
     func withAvahi(in hosts: [String], _ body: () async throws -> Void) async throws {
