@@ -258,10 +258,10 @@ struct InvitationExchange: Sendable {
             return [.send(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, "an invitation is already being used on this connection")))]
         }
         deadline = now + timeout
-        guard let text = params?["invitation"]?.stringValue, text.count == 8, let bytes = Base32.decode(text, count: InvitationLink.idSize) else {
+        guard let text = params?["invitation"]?.stringValue, text.count == 8, let bytes = CrockfordBase32.decode(text, count: InvitationLink.idSize) else {
             return fail(id: id, JSONRPCError(JSONRPCError.invalidParams, "invitation/open needs \"invitation\": the invitation ID, 8 characters of 0-9 A-Z"), nil)
         }
-        let handle = Base32.encode(bytes)
+        let handle = CrockfordBase32.encode(bytes)
         if trusted {
             return succeed(answering: id, .object(["trusted": .bool(true)]), used: false, handle: handle)
         }

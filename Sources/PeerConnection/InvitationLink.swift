@@ -1,4 +1,5 @@
 public import Foundation
+import NearbyBasics
 public import PeerTrust
 
 /// An invitation to connect to one peer, as one line of text: the inviter's peer ID (so the
@@ -139,7 +140,7 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     /// The link as one line.
     public var text: String {
         let peer = peerID.description.filter { $0 != "-" }
-        let fields = ["NEARBY:\(version)", peer, Base32.encode(id), Base32.encode(secret), String(Int64(expires.timeIntervalSince1970))]
+        let fields = ["NEARBY:\(version)", peer, CrockfordBase32.encode(id), CrockfordBase32.encode(secret), String(Int64(expires.timeIntervalSince1970))]
             + addresses.map(\.linkText)
         return fields.joined(separator: "/")
     }
@@ -180,10 +181,10 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
         } catch {
             throw PeerConnectionError(.invalidInput, "this invitation's peer ID is damaged: \(error.message)")
         }
-        guard fields[2].count == 8, let id = Base32.decode(fields[2], count: Self.idSize) else {
+        guard fields[2].count == 8, let id = CrockfordBase32.decode(fields[2], count: Self.idSize) else {
             throw PeerConnectionError(.invalidInput, "this invitation's ID is damaged (8 characters of 0-9 and A-Z without I, L, O, U expected)")
         }
-        guard fields[3].count == 26, let secret = Base32.decode(fields[3], count: Self.secretSize) else {
+        guard fields[3].count == 26, let secret = CrockfordBase32.decode(fields[3], count: Self.secretSize) else {
             throw PeerConnectionError(.invalidInput, "this invitation's secret is damaged (26 characters of 0-9 and A-Z without I, L, O, U expected, ending in a character that carries no stray bits)")
         }
         guard let seconds = Int64(fields[4]), seconds > 0, seconds < 1 << 40 else {
@@ -211,7 +212,7 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     // MARK: What the secret yields (README, "Invitations: the protocol")
 
     /// Names the invitation to the inviter: its ID as in the link (8 characters).
-    public var handle: String { Base32.encode(id) }
+    public var handle: String { CrockfordBase32.encode(id) }
 
     /// The invitee's proof that it holds the secret, bound to both keys of this TLS session and
     /// to the inviter's fresh challenge: HMAC-SHA-256 with the secret as key over
@@ -222,48 +223,4 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
 
     /// Size of the inviter's challenge, in bytes.
     static let challengeSize = 32
-}
-
-/// Crockford's base32 (the alphabet of peer IDs: digits, then A-Z without I, L, O, U), most
-/// significant bit first, unpadded.
-enum Base32 {
-    static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".unicodeScalars)
-
-    static func encode(_ bytes: [UInt8]) -> String {
-        var text = String.UnicodeScalarView()
-        var buffer = 0, bits = 0
-        for byte in bytes {
-            buffer = (buffer << 8 | Int(byte)) & 0xFFFF
-            bits += 8
-            while bits >= 5 {
-                bits -= 5
-                text.append(alphabet[(buffer >> bits) & 31])
-            }
-        }
-        if bits > 0 { text.append(alphabet[(buffer << (5 - bits)) & 31]) }
-        return String(text)
-    }
-
-    /// Exactly `count` bytes, or nil (a character outside the alphabet, the wrong length, or stray bits at the end).
-    static func decode(_ text: String, count: Int) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var buffer = 0, bits = 0
-        for scalar in text.uppercased().unicodeScalars {
-            let normalized: Unicode.Scalar =
-                switch scalar {
-                case "O": "0"
-                case "I", "L": "1"
-                default: scalar
-                }
-            guard let value = alphabet.firstIndex(of: normalized) else { return nil }
-            buffer = (buffer << 5 | value) & 0xFFFF
-            bits += 5
-            if bits >= 8 {
-                bits -= 8
-                bytes.append(UInt8((buffer >> bits) & 0xFF))
-            }
-        }
-        guard bytes.count == count, bits < 5, buffer & ((1 << bits) - 1) == 0 else { return nil }
-        return bytes
-    }
 }

@@ -1,3 +1,5 @@
+import NearbyBasics
+
 /// Who a peer is: the SHA-256 of its certificate's SubjectPublicKeyInfo (DER). Anyone holding
 /// the certificate can check it, so a peer ID cannot be claimed without the key.
 ///
@@ -112,35 +114,12 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible, L
     // MARK: base32 and the check characters
 
     static func base32(_ bytes: [UInt8]) -> [Character] {
-        var characters: [Character] = []
-        var buffer = 0, bits = 0
-        for byte in bytes {
-            buffer = buffer << 8 | Int(byte)
-            bits += 8
-            while bits >= 5 {
-                bits -= 5
-                characters.append(alphabet[(buffer >> bits) & 31])
-            }
-        }
-        if bits > 0 { characters.append(alphabet[(buffer << (5 - bits)) & 31]) }
-        return characters
+        Array(CrockfordBase32.encode(bytes))
     }
 
+    /// 32 bytes from 52 characters (the last carries 4 zero bits), or nil.
     static func unbase32(_ characters: [Character]) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var buffer = 0, bits = 0
-        for character in characters {
-            guard let value = alphabet.firstIndex(of: character) else { return nil }
-            buffer = (buffer << 5 | value) & 0xFFFF
-            bits += 5
-            if bits >= 8 {
-                bits -= 8
-                bytes.append(UInt8((buffer >> bits) & 0xFF))
-            }
-        }
-        // 52 characters carry 260 bits: the last 4 must be zero.
-        guard bytes.count == 32, buffer & ((1 << bits) - 1) == 0 else { return nil }
-        return bytes
+        CrockfordBase32.decode(String(characters), count: 32)
     }
 
     /// Luhn mod 32 over the alphabet: catches any single wrong character and most swaps of

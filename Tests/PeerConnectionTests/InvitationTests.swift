@@ -232,7 +232,7 @@ struct InvitationTests {
             return nil
         }
         #expect(sent.count == 4)
-        #expect(!sent.contains { $0.contains(hexString(Self.secret)) || $0.contains(Base32.encode(Self.secret)) })
+        #expect(!sent.contains { $0.contains(hexString(Self.secret)) || $0.contains(CrockfordBase32.encode(Self.secret)) })
         #expect(book.check(link.handle, at: Self.now)?.kind == .usedUp)
     }
 
