@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NearbyBasics
 import NearbyQRCode
 import PeerConnection
 import PeerTrust
@@ -171,11 +172,11 @@ struct InviteCommand: AsyncParsableCommand {
         }
         try invitation.show(link, name: name, json: json)
         if !json { status("Waiting for it to be used (Ctrl-C revokes it)...") }
-        let accepted = Counter()
+        let accepted = Locked(0)
         // SIGINT or SIGTERM: the invitation is revoked (it lives in this process only).
         let over = await Self.serveUntilOver(listener, accepted: accepted, json: json)
         await listener.close()
-        let used = accepted.value
+        let used = accepted.withLockedValue { $0 }
         let reason = !over ? "revoked" : used >= invitation.uses ? "usedUp" : link.hasExpired() ? "expired" : "void"
         let text =
             switch reason {
@@ -191,7 +192,7 @@ struct InviteCommand: AsyncParsableCommand {
     /// Reports attempts and serves admitted connections until every invitation is over and
     /// no connection is open (true), or until SIGINT or SIGTERM (false), counting the invitees
     /// that got in.
-    static func serveUntilOver(_ listener: PeerListener, accepted: Counter, json: Bool) async -> Bool {
+    static func serveUntilOver(_ listener: PeerListener, accepted: Locked<Int>, json: Bool) async -> Bool {
         let signals = terminations()
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask {
@@ -199,7 +200,7 @@ struct InviteCommand: AsyncParsableCommand {
                     for await event in listener.events {
                         switch event {
                         case .invitation(let attempt):
-                            if case .accepted(_, false) = attempt.outcome { accepted.add() }
+                            if case .accepted(_, false) = attempt.outcome { accepted.withLockedValue { $0 += 1 } }
                             printInvitationAttempt(json, attempt)
                         case .connected(let connection):
                             printConnected(json, connection)
@@ -234,14 +235,6 @@ struct InviteCommand: AsyncParsableCommand {
             return over
         }
     }
-}
-
-/// A count shared by tasks.
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func add() { lock.withLock { count += 1 } }
-    var value: Int { lock.withLock { count } }
 }
 
 struct AcceptCommand: AsyncParsableCommand {
