@@ -210,6 +210,18 @@ struct WireReader {
             case .cname: return .cname(target)
             default: return .ns(target)
             }
+        case .soa:
+            let (primary, primaryEnd) = try readName(at: start, limit: end)
+            let (mailbox, mailboxEnd) = try readName(at: primaryEnd, limit: end)
+            guard mailboxEnd + 20 == end else {
+                throw DNSWireError(
+                    .badRecordData, "SOA data must end with five 32-bit numbers, 20 bytes; \(end - mailboxEnd) remain",
+                    at: mailboxEnd)
+            }
+            return .soa(
+                SOAData(
+                    primary: primary, mailbox: mailbox, serial: uint32(mailboxEnd), refresh: uint32(mailboxEnd + 4),
+                    retry: uint32(mailboxEnd + 8), expire: uint32(mailboxEnd + 12), minimum: uint32(mailboxEnd + 16)))
         case .srv:
             guard length >= 7 else {
                 throw DNSWireError(

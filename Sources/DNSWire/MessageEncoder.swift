@@ -249,6 +249,10 @@ struct WireWriter {
             }
         case .ptr(let target), .cname(let target), .ns(let target):
             write(target)
+        case .soa(let soa):
+            write(soa.primary)
+            write(soa.mailbox)
+            for value in [soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum] { appendUInt32(value) }
         case .srv(let srv):
             appendUInt16(srv.priority)
             appendUInt16(srv.weight)

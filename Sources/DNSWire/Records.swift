@@ -8,6 +8,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, Comparable, Cust
     public static let a = RecordType(1)
     public static let ns = RecordType(2)
     public static let cname = RecordType(5)
+    public static let soa = RecordType(6)
     public static let ptr = RecordType(12)
     public static let hinfo = RecordType(13)
     public static let txt = RecordType(16)
@@ -15,6 +16,8 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, Comparable, Cust
     public static let srv = RecordType(33)
     public static let opt = RecordType(41)
     public static let nsec = RecordType(47)
+    /// A transaction signature (RFC 8945), the last record of a signed message.
+    public static let tsig = RecordType(250)
     /// Only in questions: every type.
     public static let any = RecordType(255)
 
@@ -23,6 +26,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, Comparable, Cust
         case .a: "A"
         case .ns: "NS"
         case .cname: "CNAME"
+        case .soa: "SOA"
         case .ptr: "PTR"
         case .hinfo: "HINFO"
         case .txt: "TXT"
@@ -30,6 +34,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, Comparable, Cust
         case .srv: "SRV"
         case .opt: "OPT"
         case .nsec: "NSEC"
+        case .tsig: "TSIG"
         case .any: "ANY"
         default: "TYPE\(rawValue)"  // RFC 3597 §5
         }
@@ -47,12 +52,15 @@ public struct RecordClass: RawRepresentable, Hashable, Sendable, CustomStringCon
 
     /// IN, the only class mDNS uses.
     public static let internet = RecordClass(1)
-    /// Only in questions: every class.
+    /// In DNS UPDATE (RFC 2136 §2.4, §2.5): "this record must not exist" or "delete this record".
+    public static let none = RecordClass(254)
+    /// Only in questions, and in DNS UPDATE's "any record" prerequisites and deletions: every class.
     public static let any = RecordClass(255)
 
     public var description: String {
         switch self {
         case .internet: "IN"
+        case .none: "NONE"
         case .any: "ANY"
         default: "CLASS\(rawValue)"
         }
@@ -72,6 +80,34 @@ public struct SRVData: Hashable, Sendable {
         self.weight = weight
         self.port = port
         self.target = target
+    }
+}
+
+/// SOA record data (RFC 1035 §3.3.13): who is the primary of a zone, and its timers. The last
+/// field, ``minimum``, is the TTL of negative answers (RFC 2308 §4).
+public struct SOAData: Hashable, Sendable {
+    /// The primary name server (MNAME), where DNS UPDATEs go when nothing says otherwise
+    /// (RFC 2136 §4).
+    public var primary: DomainName
+    /// The mailbox of whoever runs the zone (RNAME), as a name.
+    public var mailbox: DomainName
+    public var serial: UInt32
+    public var refresh: UInt32
+    public var retry: UInt32
+    public var expire: UInt32
+    public var minimum: UInt32
+
+    public init(
+        primary: DomainName, mailbox: DomainName, serial: UInt32, refresh: UInt32, retry: UInt32, expire: UInt32,
+        minimum: UInt32
+    ) {
+        self.primary = primary
+        self.mailbox = mailbox
+        self.serial = serial
+        self.refresh = refresh
+        self.retry = retry
+        self.expire = expire
+        self.minimum = minimum
     }
 }
 
@@ -220,6 +256,7 @@ public enum RecordData: Hashable, Sendable {
     case ptr(DomainName)
     case cname(DomainName)
     case ns(DomainName)
+    case soa(SOAData)
     case srv(SRVData)
     case txt(TXTData)
     case nsec(NSECData)
@@ -237,6 +274,7 @@ public enum RecordData: Hashable, Sendable {
         case .ptr: .ptr
         case .cname: .cname
         case .ns: .ns
+        case .soa: .soa
         case .srv: .srv
         case .txt: .txt
         case .nsec: .nsec

@@ -23,3 +23,18 @@ public struct ServiceRegistration: Sendable, Hashable {
         self.ttl = ttl
     }
 }
+
+extension ServiceRegistration {
+    /// The instance name for the `attempt`-th try at a free name: the name as asked for, then
+    /// "Name (2)", "Name (3)"… with the base trimmed on a character boundary so the label stays
+    /// within 63 bytes. mDNS (RFC 6762 §9) and DNS UPDATE registrations rename the same way.
+    package func instance(attempt: Int) -> String {
+        guard attempt > 1 else { return instance }
+        var base = instance
+        let suffix = " (\(attempt))"
+        while base.utf8.count + suffix.utf8.count > DomainName.maximumLabelLength {
+            base.removeLast()
+        }
+        return base + suffix
+    }
+}

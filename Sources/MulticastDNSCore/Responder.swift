@@ -45,16 +45,7 @@ final class RecordSet {
     }
 
     static func instanceName(_ registration: ServiceRegistration, attempt: Int) -> DomainName {
-        var instance = registration.instance
-        if attempt > 1 {
-            // "Name (2)": trim the base (on a character boundary) so the label stays ≤ 63 bytes.
-            let suffix = " (\(attempt))"
-            while instance.utf8.count + suffix.utf8.count > DomainName.maximumLabelLength {
-                instance.removeLast()
-            }
-            instance += suffix
-        }
-        return (try? ServiceInstanceName(instance, type: registration.type).domainName) ?? .root
+        (try? ServiceInstanceName(registration.instance(attempt: attempt), type: registration.type).domainName) ?? .root
     }
 
     /// Claimed or being claimed: neither dormant nor withdrawn.

@@ -33,3 +33,39 @@ package func bytes(fromHex text: String) -> [UInt8]? {
     }
     return bytes
 }
+
+/// The bytes that base64 `text` (RFC 4648 §4, with or without `=` padding; spaces and line
+/// breaks are skipped) spells; nil for any other character or an impossible length.
+package func bytes(fromBase64 text: String) -> [UInt8]? {
+    func value(_ unit: UInt8) -> UInt8? {
+        switch unit {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): unit - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): unit - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): unit - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): 62
+        case UInt8(ascii: "/"): 63
+        default: nil
+        }
+    }
+    var bytes: [UInt8] = []
+    var accumulator: UInt32 = 0
+    var bits = 0
+    var padding = 0
+    for unit in text.utf8 {
+        if unit == UInt8(ascii: " ") || unit == UInt8(ascii: "\n") || unit == UInt8(ascii: "\r") || unit == UInt8(ascii: "\t") { continue }
+        if unit == UInt8(ascii: "=") {
+            padding += 1
+            continue
+        }
+        guard padding == 0, let digit = value(unit) else { return nil }
+        accumulator = accumulator << 6 | UInt32(digit)
+        bits += 6
+        if bits >= 8 {
+            bits -= 8
+            bytes.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+        }
+    }
+    // Leftover bits must be padding zeros, and there are never 6 of them (half a byte at most).
+    guard bits < 6, accumulator & ((1 << UInt32(bits)) - 1) == 0, padding <= 2 else { return nil }
+    return bytes
+}
