@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "MulticastDNSCore", targets: ["MulticastDNSCore"]),
         .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
         .library(name: "SystemDNSSD", targets: ["SystemDNSSD"]),
+        .library(name: "UnicastDNSSD", targets: ["UnicastDNSSD"]),
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
         .library(name: "PeerTrust", targets: ["PeerTrust"]),
         .library(name: "PeerConnection", targets: ["PeerConnection"]),
@@ -92,12 +93,26 @@ let package = Package(
         .target(
             name: "NearbyDiscovery",
             dependencies: [
-                "DNSWire", "MulticastDNSCore", "MulticastDNS", "SystemDNSSD", "NetworkPlatform", "NearbyBasics",
+                "DNSWire", "MulticastDNSCore", "MulticastDNS", "SystemDNSSD", "UnicastDNSSD", "NetworkPlatform", "NearbyBasics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
+        // DNS-SD over unicast DNS (RFC 6763 §11): questions to the system's or a given DNS server,
+        // registration by DNS UPDATE signed with TSIG (RFC 2136, RFC 8945). Decisions in pure
+        // state machines (the exchange, the registration), the sockets in a thin shell.
+        .target(
+            name: "UnicastDNSSD",
+            dependencies: [
+                "DNSWire", "NearbyBasics", "PeerTrust", "NetworkPlatform",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "UnicastDNSSDTests", dependencies: ["UnicastDNSSD", "DNSWire", "NearbyBasics"], swiftSettings: strict),
         // OpenSSL 3 (libcrypto, libssl) for identities and X.509 trust.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Small C functions over OpenSSL (what its macros and callbacks hide); DER in, DER out.
@@ -161,7 +176,7 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode",
+                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

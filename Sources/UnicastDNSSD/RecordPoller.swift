@@ -1,0 +1,173 @@
+package import DNSWire
+
+/// Watching record sets in unicast DNS, where nothing is pushed: each watched name and type is
+/// asked again when the TTLs of its answer say it may have changed (at 80 % of the smallest TTL,
+/// RFC 6762 §5.2's figure; a negative answer after its SOA minimum, RFC 2308), and what changed
+/// between two answers comes out as additions and removals. A record whose server stops
+/// answering is removed when its TTL runs out. "List" watches (a browse's PTR set, which
+/// changes whenever someone registers) are asked at least every ``Settings/listInterval``.
+///
+/// A pure state machine: answers and time in, questions and changes out. The shell asks the
+/// questions (as many at once as it likes) and feeds back each answer or failure.
+package struct RecordPoller {
+    package struct Settings: Equatable, Sendable {
+        /// Never ask one question more often than this.
+        package var minimumInterval: Duration = .seconds(1)
+        /// Ask at least this often, whatever the TTL (a DNS TTL may be a day).
+        package var maximumInterval: Duration = .seconds(3600)
+        /// Ask list watches at least this often.
+        package var listInterval: Duration = .seconds(5)
+        /// After a failure, ask again after this, doubling up to ``maximumRetry``.
+        package var retry: Duration = .seconds(2)
+        package var maximumRetry: Duration = .seconds(30)
+
+        package init() {}
+    }
+
+    package struct Key: Hashable, Sendable, CustomStringConvertible {
+        package var name: DomainName
+        package var type: RecordType
+        package init(_ name: DomainName, _ type: RecordType) {
+            self.name = name
+            self.type = type
+        }
+        package var description: String { "\(name) \(type)" }
+    }
+
+    package enum Action: Equatable, Sendable {
+        case query(Key)
+        case added(Key, RecordData)
+        case removed(Key, RecordData)
+    }
+
+    private struct Watch {
+        var isList: Bool
+        /// Each record's data and when it expires.
+        var records: [RecordData: Duration] = [:]
+        var nextQuery: Duration?
+        var inFlight = false
+        var retry: Duration
+    }
+
+    package let settings: Settings
+    private var watches: [Key: Watch] = [:]
+
+    package init(settings: Settings = Settings()) {
+        self.settings = settings
+    }
+
+    /// When ``advance(to:)`` is next needed.
+    package var nextDeadline: Duration? {
+        var earliest: Duration?
+        for watch in watches.values {
+            let times = [watch.inFlight ? nil : watch.nextQuery, watch.records.values.min()].compactMap { $0 }
+            for time in times where earliest.map({ time < $0 }) ?? true { earliest = time }
+        }
+        return earliest
+    }
+
+    package var watchCount: Int { watches.count }
+
+    /// Starts watching (asks at once). Watching what is already watched changes nothing.
+    package mutating func watch(_ key: Key, isList: Bool = false, at now: Duration) -> [Action] {
+        guard watches[key] == nil else { return [] }
+        watches[key] = Watch(isList: isList, nextQuery: nil, inFlight: true, retry: settings.retry)
+        return [.query(key)]
+    }
+
+    /// Stops watching; nothing is reported for what it held.
+    package mutating func unwatch(_ key: Key) {
+        watches[key] = nil
+    }
+
+    /// The answer to `key`'s question.
+    package mutating func answered(_ key: Key, with message: Message, at now: Duration) -> [Action] {
+        guard var watch = watches[key] else { return [] }
+        watch.inFlight = false
+        watch.retry = settings.retry
+        var fresh: [RecordData: Duration] = [:]
+        var smallestTTL: UInt32?
+        if message.responseCode == .noError {
+            for record in Self.records(answering: key, in: message.answers) {
+                fresh[record.data] = now + .seconds(Int64(record.ttl))
+                smallestTTL = min(smallestTTL ?? record.ttl, record.ttl)
+            }
+        }
+        var actions: [Action] = []
+        for data in watch.records.keys.sorted(by: Self.order) where fresh[data] == nil {
+            actions.append(.removed(key, data))
+        }
+        for data in fresh.keys.sorted(by: Self.order) where watch.records[data] == nil {
+            actions.append(.added(key, data))
+        }
+        watch.records = fresh
+        let wait: Duration
+        if let smallestTTL {
+            wait = .milliseconds(Int64(smallestTTL) * 800)
+        } else {
+            // A negative answer: cached for the SOA's minimum (and at most the SOA's own TTL).
+            let soa = message.authorities.first { $0.type == .soa }
+            if let soa, case .soa(let data) = soa.data {
+                wait = .seconds(Int64(min(data.minimum, soa.ttl)))
+            } else {
+                wait = watch.isList ? settings.listInterval : settings.maximumRetry
+            }
+        }
+        var interval = min(max(wait, settings.minimumInterval), settings.maximumInterval)
+        if watch.isList { interval = min(interval, settings.listInterval) }
+        watch.nextQuery = now + interval
+        watches[key] = watch
+        return actions
+    }
+
+    /// `key`'s question got no answer (no server reachable).
+    package mutating func failed(_ key: Key, at now: Duration) -> [Action] {
+        guard var watch = watches[key] else { return [] }
+        watch.inFlight = false
+        watch.nextQuery = now + watch.retry
+        watch.retry = min(watch.retry * 2, settings.maximumRetry)
+        watches[key] = watch
+        return []
+    }
+
+    /// Lets time pass: questions that are due, records that expired.
+    package mutating func advance(to now: Duration) -> [Action] {
+        var actions: [Action] = []
+        for key in watches.keys.sorted(by: { $0.description < $1.description }) {
+            guard var watch = watches[key] else { continue }
+            for (data, expiry) in watch.records.sorted(by: { Self.order($0.key, $1.key) }) where expiry <= now {
+                watch.records[data] = nil
+                actions.append(.removed(key, data))
+            }
+            if !watch.inFlight, let next = watch.nextQuery, next <= now {
+                watch.inFlight = true
+                watch.nextQuery = nil
+                actions.append(.query(key))
+            }
+            watches[key] = watch
+        }
+        return actions
+    }
+
+    /// The records of an answer that answer `key`, following CNAMEs within the answer.
+    static func records(answering key: Key, in answers: [ResourceRecord]) -> [ResourceRecord] {
+        var name = key.name
+        var hops = 0
+        while hops < 8 {
+            let direct = answers.filter { $0.name == name && $0.type == key.type && $0.class == .internet }
+            if !direct.isEmpty || key.type == .cname { return direct }
+            guard let alias = answers.first(where: { $0.name == name && $0.type == .cname }), case .cname(let target) = alias.data
+            else { return [] }
+            name = target
+            hops += 1
+        }
+        return []
+    }
+
+    /// A stable order for reports: by wire form.
+    private static func order(_ lhs: RecordData, _ rhs: RecordData) -> Bool {
+        let left = (try? lhs.uncompressedBytes()) ?? []
+        let right = (try? rhs.uncompressedBytes()) ?? []
+        return left.lexicographicallyPrecedes(right)
+    }
+}
