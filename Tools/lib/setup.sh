@@ -6,7 +6,8 @@
 say() { printf '\n==> %s\n' "$*"; }
 die() { echo "${0##*/}: $*" >&2; exit 1; }
 
-apt_packages=(libavahi-compat-libdnssd1 libssl-dev libqrencode-dev zbar-tools openssl man-db avahi-daemon avahi-utils dbus iproute2 iptables tcpdump)
+apt_packages=(libavahi-compat-libdnssd1 libssl-dev libqrencode-dev zbar-tools openssl man-db avahi-daemon avahi-utils dbus iproute2 iptables tcpdump
+  bind9 bind9-utils bind9-dnsutils)
 
 install_packages() {
   local install="${1:-1}" missing=() package
@@ -19,7 +20,8 @@ install_packages() {
   [[ "$(id -u)" == 0 ]] || die "missing packages: ${missing[*]}; run ${0##*/} as root to install them"
   say "installing ${missing[*]}"
   # Installing avahi-daemon must not start it in the root namespace, where it would talk to
-  # the real network: forbid service starts while apt runs, unless a policy already exists.
+  # the real network (nor bind9's named, which the lab runs in its own namespaces only):
+  # forbid service starts while apt runs, unless a policy already exists.
   local policy=/usr/sbin/policy-rc.d added_policy=0
   if [[ ! -e $policy ]]; then
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && added_policy=1
