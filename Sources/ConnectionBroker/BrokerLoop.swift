@@ -54,7 +54,7 @@ actor BrokerLoop {
     /// Callers waiting for news from discovery, until a time of the clock.
     private var announcementWaiters: [Int: (until: Duration, waiter: CheckedContinuation<Void, Never>)] = [:]
     private(set) var listener: PeerListener?
-    private var advertisement: Advertisement?
+    private var advertisements: [Advertisement] = []
     private let dials = AsyncLimiter(DialPlan.concurrencyLimit)
     private var stopped = false
     private(set) var statistics = BrokerStatistics()
@@ -90,9 +90,9 @@ actor BrokerLoop {
         }
     }
 
-    func started(listener: PeerListener, advertisement: Advertisement) {
+    func started(listener: PeerListener, advertisements: [Advertisement]) {
         self.listener = listener
-        self.advertisement = advertisement
+        self.advertisements = advertisements
         children.spawn { [weak self] in
             for await event in listener.events {
                 switch event {
@@ -107,7 +107,7 @@ actor BrokerLoop {
 
     func browse() {
         browseStarted = clock.now
-        let events = discovery.browse(configuration.serviceType, resolve: true)
+        let events = discovery.browse(configuration.serviceType, resolve: true, domains: configuration.domains)
         children.spawn { [weak self] in
             for await event in events {
                 await self?.discovered(event)
@@ -120,7 +120,7 @@ actor BrokerLoop {
     func shutdown() async {
         stopped = true
         alarm.set(nil)
-        await advertisement?.cancel()
+        for advertisement in advertisements { await advertisement.cancel() }
         await listener?.close()
         let open = Array(connections.values)
         connections = [:]
@@ -137,6 +137,12 @@ actor BrokerLoop {
 
     // MARK: Inputs
 
+    /// Where a service was seen: its interface on the link, its domain elsewhere (unicast DNS
+    /// has no interfaces).
+    static func place(_ service: DiscoveredService) -> String {
+        service.domain == ServiceType.localDomain ? service.interface.name : service.domain.description
+    }
+
     private func discovered(_ event: BrowseEvent) {
         switch event.kind {
         case .found, .updated:
@@ -145,7 +151,7 @@ actor BrokerLoop {
                 PeerAnnouncement(
                     name: service.name, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
                     addresses: [], port: Int(resolved.port)),
-                on: service.interface.name, at: resolved.addresses.map(PeerAddress.init))
+                on: Self.place(service), at: resolved.addresses.map(PeerAddress.init))
             let after = browseStarted.map { " \((clock.now - $0).formatted(.units(allowed: [.milliseconds])))" } ?? ""
             logger.debug(
                 "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.map(\.description).joined(separator: ", ")) port \(resolved.port)")
@@ -153,7 +159,7 @@ actor BrokerLoop {
             for (_, waiting) in announcementWaiters { waiting.waiter.resume() }
             announcementWaiters = [:]
         case .lost:
-            guard let service = event.service, let change = announced.lost(service.name, on: service.interface.name) else { return }
+            guard let service = event.service, let change = announced.lost(service.name, on: Self.place(service)) else { return }
             if case .withdrawn = change { logger.debug("withdrawn: \(service.name)") }
             handle(change)
         case .restored:

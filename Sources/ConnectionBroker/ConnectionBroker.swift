@@ -12,6 +12,10 @@ public struct BrokerConfiguration: Sendable {
     public var connection: PeerConnectionConfiguration
     /// The service type advertised and browsed, e.g. `_openagents._tcp`.
     public var serviceType: ServiceType
+    /// The domains to advertise and browse in: `local.` (the link, over mDNS; the default) and
+    /// DNS domains (over unicast DNS, with the discovery's wide-area settings). Candidates from
+    /// every domain go through the same probe, tiebreak and trust.
+    public var domains: [DomainName] = [ServiceType.localDomain]
     /// The instance name advertised (default: the identity's display name).
     public var name: String?
     /// The app's own TXT entries; `id` (peer ID) and `pv` (protocol version) are added.
@@ -161,9 +165,19 @@ public final class ConnectionBroker: Sendable {
                 try info.set("id", to: identity.peerID.description)
                 try info.set("pv", to: configuration.connection.protocolVersion.description)
                 let name = configuration.name ?? identity.displayName
-                let advertisement = try await discovery.advertise(name, type: configuration.serviceType, port: UInt16(listener.port), info: info)
-                advertisedName = advertisement.name
-                await loop.started(listener: listener, advertisement: advertisement)
+                var advertisements: [Advertisement] = []
+                do {
+                    for domain in configuration.domains {
+                        let type = try ServiceType(
+                            name: configuration.serviceType.name, transport: configuration.serviceType.transport, domain: domain)
+                        advertisements.append(try await discovery.advertise(name, type: type, port: UInt16(listener.port), info: info))
+                    }
+                } catch {
+                    for advertisement in advertisements { await advertisement.cancel() }
+                    throw error
+                }
+                advertisedName = advertisements.first?.name
+                await loop.started(listener: listener, advertisements: advertisements)
             } catch {
                 await listener.close()
                 throw BrokerError(.startFailed, "cannot advertise: \(error)")

@@ -265,7 +265,8 @@ public enum BackendChoice: String, Sendable, CaseIterable {
     case automatic = "auto"
 }
 
-/// Advertise, browse and resolve DNS-SD services over mDNS.
+/// Advertise, browse and resolve DNS-SD services: over mDNS on the link (the domain `local.`),
+/// and over unicast DNS in any other domain (RFC 6763 §11), with the same calls and events.
 ///
 /// ```swift
 /// let discovery = try await NearbyDiscovery.start()
@@ -273,11 +274,20 @@ public enum BackendChoice: String, Sendable, CaseIterable {
 /// for await event in await discovery.browse(ad.type) { print(event) }
 /// ```
 public final class NearbyDiscovery: Sendable {
-    /// Where the work is done.
+    /// Where the link's work is done (`local.`); the wide-area backend when the link is not used.
     public let backend: any DiscoveryBackend
+    /// DNS-SD over unicast DNS, for every domain but `local.`.
+    public let wideArea: UnicastBackend
+    /// False when discovery was started without the link (``start(backend:hostName:interfaces:logger:wideArea:multicast:)``
+    /// with `multicast: false`): `local.` then finds nothing.
+    public let usesLink: Bool
 
-    /// Discovery over a backend of your choice.
-    public init(backend: any DiscoveryBackend) { self.backend = backend }
+    /// Discovery over a backend of your choice (and unicast DNS with the system's resolvers).
+    public init(backend: any DiscoveryBackend, wideArea: UnicastBackend? = nil) {
+        self.backend = backend
+        self.wideArea = wideArea ?? (backend as? UnicastBackend) ?? UnicastBackend()
+        self.usesLink = !(backend is UnicastBackend)
+    }
 
     /// Starts discovery on the chosen backend.
     /// - Parameters:
@@ -289,32 +299,51 @@ public final class NearbyDiscovery: Sendable {
     ///     loopback). The system backend takes at most one.
     ///   - logger: where the library says what it does and what it throws away (drops,
     ///     failures, why a service does not resolve); silent by default.
+    ///   - wideArea: servers, key and TTL for domains other than `local.` (default: the
+    ///     system's resolvers, no key).
+    ///   - multicast: false to leave the link alone (only unicast DNS domains are used), e.g.
+    ///     on a VPN where multicast goes nowhere.
     /// - Throws: ``DiscoveryError`` when the backend cannot start, e.g. `.system` with no daemon.
     public static func start(
         backend: BackendChoice = .automatic, hostName: String? = nil, interfaces: [String]? = nil,
-        logger: Logger = silentLogger
+        logger: Logger = silentLogger, wideArea: WideAreaSettings = WideAreaSettings(), multicast: Bool = true
     ) async throws -> NearbyDiscovery {
+        let unicast = UnicastBackend(settings: wideArea, logger: logger)
+        guard multicast else { return NearbyDiscovery(backend: unicast) }
         switch backend {
         case .embedded:
-            return NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger))
+            return NearbyDiscovery(
+                backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger), wideArea: unicast)
         case .system:
             if hostName != nil {
                 throw DiscoveryError(.unsupported, "the system backend publishes under the daemon's host name; a host name needs the embedded backend")
             }
-            return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces, logger: logger))
+            return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces, logger: logger), wideArea: unicast)
         case .automatic:
             if hostName == nil, await SystemBackend.daemonAnswers() {
                 logger.debug("a DNS-SD daemon answers: using the system backend")
-                return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces, logger: logger))
+                return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces, logger: logger), wideArea: unicast)
             }
             logger.debug("using the embedded engine")
-            return NearbyDiscovery(backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger))
+            return NearbyDiscovery(
+                backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger), wideArea: unicast)
         }
+    }
+
+    /// The backend that serves `domain`: the link's for `local.`, unicast DNS for the rest;
+    /// nil for `local.` when the link is not used.
+    private func backend(for domain: DomainName) -> (any DiscoveryBackend)? {
+        if domain == ServiceType.localDomain { return usesLink ? backend : nil }
+        return wideArea
     }
 
     /// The backend doing the work: ``BackendChoice/embedded`` or ``BackendChoice/system``
     /// (never `automatic`: that is resolved at start).
     public var backendInUse: BackendChoice { backend is SystemBackend ? .system : .embedded }
+
+    private func noLink(_ what: String) -> DiscoveryError {
+        DiscoveryError(.unsupported, "\(what) in local. needs the link, and this discovery was started without it (multicast: false)")
+    }
 
     /// A logger that says nothing: the default everywhere, libraries are quiet unless asked.
     public static let silentLogger = Logger(label: "nearby", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -339,13 +368,43 @@ public final class NearbyDiscovery: Sendable {
     ) async throws -> Advertisement {
         _ = try ServiceInstanceName(name, type: type)
         for subtype in subtypes { _ = try type.withSubtype(subtype) }
+        guard let backend = backend(for: type.domain) else { throw noLink("advertising") }
         return try await backend.advertise(
             ServiceRegistration(instance: name, type: type, port: port, txt: info, subtypes: subtypes, ttl: ttl))
     }
 
     /// Browses for a service type: found, updated and lost events, with resolution when asked.
-    public func browse(_ type: ServiceType, resolve: Bool = false) -> AsyncStream<BrowseEvent> {
-        backend.browse(type, resolve: resolve)
+    /// - Parameters:
+    ///   - type: the type; its domain is browsed unless `domains` says otherwise.
+    ///   - domains: browse the type in each of these domains (`local.` is the link) and merge
+    ///     the events; each event's service says where it was found (``DiscoveredService/domain``).
+    public func browse(_ type: ServiceType, resolve: Bool = false, domains: [DomainName]? = nil) -> AsyncStream<BrowseEvent> {
+        var streams: [AsyncStream<BrowseEvent>] = []
+        for domain in domains ?? [type.domain] {
+            guard let backend = backend(for: domain),
+                let typed = try? ServiceType(name: type.name, transport: type.transport, subtype: type.subtype, domain: domain)
+            else { continue }
+            streams.append(backend.browse(typed, resolve: resolve))
+        }
+        if streams.count == 1, let only = streams.first { return only }
+        return Self.merge(streams)
+    }
+
+    /// One stream with the elements of all, as they come; it ends when all have ended.
+    static func merge(_ streams: [AsyncStream<BrowseEvent>]) -> AsyncStream<BrowseEvent> {
+        let (merged, continuation) = AsyncStream<BrowseEvent>.makeStream()
+        let task = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for stream in streams {
+                    group.addTask {
+                        for await event in stream { continuation.yield(event) }
+                    }
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return merged
     }
 
     /// Finds one service by name and waits for its host, port, addresses and TXT.
@@ -353,13 +412,16 @@ public final class NearbyDiscovery: Sendable {
     ///   within `timeout`.
     public func resolve(_ name: String, type: ServiceType, timeout: Duration = .seconds(5)) async throws -> ResolvedService {
         let instance = try ServiceInstanceName(name, type: type)
+        guard let backend = backend(for: type.domain) else { throw noLink("resolving") }
         if let result = await backend.resolve(instance, timeout: timeout) { return result }
         throw DiscoveryError(.timeout, "no answer for \"\(name)\" (\(type)) within \(timeout)")
     }
 
-    /// Service types on the network (`_services._dns-sd._udp`), as they appear.
-    public func serviceTypes() -> AsyncStream<ServiceType> {
-        backend.serviceTypes()
+    /// Service types on the network (`_services._dns-sd._udp`), as they appear: on the link,
+    /// or in another domain's zone.
+    public func serviceTypes(in domain: DomainName = ServiceType.localDomain) -> AsyncStream<ServiceType> {
+        if domain != ServiceType.localDomain { return wideArea.serviceTypes(in: domain) }
+        return usesLink ? backend.serviceTypes() : AsyncStream { $0.finish() }
     }
 
     /// The addresses of a host on the local link, such as `buildbox.local` (the host of a
@@ -375,14 +437,17 @@ public final class NearbyDiscovery: Sendable {
         guard host.labelCount >= 2 else {
             throw DiscoveryError(.invalidInput, "\"\(name)\" is not a host name on the local link; write it as name.local")
         }
-        let found = await backend.addresses(of: host, timeout: timeout)
+        let local = host.hasSuffix(ServiceType.localDomain)
+        let found = await (local ? (usesLink ? backend : nil) : wideArea)?.addresses(of: host, timeout: timeout) ?? []
         guard !found.isEmpty else { throw DiscoveryError(.timeout, "no address for \(host) within \(timeout)") }
         return found
     }
 
-    /// Withdraws every advertisement with goodbyes and releases the network.
+    /// Withdraws every advertisement (goodbyes on the link, removal from DNS zones) and
+    /// releases the network.
     public func shutdown() async {
         await backend.shutdown()
+        if usesLink { await wideArea.shutdown() }
     }
 }
 

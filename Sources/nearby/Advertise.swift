@@ -22,6 +22,12 @@ struct Advertise: AsyncParsableCommand {
               nearby advertise --dry-run "Build Box" _openagents._tcp 9099 version=0.2.2
                   (check the input and show the records; nothing is sent)
 
+            With --domain DOMAIN the service is registered in a DNS zone instead (or as well, \
+            with --domain local too) by DNS UPDATE signed with --tsig KEYFILE, refreshed while \
+            it runs and removed on SIGINT/SIGTERM; a SIGKILL leaves the records behind until \
+            someone removes them (their TTL, 30 s by default or --ttl, keeps caches short):
+              nearby advertise Box _ssh._tcp 22 --domain example.com --tsig nearby.key
+
             With --backend system (or auto, when avahi-daemon runs) the daemon publishes the \
             service under its own host name and renames it "NAME #2" on a conflict; --host and \
             --ttl need the embedded engine, and auto picks it when they are given.
@@ -99,33 +105,52 @@ struct Advertise: AsyncParsableCommand {
                             network: network, hostName: host)
             return
         }
-        let discovery = try await network.start(hostName: host, embeddedOnly: embeddedOnlyOption)
-        let ad = try await discovery.advertise(
-            name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init))
-        if network.json {
-            var members: [(String, OutputValue)] = [
-                ("event", .string("advertising")), ("name", .string(ad.name)), ("type", .string(serviceType.description)),
-                ("domain", .string(serviceType.domain.description)), ("port", .number(Double(port))),
-            ]
-            if ad.name != name { members.append(("requested", .string(name))) }
-            printLine(JSONText.object(members))
-        } else {
-            let renamed = ad.name == name ? "" : " (\"\(name)\" was taken)"
-            printLine("Advertising \"\(ad.name)\" (\(serviceType), port \(port))\(renamed)")
+        let discovery = try await network.start(
+            hostName: host, embeddedOnly: network.wideArea.usesLink ? embeddedOnlyOption : nil, ttl: ttl.map(UInt32.init))
+        var ads: [Advertisement] = []
+        for domain in network.domains {
+            let typed = try ServiceType(name: serviceType.name, transport: serviceType.transport, domain: domain)
+            do {
+                ads.append(try await discovery.advertise(
+                    name, type: typed, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init)))
+            } catch let error as DiscoveryError {
+                // What was already published is withdrawn: nothing half-done stays behind.
+                await discovery.shutdown()
+                throw RuntimeFailure(error.description)
+            }
+        }
+        for ad in ads {
+            let inDNS = ad.type.domain != ServiceType.localDomain
+            if network.json {
+                var members: [(String, OutputValue)] = [
+                    ("event", .string("advertising")), ("name", .string(ad.name)), ("type", .string(serviceType.description)),
+                    ("domain", .string(ad.type.domain.description)), ("port", .number(Double(port))),
+                ]
+                if ad.name != name { members.append(("requested", .string(name))) }
+                printLine(JSONText.object(members))
+            } else {
+                let renamed = ad.name == name ? "" : " (\"\(name)\" was taken)"
+                let place = inDNS ? " in \(ad.type.domain.description.dropLast())" : ""
+                printLine("Advertising \"\(ad.name)\" (\(serviceType), port \(port))\(place)\(renamed)")
+            }
         }
         let reloads = txtFile != nil ? hangUps() : nil
         let command = self
+        let published = ads
         _ = await untilTermination {
             await withDiscardingTaskGroup { group in
-                group.addTask {
-                    for await event in ad.events { printLine(command.render(event, type: serviceType)) }
+                for ad in published {
+                    group.addTask {
+                        for await event in ad.events { printLine(command.render(event, type: ad.type)) }
+                    }
                 }
                 guard let reloads else { return }
                 // SIGHUP reads the TXT file again.
                 group.addTask {
                     for await _ in reloads {
                         do {
-                            await ad.update(info: try command.discoveryInfo())
+                            let info = try command.discoveryInfo()
+                            for ad in published { await ad.update(info: info) }
                         } catch {
                             FileHandle.standardError.write(Data("nearby: TXT not updated: \(error)\n".utf8))
                         }
@@ -142,11 +167,11 @@ struct Advertise: AsyncParsableCommand {
         switch event.kind {
         case .renamed:
             return network.json
-                ? JSONText.object([("event", .string("renamed")), ("name", .string(name)), ("type", .string(type.description))])
+                ? JSONText.object([("event", .string("renamed")), ("name", .string(name)), ("type", .string(type.description)), ("domain", .string(type.domain.description))])
                 : "Renamed to \"\(name)\" after a conflict"
         case .interrupted:
             return network.json
-                ? JSONText.object([("event", .string("interrupted")), ("error", .string(error))])
+                ? JSONText.object([("event", .string("interrupted")), ("domain", .string(type.domain.description)), ("error", .string(error))])
                 : "Interrupted: \(error) (publishing again when it returns)"
         case .restored:
             return network.json

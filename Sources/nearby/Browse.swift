@@ -36,14 +36,21 @@ struct Browse: AsyncParsableCommand {
     func run() async throws {
         let serviceType = try parseType(type)
         let discovery = try await network.start()
+        let domains = network.domains
         if !network.json {
             // A browse can be quiet for a long time: say what it is doing, on stderr.
-            let where_ = network.interfaces.isEmpty ? "all interfaces" : network.interfaces.joined(separator: ", ")
-            let how = discovery.backendInUse == .system ? "through the system's DNS-SD daemon" : "with the embedded mDNS engine"
+            var places: [String] = []
+            if network.wideArea.usesLink {
+                let where_ = network.interfaces.isEmpty ? "all interfaces" : network.interfaces.joined(separator: ", ")
+                let how = discovery.backendInUse == .system ? "through the system's DNS-SD daemon" : "with the embedded mDNS engine"
+                places.append("on \(where_) \(how)")
+            }
+            let dns = domains.filter { $0 != ServiceType.localDomain }.map { String($0.description.dropLast()) }
+            if !dns.isEmpty { places.append("in \(dns.joined(separator: ", ")) over unicast DNS") }
             let until = timeout.map { "for \(Self.seconds($0)) s" } ?? "until Ctrl-C"
-            status("Browsing \(serviceType) on \(where_) \(how), \(until)...")
+            status("Browsing \(serviceType) \(places.joined(separator: " and ")), \(until)...")
         }
-        let events = discovery.browse(serviceType, resolve: resolve)
+        let events = discovery.browse(serviceType, resolve: resolve, domains: domains)
         let started = ContinuousClock.now
         let found = await untilTermination(timeout: timeout.map { .milliseconds(Int($0 * 1000)) }) {
             var found = 0
@@ -58,7 +65,10 @@ struct Browse: AsyncParsableCommand {
             // Silence would look like success with nothing to say; it may be a wrong type or a
             // network that carries no multicast.
             let elapsed = Self.seconds((milliseconds(ContinuousClock.now - started) / 100).rounded() / 10)
-            status("nearby: found no \(serviceType) service in \(elapsed) s (check the type with `nearby types`; mDNS does not cross routers or VPNs)")
+            let hint = network.wideArea.usesDNS
+                ? "check the type with `nearby types --domain DOMAIN` and the domain with `nearby domains`"
+                : "check the type with `nearby types`; mDNS does not cross routers or VPNs: see --domain"
+            status("nearby: found no \(serviceType) service in \(elapsed) s (\(hint))")
         }
     }
 
@@ -92,7 +102,8 @@ struct Browse: AsyncParsableCommand {
             if let resolved { members += resolvedMembers(resolved) }
             return JSONText.object(members)
         }
-        var line = kind.padding(toLength: 8, withPad: " ", startingAt: 0) + "\"\(service.name)\"  \(service.type)  \(service.interface.name)"
+        let place = service.domain == ServiceType.localDomain ? service.interface.name : String(service.domain.description.dropLast())
+        var line = kind.padding(toLength: 8, withPad: " ", startingAt: 0) + "\"\(service.name)\"  \(service.type)  \(place)"
         if let resolved {
             line += "  \(resolved.host.description.dropLast()):\(resolved.port)  \(addressesText(resolved).joined(separator: " "))"
             if !resolved.info.isEmpty { line += "  \(resolved.info)" }

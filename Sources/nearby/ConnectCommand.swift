@@ -50,6 +50,7 @@ struct ConnectCommand: AsyncParsableCommand {
     var wantedName: String?
     @Option(help: ArgumentHelp("With TYPE: the discovery backend (embedded, system or auto).", valueName: "embedded|system|auto"))
     var backend: BackendChoice = .automatic
+    @OptionGroup(title: "DOMAINS") var wideArea: WideAreaOptions
     @Option(name: .customLong("peer-id"), help: "The peer ID expected (from discovery's TXT id): any other key is refused.")
     var peerID: String?
     @Option(help: ArgumentHelp("Seconds to wait for the connection, and at the end for replies still due.", valueName: "seconds"),
@@ -112,7 +113,7 @@ struct ConnectCommand: AsyncParsableCommand {
             let whom = nearest ? "the nearest \(type) peer" : wantedPeer.map { "the \(type) peer \($0)" } ?? "the \(type) peer \"\(wantedName ?? "")\""
             status("Looking for \(whom)...")
         }
-        let (discovery, broker) = try await BrowsingBroker.start(type: type, configuration: configuration, backend: backend, logger: logger)
+        let (discovery, broker) = try await BrowsingBroker.start(type: type, configuration: configuration, backend: backend, wideArea: wideArea, logger: logger)
         let limit = Duration.milliseconds(Int64(timeout * 1000))
         let connection: PeerConnection
         var extra: [(String, OutputValue)] = []

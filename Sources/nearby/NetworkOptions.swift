@@ -36,9 +36,13 @@ struct NetworkOptions: ParsableArguments {
         valueName: "embedded|system|auto"))
     var backend: BackendChoice = .automatic
 
+    @OptionGroup(title: "DOMAINS") var wideArea: WideAreaOptions
+
     @OptionGroup var output: OutputOptions
 
     var json: Bool { output.json }
+    /// The domains to work in (`local.` unless --domain says otherwise).
+    var domains: [DomainName] { (try? wideArea.domains) ?? [ServiceType.localDomain] }
     var logger: Logger { output.logger() }
 
     func validate() throws {
@@ -49,11 +53,13 @@ struct NetworkOptions: ParsableArguments {
 
     /// Starts discovery. `embeddedOnly` names an option that only the embedded engine has; it
     /// makes `auto` choose the embedded engine.
-    func start(hostName: String? = nil, embeddedOnly: String? = nil) async throws -> NearbyDiscovery {
+    func start(hostName: String? = nil, embeddedOnly: String? = nil, ttl: UInt32? = nil) async throws -> NearbyDiscovery {
         let choice: BackendChoice = backend == .automatic && embeddedOnly != nil ? .embedded : backend
+        let settings = try wideArea.settings(hostLabel: hostName, ttl: ttl)
         do {
             return try await NearbyDiscovery.start(
-                backend: choice, hostName: hostName, interfaces: interfaces.isEmpty ? nil : interfaces, logger: logger)
+                backend: choice, hostName: wideArea.usesLink ? hostName : nil, interfaces: interfaces.isEmpty ? nil : interfaces, logger: logger,
+                wideArea: settings, multicast: wideArea.usesLink)
         } catch let error as DiscoveryError where error.code == .invalidInput {
             throw ValidationError(error.description)  // an interface that is not there: bad input, exit 2
         } catch let error as DiscoveryError {
@@ -120,13 +126,19 @@ enum HostLookup {
 /// of its own.
 enum BrowsingBroker {
     static func start(
-        type: ServiceType, configuration: PeerConnectionConfiguration, backend: BackendChoice, logger: Logger
+        type: ServiceType, configuration: PeerConnectionConfiguration, backend: BackendChoice, wideArea: WideAreaOptions, logger: Logger
     ) async throws -> (NearbyDiscovery, ConnectionBroker) {
         let discovery: NearbyDiscovery
-        do { discovery = try await NearbyDiscovery.start(backend: backend, logger: logger) } catch {
+        do {
+            discovery = try await NearbyDiscovery.start(
+                backend: backend, logger: logger, wideArea: try wideArea.settings(), multicast: wideArea.usesLink)
+        } catch let error as ValidationError {
+            throw error
+        } catch {
             throw RuntimeFailure("cannot start discovery: \(error)")
         }
         var settings = BrokerConfiguration(connection: configuration, serviceType: type)
+        settings.domains = try wideArea.domains
         settings.advertises = false
         settings.logger = logger
         do {

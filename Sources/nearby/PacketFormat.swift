@@ -115,6 +115,8 @@ enum PacketText {
         case .aaaa(let address): address.description
         case .ptr(let name), .cname(let name), .ns(let name): name.description
         case .srv(let srv): "priority \(srv.priority) weight \(srv.weight) port \(srv.port) \(srv.target)"
+        case .soa(let soa):
+            "\(soa.primary) \(soa.mailbox) serial \(soa.serial) refresh \(soa.refresh) retry \(soa.retry) expire \(soa.expire) minimum \(soa.minimum)"
         case .txt(let txt):
             txt.isEmpty ? "(empty)" : txt.strings.map(quoted).joined(separator: " ")
         case .nsec(let nsec): "\(nsec.nextName) " + nsec.types.map(\.description).joined(separator: " ")
@@ -182,6 +184,13 @@ enum PacketJSON {
             members += [
                 ("priority", .number(Double(srv.priority))), ("weight", .number(Double(srv.weight))),
                 ("port", .number(Double(srv.port))), ("target", .string(srv.target.description)),
+            ]
+        case .soa(let soa):
+            members += [
+                ("primary", .string(soa.primary.description)), ("mailbox", .string(soa.mailbox.description)),
+                ("serial", .number(Double(soa.serial))), ("refresh", .number(Double(soa.refresh))),
+                ("retry", .number(Double(soa.retry))), ("expire", .number(Double(soa.expire))),
+                ("minimum", .number(Double(soa.minimum))),
             ]
         case .txt(let txt): members.append(("txt", txtJSON(DiscoveryInfo(txt))))
         case .nsec(let nsec):

@@ -28,6 +28,7 @@ struct PeersCommand: AsyncParsableCommand {
     var timeout: Double = 2
     @Option(help: ArgumentHelp("The discovery backend (embedded, system or auto).", valueName: "embedded|system|auto"))
     var backend: BackendChoice = .automatic
+    @OptionGroup(title: "DOMAINS") var wideArea: WideAreaOptions
     @OptionGroup var output: OutputOptions
     @OptionGroup(title: "TRUST") var trust: TrustOptions
     @OptionGroup var channel: ChannelOptions
@@ -47,7 +48,7 @@ struct PeersCommand: AsyncParsableCommand {
         let pinsOnly = trust.anchors.isEmpty && !trust.systemRoots
         if !json { status("Looking for \(type) peers for \(Browse.seconds(timeout)) s, then measuring them...") }
         let (discovery, broker) = try await BrowsingBroker.start(
-            type: try parseType(type), configuration: configuration, backend: backend, logger: logger)
+            type: try parseType(type), configuration: configuration, backend: backend, wideArea: wideArea, logger: logger)
         let peers = await broker.peers(timeout: .milliseconds(Int64(timeout * 1000)))
         await broker.shutdown()
         await discovery.shutdown()

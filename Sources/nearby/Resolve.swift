@@ -40,7 +40,7 @@ struct Resolve: AsyncParsableCommand {
         if !network.json { status("Resolving \"\(name)\" (\(serviceType)), for up to \(Browse.seconds(timeout)) s...") }
         let resolved: ResolvedService
         do {
-            resolved = try await discovery.resolve(name, type: serviceType, timeout: .milliseconds(Int(timeout * 1000)))
+            resolved = try await Self.resolve(name, type: serviceType, in: network.domains, discovery: discovery, timeout: .milliseconds(Int(timeout * 1000)))
         } catch let error as DiscoveryError {
             await discovery.shutdown()
             throw RuntimeFailure(error.description)
@@ -48,15 +48,45 @@ struct Resolve: AsyncParsableCommand {
         if network.json {
             printLine(JSONText.object([
                 ("event", .string("resolved")), ("name", .string(name)), ("type", .string(serviceType.description)),
-                ("domain", .string(serviceType.domain.description)),
+                ("domain", .string(resolved.service.domain.description)),
             ] + resolvedMembers(resolved)))
         } else {
-            printLine("\"\(name)\" (\(serviceType))")
+            let domain = resolved.service.domain == ServiceType.localDomain ? "" : " in \(resolved.service.domain.description.dropLast())"
+            printLine("\"\(name)\" (\(serviceType))\(domain)")
             printLine("  host       \(resolved.host.description.dropLast()):\(resolved.port)")
             printLine("  addresses  \(addressesText(resolved).joined(separator: ", "))")
             printLine("  txt        \(resolved.info.isEmpty ? "(none)" : resolved.info.description)")
         }
         await discovery.shutdown()
+    }
+
+    /// The first resolution of `name` in any of `domains`, asked in all at once.
+    static func resolve(_ name: String, type: ServiceType, in domains: [DomainName], discovery: NearbyDiscovery, timeout: Duration) async throws
+        -> ResolvedService
+    {
+        let outcome = await withTaskGroup(of: Result<ResolvedService, any Error>.self) { group in
+            for domain in domains {
+                group.addTask {
+                    do {
+                        let typed = try ServiceType(name: type.name, transport: type.transport, subtype: type.subtype, domain: domain)
+                        return .success(try await discovery.resolve(name, type: typed, timeout: timeout))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            }
+            var last: (any Error)?
+            for await result in group {
+                switch result {
+                case .success(let resolved):
+                    group.cancelAll()
+                    return Result<ResolvedService, any Error>.success(resolved)
+                case .failure(let error): last = error
+                }
+            }
+            return .failure(last ?? DiscoveryError(.timeout, "no domain to look in"))
+        }
+        return try outcome.get()
     }
 }
 
@@ -66,12 +96,14 @@ struct Types: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the service types advertised on the network.",
         discussion: """
-            Asks _services._dns-sd._udp.local. and prints each type once, for --timeout seconds.
+            Asks _services._dns-sd._udp.local. (and _services._dns-sd._udp.DOMAIN for each \
+            --domain) and prints each type once, for --timeout seconds.
 
             Examples:
               nearby types
               nearby types --timeout 10 --json
               nearby types --backend embedded --interface eth0
+              nearby types --domain lab.example.test
             """
     )
 
@@ -82,14 +114,20 @@ struct Types: AsyncParsableCommand {
     func run() async throws {
         let discovery = try await network.start()
         if !network.json { status("Listening for service types for \(Browse.seconds(timeout)) s...") }
-        let types = discovery.serviceTypes()
+        let streams = network.domains.map { discovery.serviceTypes(in: $0) }
         let json = network.json
         _ = await untilTermination(timeout: .milliseconds(Int(timeout * 1000))) {
-            for await type in types {
-                if json {
-                    printLine(JSONText.object([("event", .string("type")), ("type", .string(type.description)), ("domain", .string(type.domain.description))]))
-                } else {
-                    printLine(type.description)
+            await withTaskGroup(of: Void.self) { group in
+                for types in streams {
+                    group.addTask {
+                        for await type in types {
+                            if json {
+                                printLine(JSONText.object([("event", .string("type")), ("type", .string(type.description)), ("domain", .string(type.domain.description))]))
+                            } else {
+                                printLine(type.domain == ServiceType.localDomain ? type.description : "\(type)  \(type.domain.description.dropLast())")
+                            }
+                        }
+                    }
                 }
             }
         }

@@ -167,12 +167,18 @@ struct Serve: AsyncParsableCommand {
         if !noAdvertise {
             let serviceType = try parseType(type)
             let info = try announcedInfo(peerID: peerID.isEmpty ? nil : peerID, version: configuration.protocolVersion)
-            let started = try await network.start(hostName: host, embeddedOnly: host == nil ? nil : "--host")
+            let started = try await network.start(hostName: host, embeddedOnly: host == nil || !network.wideArea.usesLink ? nil : "--host")
             discovery = started
             do {
-                advertisedName = try await started.advertise(name, type: serviceType, port: UInt16(listener.port), info: info).name
+                var names: [String] = []
+                for domain in network.domains {
+                    let typed = try ServiceType(name: serviceType.name, transport: serviceType.transport, domain: domain)
+                    names.append(try await started.advertise(name, type: typed, port: UInt16(listener.port), info: info).name)
+                }
+                advertisedName = names.first ?? name
             } catch {
                 await listener.close()
+                await started.shutdown()
                 throw RuntimeFailure("cannot advertise: \(error)")
             }
         }
@@ -263,8 +269,9 @@ struct Serve: AsyncParsableCommand {
     /// `--auto-invite`: a broker listens, advertises, browses and connects.
     private func serveWithBroker(configuration: PeerConnectionConfiguration, policy: PeerListener.AcceptPolicy) async throws {
         let json = network.json
-        let discovery = try await network.start(hostName: host, embeddedOnly: host == nil ? nil : "--host")
+        let discovery = try await network.start(hostName: host, embeddedOnly: host == nil || !network.wideArea.usesLink ? nil : "--host")
         var settings = BrokerConfiguration(connection: configuration, serviceType: try parseType(type))
+        settings.domains = network.domains
         settings.name = name
         do { settings.info = try DiscoveryInfo(txt) } catch { throw ValidationError(error.description) }
         settings.port = port

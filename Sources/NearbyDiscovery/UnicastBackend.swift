@@ -1,0 +1,169 @@
+public import DNSWire
+public import Logging
+import NearbyBasics
+public import UnicastDNSSD
+
+/// How discovery reaches domains other than `local.` (DNS-SD over unicast DNS, RFC 6763 §11).
+public struct WideAreaSettings: Sendable {
+    /// The DNS servers to ask; nil: the system's (`/etc/resolv.conf`).
+    public var servers: [DNSServer]?
+    /// Where registrations go; nil: `servers.first` when servers are given, else the zone's
+    /// primary (`_dns-update._udp` SRV, else the SOA's MNAME).
+    public var updateServer: DNSServer?
+    /// The TSIG key registrations are signed with (nil: unsigned, which servers normally refuse).
+    public var key: TSIGKey?
+    /// The host label registrations put in the domain (default: this machine's name).
+    public var hostLabel: String?
+    /// TTL of registered records. Short, because a registrant that crashes leaves its records
+    /// in the zone (DNS has no leases): browsers drop them once the peer stops answering.
+    public var ttl: UInt32 = 30
+    /// The system's resolver configuration (search list, timeout), read at start.
+    public var resolver: ResolverConfiguration
+
+    public init(
+        servers: [DNSServer]? = nil, key: TSIGKey? = nil, updateServer: DNSServer? = nil, hostLabel: String? = nil, ttl: UInt32 = 30,
+        resolver: ResolverConfiguration = .system()
+    ) {
+        self.servers = servers
+        self.key = key
+        self.updateServer = updateServer
+        self.hostLabel = hostLabel
+        self.ttl = ttl
+        self.resolver = resolver
+    }
+}
+
+/// DNS-SD over unicast DNS: browse, resolve and service types by asking DNS servers, and
+/// registration by signed DNS UPDATE. Works in any domain but `local.`.
+public struct UnicastBackend: DiscoveryBackend {
+    public let settings: WideAreaSettings
+    let client: DNSClient
+    let logger: Logger
+    private let registrations = Locked<[ObjectIdentifier: DNSRegistration]>([:])
+
+    /// Answers come one question at a time (SRV, TXT, A, AAAA): a changed resolution waits
+    /// this long for the rest before it is reported.
+    static let settleTime: Duration = .milliseconds(30)
+
+    public init(settings: WideAreaSettings = WideAreaSettings(), logger: Logger = NearbyDiscovery.silentLogger) {
+        self.settings = settings
+        self.logger = logger
+        self.client = DNSClient(configuration: settings.resolver, servers: settings.servers, logger: logger)
+    }
+
+    public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
+        let domain = registration.type.domain
+        guard domain != ServiceType.localDomain else {
+            throw DiscoveryError(.unsupported, "local. is the link's domain: advertise there with mDNS, not DNS UPDATE")
+        }
+        let made: DNSRegistration
+        do {
+            made = try await DNSRegistration.register(
+                registration, key: settings.key, client: client, server: settings.updateServer ?? settings.servers?.first,
+                hostLabel: settings.hostLabel, ttl: registration.ttl ?? settings.ttl)
+        } catch {
+            throw DiscoveryError(Self.code(error), "cannot register \"\(registration.instance)\" in \(domain.description.dropLast()): \(error.message)")
+        }
+        let id = ObjectIdentifier(made)
+        registrations.withLockedValue { $0[id] = made }
+        let events = AsyncStream<AdvertisementEvent> {
+            var iterator = made.events.makeAsyncIterator()
+            while let event = await iterator.next() {
+                switch event.kind {
+                case .renamed: if let name = event.name { return .renamed(name) }
+                case .interrupted:
+                    return .interrupted(DiscoveryError(.transportFailure, "the registration in \(domain.description.dropLast()) cannot be refreshed: \(event.error?.message ?? "")"))
+                case .restored: return .restored(event.name ?? made.name)
+                default: continue
+                }
+            }
+            return nil
+        }
+        return Advertisement(
+            name: made.name, requestedName: registration.instance, type: registration.type, port: registration.port, events: events,
+            update: { info in made.update(info: info) },
+            cancel: { [registrations] in
+                await made.withdraw()
+                registrations.withLockedValue { $0[id] = nil }
+            })
+    }
+
+    static func code(_ error: UnicastDNSError) -> DiscoveryError.Code {
+        switch error.code {
+        case .unreachable: .timeout
+        case .invalidInput: .invalidInput
+        case .transportFailure: .transportFailure
+        default: .daemonFailure
+        }
+    }
+
+    public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
+        DiscoveryDriver.browse(
+            type, resolve: resolve, settleTime: Self.settleTime, source: UnicastObservationSource(client: client, browsing: type.domainName),
+            logger: logger)
+    }
+
+    public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
+        await DiscoveryDriver.resolve(
+            instance, timeout: timeout, settleTime: Self.settleTime, source: UnicastObservationSource(client: client, browsing: nil),
+            logger: logger)
+    }
+
+    /// Service types registered in `domain` (`_services._dns-sd._udp.<domain>`), as they appear.
+    public func serviceTypes(in domain: DomainName) -> AsyncStream<ServiceType> {
+        let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
+        let client = client
+        let task = Task {
+            let source = UnicastObservationSource(client: client, browsing: ServiceType.enumerationName(in: domain))
+            let (observed, sink) = AsyncStream<[DiscoveryObservation]>.makeStream()
+            await source.start(sink: ObservationSink { sink.yield($0) })
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await source.run() }
+                var seen: Set<ServiceType> = []
+                for await batch in observed {
+                    for case .instanceAdded(let name, _) in batch {
+                        if let type = try? ServiceType(domainName: name), seen.insert(type).inserted { continuation.yield(type) }
+                    }
+                }
+                group.cancelAll()
+            }
+            await source.stop()
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// A unicast backend has no default domain: use ``serviceTypes(in:)``.
+    public func serviceTypes() -> AsyncStream<ServiceType> {
+        AsyncStream { $0.finish() }
+    }
+
+    public func hostName() async -> DomainName {
+        (try? DomainName(parsing: settings.hostLabel ?? "localhost")) ?? .root
+    }
+
+    public func shutdown() async {
+        let all = registrations.withLockedValue { registrations in
+            defer { registrations = [:] }
+            return Array(registrations.values)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for registration in all { group.addTask { await registration.withdraw() } }
+        }
+    }
+
+    public func addresses(of host: DomainName, timeout: Duration) async -> [IPAddress] {
+        await DiscoveryDriver.addresses(
+            of: host, timeout: timeout, settleTime: Self.settleTime, source: UnicastObservationSource(client: client, browsing: nil),
+            logger: logger)
+    }
+
+    /// The domains the DNS recommends (RFC 6763 §11), starting from the search list, `domains`
+    /// and this host's IPv4 subnets.
+    public func recommendedDomains(adding domains: [DomainName] = []) async -> [DomainEnumeration.Recommendation] {
+        let starting = DomainEnumeration.startingDomains(
+            searchList: settings.resolver.searchDomains, domains: domains, addresses: DNSRegistration.hostAddresses())
+        return await DomainEnumeration.recommendations(from: starting, client: client)
+    }
+}
