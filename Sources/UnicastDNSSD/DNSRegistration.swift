@@ -46,7 +46,7 @@ public final class DNSRegistration: Sendable {
         if let ttl = ttl ?? registration.ttl { settings.ttl = ttl }
         let machine = RegistrationStateMachine(
             registration: registration, hostLabel: label, addresses: Self.hostAddresses(), ownerToken: Self.ownerToken(label: label),
-            server: server, settings: settings)
+            server: server, signed: key != nil, settings: settings)
         let (inputs, input) = AsyncStream<Input>.makeStream()
         let (events, eventSink) = AsyncStream<RegistrationEvent>.makeStream()
         let (first, firstSink) = AsyncStream<RegistrationEvent>.makeStream()

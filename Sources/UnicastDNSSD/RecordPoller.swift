@@ -5,7 +5,8 @@ package import DNSWire
 /// RFC 6762 §5.2's figure; a negative answer after its SOA minimum, RFC 2308), and what changed
 /// between two answers comes out as additions and removals. A record whose server stops
 /// answering is removed when its TTL runs out. "List" watches (a browse's PTR set, which
-/// changes whenever someone registers) are asked at least every ``Settings/listInterval``.
+/// changes whenever someone registers) are asked at least every ``Settings/listInterval``, and
+/// every second for their first ten seconds.
 ///
 /// A pure state machine: answers and time in, questions and changes out. The shell asks the
 /// questions (as many at once as it likes) and feeds back each answer or failure.
@@ -17,6 +18,11 @@ package struct RecordPoller {
         package var maximumInterval: Duration = .seconds(3600)
         /// Ask list watches at least this often.
         package var listInterval: Duration = .seconds(5)
+        /// For this long after a list watch begins, ask it every ``listWarmUpInterval``: two
+        /// peers that start together (a broker's mesh) see each other within about a second,
+        /// as on the link, instead of one of them waiting out a whole ``listInterval``.
+        package var listWarmUp: Duration = .seconds(10)
+        package var listWarmUpInterval: Duration = .seconds(1)
         /// After a failure, ask again after this, doubling up to ``maximumRetry``.
         package var retry: Duration = .seconds(2)
         package var maximumRetry: Duration = .seconds(30)
@@ -42,6 +48,7 @@ package struct RecordPoller {
 
     private struct Watch {
         var isList: Bool
+        var since: Duration
         /// Each record's data and when it expires.
         var records: [RecordData: Duration] = [:]
         var nextQuery: Duration?
@@ -71,7 +78,7 @@ package struct RecordPoller {
     /// Starts watching (asks at once). Watching what is already watched changes nothing.
     package mutating func watch(_ key: Key, isList: Bool = false, at now: Duration) -> [Action] {
         guard watches[key] == nil else { return [] }
-        watches[key] = Watch(isList: isList, nextQuery: nil, inFlight: true, retry: settings.retry)
+        watches[key] = Watch(isList: isList, since: now, nextQuery: nil, inFlight: true, retry: settings.retry)
         return [.query(key)]
     }
 
@@ -114,7 +121,9 @@ package struct RecordPoller {
             }
         }
         var interval = min(max(wait, settings.minimumInterval), settings.maximumInterval)
-        if watch.isList { interval = min(interval, settings.listInterval) }
+        if watch.isList {
+            interval = min(interval, now - watch.since < settings.listWarmUp ? settings.listWarmUpInterval : settings.listInterval)
+        }
         watch.nextQuery = now + interval
         watches[key] = watch
         return actions

@@ -93,6 +93,8 @@ struct RegistrationStateMachine {
     private(set) var registration: ServiceRegistration
     let hostLabel: String
     let ownerToken: String
+    /// Whether updates are signed (a REFUSED means something else without a key).
+    let signed: Bool
     let settings: Settings
     private(set) var addresses: [IPAddress]
     private(set) var server: DNSServer?
@@ -110,8 +112,9 @@ struct RegistrationStateMachine {
 
     init(
         registration: ServiceRegistration, hostLabel: String, addresses: [IPAddress], ownerToken: String, server: DNSServer?,
-        settings: Settings = Settings()
+        signed: Bool = true, settings: Settings = Settings()
     ) {
+        self.signed = signed
         self.registration = registration
         self.hostLabel = hostLabel
         self.addresses = addresses
@@ -438,11 +441,11 @@ struct RegistrationStateMachine {
         retry = min(retry * 2, .seconds(60))
         guard !interrupted else { return [] }
         interrupted = true
-        return [.report(RegistrationEvent(.interrupted, name: name, error: Self.explain(result, zone: zoneText)))]
+        return [.report(RegistrationEvent(.interrupted, name: name, error: Self.explain(result, zone: zoneText, signed: signed)))]
     }
 
     private mutating func fail(_ result: Result<Message, UnicastDNSError>) -> [Action] {
-        fail(Self.explain(result, zone: zoneText))
+        fail(Self.explain(result, zone: zoneText, signed: signed))
     }
 
     private mutating func fail(_ error: UnicastDNSError) -> [Action] {
@@ -487,7 +490,7 @@ struct RegistrationStateMachine {
     }
 
     /// One line for a failed request.
-    static func explain(_ result: Result<Message, UnicastDNSError>, zone: String) -> UnicastDNSError {
+    static func explain(_ result: Result<Message, UnicastDNSError>, zone: String, signed: Bool = true) -> UnicastDNSError {
         let message: Message
         switch result {
         case .failure(let error): return error
@@ -495,9 +498,12 @@ struct RegistrationStateMachine {
         }
         let code = message.responseCode
         switch code {
+        case .refused where !signed:
+            return UnicastDNSError(
+                .refused, "the server refused an unsigned update of \(zone) (REFUSED): give the zone's key with --tsig KEYFILE", responseCode: code)
         case .refused:
             return UnicastDNSError(
-                .refused, "the server refused to change \(zone) (REFUSED): the key is not allowed to update this zone (update-policy), or no key was given (--tsig KEYFILE)",
+                .refused, "the server refused to change \(zone) (REFUSED): this key is not allowed to update this zone (its update-policy)",
                 responseCode: code)
         case .notAuthoritative:
             return UnicastDNSError(

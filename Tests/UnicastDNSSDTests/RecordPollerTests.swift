@@ -33,11 +33,32 @@ struct RecordPollerTests {
         #expect(poller.watch(Self.list, isList: true, at: .zero).isEmpty)
         let first = poller.answered(Self.list, with: Self.answer(Self.list, [(Self.ptr("B"), 30), (Self.ptr("A"), 30)]), at: .milliseconds(2))
         #expect(first == [.added(Self.list, Self.ptr("A")), .added(Self.list, Self.ptr("B"))])
-        // Nothing is due before the list interval (5 s).
-        #expect(poller.advance(to: .seconds(4)).isEmpty)
-        #expect(poller.advance(to: .milliseconds(5002)) == [.query(Self.list)])
-        let second = poller.answered(Self.list, with: Self.answer(Self.list, [(Self.ptr("B"), 30), (Self.ptr("C"), 30)]), at: .seconds(6))
+        // In its first 10 s a list is asked every second.
+        #expect(poller.advance(to: .milliseconds(1001)).isEmpty)
+        #expect(poller.advance(to: .milliseconds(1002)) == [.query(Self.list)])
+        let second = poller.answered(Self.list, with: Self.answer(Self.list, [(Self.ptr("B"), 30), (Self.ptr("C"), 30)]), at: .seconds(2))
         #expect(second == [.removed(Self.list, Self.ptr("A")), .added(Self.list, Self.ptr("C"))])
+    }
+
+    @Test("a list is asked every second for its first 10 s, then every 5 s (or at 80 % of its TTL when that is sooner)")
+    func listWarmUp() {
+        var poller = RecordPoller()
+        _ = poller.watch(Self.list, isList: true, at: .zero)
+        var asked: [Duration] = []
+        var now = Duration.zero
+        _ = poller.answered(Self.list, with: Self.answer(Self.list, [(Self.ptr("A"), 30)]), at: now)
+        while now < .seconds(30) {
+            now += .milliseconds(100)
+            if poller.advance(to: now) == [.query(Self.list)] {
+                asked.append(now)
+                _ = poller.answered(Self.list, with: Self.answer(Self.list, [(Self.ptr("A"), 30)]), at: now)
+            }
+        }
+        #expect(asked == (1...10).map { Duration.seconds($0) } + [.seconds(15), .seconds(20), .seconds(25), .seconds(30)])
+        var short = RecordPoller()
+        _ = short.watch(Self.list, isList: true, at: .zero)
+        _ = short.answered(Self.list, with: Self.answer(Self.list, [(Self.ptr("A"), 2)]), at: .seconds(20))
+        #expect(short.nextDeadline == .milliseconds(21600))
     }
 
     @Test("a record set is asked again at 80 % of its smallest TTL, never sooner than 1 s, never later than an hour")
@@ -65,21 +86,21 @@ struct RecordPollerTests {
         #expect(poller.answered(Self.srv, with: Self.answer(Self.srv, [], code: 3, soa: (30, 20)), at: .zero).isEmpty)
         #expect(poller.nextDeadline == .seconds(20))
         _ = poller.watch(Self.list, isList: true, at: .zero)
-        _ = poller.answered(Self.list, with: Self.answer(Self.list, [], soa: (30, 20)), at: .zero)
-        #expect(poller.advance(to: .seconds(5)) == [.query(Self.list)])
+        _ = poller.answered(Self.list, with: Self.answer(Self.list, [], soa: (30, 20)), at: .seconds(10))
+        #expect(poller.advance(to: .seconds(15)) == [.query(Self.list)])
     }
 
     @Test("when the server stops answering, records stay until their TTL runs out, then are removed; retries back off")
     func failures() {
         var poller = RecordPoller()
         _ = poller.watch(Self.list, isList: true, at: .zero)
-        _ = poller.answered(Self.list, with: Self.answer(Self.list, [(Self.ptr("A"), 12)]), at: .zero)
-        #expect(poller.advance(to: .seconds(5)) == [.query(Self.list)])
-        #expect(poller.failed(Self.list, at: .seconds(7)).isEmpty)
-        #expect(poller.advance(to: .seconds(9)) == [.query(Self.list)])
-        _ = poller.failed(Self.list, at: .seconds(11))
-        #expect(poller.advance(to: .seconds(12)) == [.removed(Self.list, Self.ptr("A"))])
+        _ = poller.answered(Self.list, with: Self.answer(Self.list, [(Self.ptr("A"), 12)]), at: .seconds(10))
         #expect(poller.advance(to: .seconds(15)) == [.query(Self.list)])
+        #expect(poller.failed(Self.list, at: .seconds(17)).isEmpty)
+        #expect(poller.advance(to: .seconds(19)) == [.query(Self.list)])
+        _ = poller.failed(Self.list, at: .seconds(21))
+        #expect(poller.advance(to: .seconds(22)) == [.removed(Self.list, Self.ptr("A"))])
+        #expect(poller.advance(to: .seconds(25)) == [.query(Self.list)])
     }
 
     @Test("a CNAME in the answer is followed; records of other names or types are not taken")
