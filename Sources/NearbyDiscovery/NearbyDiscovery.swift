@@ -376,6 +376,7 @@ public final class NearbyDiscovery: Sendable {
     /// Browses for a service type: found, updated and lost events, with resolution when asked.
     /// - Parameters:
     ///   - type: the type; its domain is browsed unless `domains` says otherwise.
+    ///   - resolve: resolve each service (host, port, addresses, TXT) before reporting it.
     ///   - domains: browse the type in each of these domains (`local.` is the link) and merge
     ///     the events; each event's service says where it was found (``DiscoveredService/domain``).
     public func browse(_ type: ServiceType, resolve: Bool = false, domains: [DomainName]? = nil) -> AsyncStream<BrowseEvent> {

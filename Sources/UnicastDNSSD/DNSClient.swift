@@ -5,7 +5,7 @@ import NIOCore
 import NIOPosix
 import Foundation
 
-/// Asks DNS servers questions and sends them signed UPDATEs: the I/O around ``QueryExchange``,
+/// Asks DNS servers questions and sends them signed UPDATEs: the I/O around the exchange (a pure state machine),
 /// which makes every decision. UDP from a fresh socket (so a random source port) and a random ID
 /// for each attempt's request, EDNS(0), TCP when an answer is truncated.
 public struct DNSClient: Sendable {

@@ -1,11 +1,11 @@
 public import DNSWire
-public import Logging
+import Logging
 import NearbyBasics
 import NetworkPlatform
 import PeerTrust
 
 /// A service registered in a DNS zone with signed DNS UPDATEs, refreshed while it lives and
-/// removed by ``withdraw()``. The I/O around ``RegistrationStateMachine``, which decides.
+/// removed by ``withdraw()``. The I/O around a pure state machine, which decides (zone, server, names, refresh, removal).
 public final class DNSRegistration: Sendable {
     /// The instance name won in the zone (e.g. `Build Box (2)` when the name was taken).
     public var name: String { state.withLockedValue { $0.name } }

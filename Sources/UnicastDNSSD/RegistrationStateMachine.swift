@@ -1,4 +1,4 @@
-public import DNSWire
+import DNSWire
 public import NearbyBasics
 
 /// What happens to a registration in a DNS zone: a ``kind`` and what goes with it.
