@@ -163,7 +163,7 @@ public struct UnicastBackend: DiscoveryBackend {
     /// and this host's IPv4 subnets.
     public func recommendedDomains(adding domains: [DomainName] = []) async -> [DomainEnumeration.Recommendation] {
         let starting = DomainEnumeration.startingDomains(
-            searchList: settings.resolver.searchDomains, domains: domains, addresses: DNSRegistration.hostAddresses())
+            searchList: settings.resolver.searchDomains, domains: domains, subnets: DomainEnumeration.localSubnets())
         return await DomainEnumeration.recommendations(from: starting, client: client)
     }
 }

@@ -171,7 +171,7 @@ public final class DNSRegistration: Sendable {
 
     /// The addresses other hosts can reach: every running interface's, but loopback and
     /// link-local (which mean nothing off the link), IPv4 first.
-    public static func hostAddresses() -> [IPAddress] {
+    static func hostAddresses() -> [IPAddress] {
         var v4: [IPAddress] = []
         var v6: [IPAddress] = []
         for entry in NetworkPlatform.interfaceAddresses() where entry.isRunning {

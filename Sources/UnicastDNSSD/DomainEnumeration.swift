@@ -1,5 +1,6 @@
 public import DNSWire
 import NearbyBasics
+import NetworkPlatform
 
 /// Domain enumeration (RFC 6763 §11): which domains to browse and register in, as the network's
 /// DNS says. Each *starting domain* (the search list, the domains given, and the reverse-mapping
@@ -43,23 +44,37 @@ public enum DomainEnumeration {
         public var source: DomainName
     }
 
-    /// The reverse-mapping name of an IPv4 address's /24 (`0.1.18.198.in-addr.arpa.` for
-    /// 198.18.1.x), a starting domain by RFC 6763 §11.
-    public static func reverseSubnetDomain(_ address: IPv4Address) -> DomainName? {
-        let value = address.value
-        let labels = ["0", "\(value >> 8 & 0xFF)", "\(value >> 16 & 0xFF)", "\(value >> 24)", "in-addr", "arpa"]
+    /// The reverse-mapping name of an IPv4 subnet: the address with its host bits zeroed, in
+    /// `in-addr.arpa` (`0.1.18.198.in-addr.arpa.` for 198.18.1.x/24, `0.0.16.172.in-addr.arpa.`
+    /// for 172.16.x.y/16), a starting domain by RFC 6763 §11.
+    public static func reverseSubnetDomain(_ address: IPv4Address, prefixLength: Int = 24) -> DomainName? {
+        let bits = min(max(prefixLength, 0), 32)
+        let mask: UInt32 = bits == 0 ? 0 : ~UInt32(0) << UInt32(32 - bits)
+        let value = address.value & mask
+        let labels = ["\(value & 0xFF)", "\(value >> 8 & 0xFF)", "\(value >> 16 & 0xFF)", "\(value >> 24)", "in-addr", "arpa"]
         return try? DomainName(labels: labels)
     }
 
     /// The starting domains: the search list and `domains` (in that order, each once), then
-    /// the reverse-mapping names of `addresses`' IPv4 subnets.
-    public static func startingDomains(searchList: [DomainName], domains: [DomainName], addresses: [IPAddress]) -> [DomainName] {
+    /// the reverse-mapping names of the IPv4 `subnets` (an address and its prefix length).
+    public static func startingDomains(searchList: [DomainName], domains: [DomainName], subnets: [(IPv4Address, Int)]) -> [DomainName] {
         var result: [DomainName] = []
         for domain in searchList + domains where !result.contains(domain) && domain != ServiceType.localDomain { result.append(domain) }
-        for case .v4(let address) in addresses {
-            if let reverse = reverseSubnetDomain(address), !result.contains(reverse) { result.append(reverse) }
+        for (address, prefix) in subnets {
+            if let reverse = reverseSubnetDomain(address, prefixLength: prefix), !result.contains(reverse) { result.append(reverse) }
         }
         return result
+    }
+
+    /// This host's IPv4 subnets: every running interface's address and prefix, loopback and
+    /// link-local left out.
+    public static func localSubnets() -> [(IPv4Address, Int)] {
+        NetworkPlatform.interfaceAddresses().compactMap { entry in
+            guard entry.isRunning, entry.address.count == 4 else { return nil }
+            let address = IPv4Address(entry.address[0], entry.address[1], entry.address[2], entry.address[3])
+            guard address.value >> 24 != 127, address.value >> 16 != 0xA9FE else { return nil }
+            return (address, entry.prefixLength)
+        }
     }
 
     /// Asks every starting domain for every role, all at once; returns what the DNS

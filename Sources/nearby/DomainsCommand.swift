@@ -12,7 +12,7 @@ struct DomainsCommand: AsyncParsableCommand {
         discussion: """
             Asks the DNS (RFC 6763 §11) which domains to use: for each starting domain (the \
             search list of /etc/resolv.conf, each --domain, and the reverse-mapping name of \
-            each of this host's IPv4 /24 subnets) it asks for PTR records at b (browse), db \
+            each of this host's IPv4 subnets) it asks for PTR records at b (browse), db \
             (default browse), lb (legacy browse), r (register) and dr (default register) \
             ._dns-sd._udp.DOMAIN. local (the link) is always there and is listed first. Exits 0 \
             even when the DNS recommends nothing; the list then holds local alone.
@@ -40,7 +40,7 @@ struct DomainsCommand: AsyncParsableCommand {
         let backend = UnicastBackend(settings: settings, logger: output.logger())
         let given = try WideAreaOptions.domains(domainTexts).filter { $0 != ServiceType.localDomain }
         let starting = DomainEnumeration.startingDomains(
-            searchList: settings.resolver.searchDomains, domains: given, addresses: DNSRegistration.hostAddresses())
+            searchList: settings.resolver.searchDomains, domains: given, subnets: DomainEnumeration.localSubnets())
         if !output.json {
             let servers = (settings.servers ?? settings.resolver.servers).map(\.description).joined(separator: ", ")
             status("Asking \(servers) about \(starting.isEmpty ? "no starting domain (the search list is empty; add --domain)" : starting.map { String($0.description.dropLast()) }.joined(separator: ", "))...")

@@ -159,11 +159,26 @@ struct ResolverConfigurationTests {
         }
     }
 
-    @Test("domain enumeration starts from the search list, the given domains and each IPv4 /24's reverse name")
+    @Test("domain enumeration starts from the search list, the given domains and each IPv4 subnet's reverse name (host bits zeroed)")
     func startingDomains() {
         let starting = DomainEnumeration.startingDomains(
             searchList: ["lab.example.test."], domains: ["local.", "corp.example.", "lab.example.test."],
-            addresses: [.v4(IPv4Address(198, 18, 1, 4)), .v4(IPv4Address(198, 18, 1, 9)), .v6(IPv6Address(high: 1, low: 1))])
-        #expect(starting == ["lab.example.test.", "corp.example.", "0.1.18.198.in-addr.arpa."])
+            subnets: [(IPv4Address(198, 18, 1, 4), 24), (IPv4Address(198, 18, 1, 9), 24), (IPv4Address(172, 16, 200, 7), 12)])
+        #expect(starting == ["lab.example.test.", "corp.example.", "0.1.18.198.in-addr.arpa.", "0.0.16.172.in-addr.arpa."])
+        #expect(DomainEnumeration.reverseSubnetDomain(IPv4Address(10, 1, 2, 3), prefixLength: 32) == "3.2.1.10.in-addr.arpa.")
+    }
+
+    @Test("a unicast query asks for recursion and offers EDNS(0) with a 1232-byte payload (RFC 6891); the OPT extends the response code")
+    func queryShape() throws {
+        let query = Message.unicastQuery(id: 7, name: "lab.example.test.", type: .soa)
+        #expect(query.header.recursionDesired && !query.header.isResponse && query.header.opcode == 0)
+        let opt = try #require(query.optRecord)
+        #expect(opt.name == .root && opt.class.rawValue == 1232 && opt.ttl == 0)
+        let decoded = try Message(decoding: try query.encoded())
+        #expect(decoded.optRecord?.class.rawValue == 1232)
+        var answer = query
+        answer.header.responseCode = 0
+        answer.additionals = [ResourceRecord(name: .root, data: .opt([]), ttl: 1 << 24, class: RecordClass(1232))]
+        #expect(answer.responseCode == ResponseCode(16))
     }
 }
