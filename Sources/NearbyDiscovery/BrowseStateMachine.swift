@@ -31,6 +31,42 @@ enum DiscoveryObservation: Sendable, Equatable {
 enum DiscoveryWatch: Hashable, Sendable {
     case service(DomainName, NetworkInterface?)
     case host(DomainName, NetworkInterface?)
+
+    /// The record sets that following it takes: SRV and TXT of a service, A and AAAA of a host.
+    var recordSets: [(name: DomainName, type: RecordType)] {
+        switch self {
+        case .service(let name, _): [(name, .srv), (name, .txt)]
+        case .host(let name, _): [(name, .a), (name, .aaaa)]
+        }
+    }
+}
+
+extension DiscoveryObservation {
+    /// What a record's arrival (or departure) on `interface` means to a browse of `browsing`
+    /// (a PTR name; nil when only services and hosts are watched); nil for records it does
+    /// not follow. Link-local IPv6 addresses get the interface as their scope.
+    static func record(_ name: DomainName, _ data: RecordData, on interface: NetworkInterface, added: Bool, browsing: DomainName?)
+        -> DiscoveryObservation?
+    {
+        switch data {
+        case .ptr(let target) where name == browsing:
+            // A PTR that names no service instance is no service (and not ours to report).
+            guard (try? ServiceInstanceName(domainName: target)) != nil else { return nil }
+            return added ? .instanceAdded(target, interface) : .instanceRemoved(target, interface)
+        case .srv(let srv):
+            return added ? .srvAdded(name, interface, srv) : .srvRemoved(name, interface, srv)
+        case .txt(let txt):
+            return added ? .txtAdded(name, interface, txt) : .txtRemoved(name, interface, txt)
+        case .a(let v4):
+            return added ? .addressAdded(name, interface, .v4(v4)) : .addressRemoved(name, interface, .v4(v4))
+        case .aaaa(let v6):
+            // Unicast DNS has no interface (index 0): no scope to give.
+            let address = IPAddress.v6(v6, scope: v6.isLinkLocal && interface.index != 0 ? interface.index : nil)
+            return added ? .addressAdded(name, interface, address) : .addressRemoved(name, interface, address)
+        default:
+            return nil
+        }
+    }
 }
 
 /// Browsing and resolving as a pure state machine: observations and time in; watches to start

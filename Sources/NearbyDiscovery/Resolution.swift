@@ -78,10 +78,7 @@ actor EmbeddedObservationSource: ObservationSource {
     }
 
     private static func queries(_ watch: DiscoveryWatch) -> [QueryKey] {
-        switch watch {
-        case .service(let name, _): [QueryKey(name: name, type: .srv), QueryKey(name: name, type: .txt)]
-        case .host(let name, _): [QueryKey(name: name, type: .a), QueryKey(name: name, type: .aaaa)]
-        }
+        watch.recordSets.map { QueryKey(name: $0.name, type: $0.type) }
     }
 
     /// A cache event in DNS-SD terms.
@@ -90,22 +87,6 @@ actor EmbeddedObservationSource: ObservationSource {
         case .added(let record, let interface): (record, interface, true)
         case .removed(let record, let interface): (record, interface, false)
         }
-        switch record.data {
-        case .ptr(let target) where record.name == browsing:
-            // A PTR that names no service instance is no service (and not ours to report).
-            guard (try? ServiceInstanceName(domainName: target)) != nil else { return nil }
-            return added ? .instanceAdded(target, interface) : .instanceRemoved(target, interface)
-        case .srv(let data):
-            return added ? .srvAdded(record.name, interface, data) : .srvRemoved(record.name, interface, data)
-        case .txt(let data):
-            return added ? .txtAdded(record.name, interface, data) : .txtRemoved(record.name, interface, data)
-        case .a(let v4):
-            return added ? .addressAdded(record.name, interface, .v4(v4)) : .addressRemoved(record.name, interface, .v4(v4))
-        case .aaaa(let v6):
-            let address = IPAddress.v6(v6, scope: v6.isLinkLocal ? interface.index : nil)
-            return added ? .addressAdded(record.name, interface, address) : .addressRemoved(record.name, interface, address)
-        default:
-            return nil
-        }
+        return DiscoveryObservation.record(record.name, record.data, on: interface, added: added, browsing: browsing)
     }
 }

@@ -17,12 +17,13 @@ public struct WideAreaSettings: Sendable {
     /// TTL of registered records. Short, because a registrant that crashes leaves its records
     /// in the zone (DNS has no leases): browsers drop them once the peer stops answering.
     public var ttl: UInt32 = 30
-    /// The system's resolver configuration (search list, timeout), read at start.
-    public var resolver: ResolverConfiguration
+    /// The resolver configuration (servers, search list, timeout); nil: the system's
+    /// (`/etc/resolv.conf`), read when a DNS domain is first used, never for the link alone.
+    public var resolver: ResolverConfiguration?
 
     public init(
         servers: [DNSServer]? = nil, key: TSIGKey? = nil, updateServer: DNSServer? = nil, hostLabel: String? = nil, ttl: UInt32 = 30,
-        resolver: ResolverConfiguration = .system()
+        resolver: ResolverConfiguration? = nil
     ) {
         self.servers = servers
         self.key = key
@@ -37,8 +38,9 @@ public struct WideAreaSettings: Sendable {
 /// registration by signed DNS UPDATE. Works in any domain but `local.`.
 public struct UnicastBackend: DiscoveryBackend {
     public let settings: WideAreaSettings
-    let client: DNSClient
     let logger: Logger
+    /// The client and the resolver configuration, made on first use.
+    private let made = Locked<(DNSClient, ResolverConfiguration)?>(nil)
     private let registrations = Locked<[ObjectIdentifier: DNSRegistration]>([:])
 
     /// Answers come one question at a time (SRV, TXT, A, AAAA): a changed resolution waits
@@ -48,7 +50,21 @@ public struct UnicastBackend: DiscoveryBackend {
     public init(settings: WideAreaSettings = WideAreaSettings(), logger: Logger = NearbyDiscovery.silentLogger) {
         self.settings = settings
         self.logger = logger
-        self.client = DNSClient(configuration: settings.resolver, servers: settings.servers, logger: logger)
+    }
+
+    /// The configuration in use: the settings', else the system's, read once.
+    var resolver: ResolverConfiguration { setUp().1 }
+
+    var client: DNSClient { setUp().0 }
+
+    private func setUp() -> (DNSClient, ResolverConfiguration) {
+        made.withLockedValue { made in
+            if let made { return made }
+            let resolver = settings.resolver ?? .system()
+            let pair = (DNSClient(configuration: resolver, servers: settings.servers, logger: logger), resolver)
+            made = pair
+            return pair
+        }
     }
 
     public func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
@@ -114,7 +130,7 @@ public struct UnicastBackend: DiscoveryBackend {
         let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
         let client = client
         let task = Task {
-            let source = UnicastObservationSource(client: client, browsing: ServiceType.enumerationName(in: domain))
+            let source = UnicastObservationSource(client: client, browsing: ServiceType.enumerationName(in: domain), listsTypes: true)
             let (observed, sink) = AsyncStream<[DiscoveryObservation]>.makeStream()
             await source.start(sink: ObservationSink { sink.yield($0) })
             await withTaskGroup(of: Void.self) { group in
@@ -163,7 +179,7 @@ public struct UnicastBackend: DiscoveryBackend {
     /// and this host's IPv4 subnets.
     public func recommendedDomains(adding domains: [DomainName] = []) async -> [DomainEnumeration.Recommendation] {
         let starting = DomainEnumeration.startingDomains(
-            searchList: settings.resolver.searchDomains, domains: domains, subnets: DomainEnumeration.localSubnets())
+            searchList: resolver.searchDomains, domains: domains, subnets: DomainEnumeration.localSubnets())
         return await DomainEnumeration.recommendations(from: starting, client: client)
     }
 }

@@ -15,6 +15,8 @@ actor UnicastObservationSource: ObservationSource {
     let client: DNSClient
     /// The PTR name to follow (nil for a resolve by name or a host look-up).
     let browsing: DomainName?
+    /// The PTR name is a service-type enumeration (`_services._dns-sd._udp`): its targets are types.
+    let listsTypes: Bool
     let clock: any ShellClock
     private var poller: RecordPoller
     private var sink: ObservationSink?
@@ -25,9 +27,13 @@ actor UnicastObservationSource: ObservationSource {
     private let alarm = Alarm()
     private let origin: Duration
 
-    init(client: DNSClient, browsing: DomainName?, settings: RecordPoller.Settings = RecordPoller.Settings(), clock: any ShellClock = SystemClock()) {
+    init(
+        client: DNSClient, browsing: DomainName?, listsTypes: Bool = false, settings: RecordPoller.Settings = RecordPoller.Settings(),
+        clock: any ShellClock = SystemClock()
+    ) {
         self.client = client
         self.browsing = browsing
+        self.listsTypes = listsTypes
         self.clock = clock
         self.poller = RecordPoller(settings: settings)
         self.origin = clock.now
@@ -65,10 +71,7 @@ actor UnicastObservationSource: ObservationSource {
     }
 
     private static func keys(_ watch: DiscoveryWatch) -> [RecordPoller.Key] {
-        switch watch {
-        case .service(let name, _): [.init(name, .srv), .init(name, .txt)]
-        case .host(let name, _): [.init(name, .a), .init(name, .aaaa)]
-        }
+        watch.recordSets.map { RecordPoller.Key($0.name, $0.type) }
     }
 
     private func tick() {
@@ -82,9 +85,9 @@ actor UnicastObservationSource: ObservationSource {
             case .query(let key):
                 queue.append(key)
             case .added(let key, let data):
-                if let observation = Self.observation(key, data, added: true) { observations.append(observation) }
+                if let observation = observation(key, data, added: true) { observations.append(observation) }
             case .removed(let key, let data):
-                if let observation = Self.observation(key, data, added: false) { observations.append(observation) }
+                if let observation = observation(key, data, added: false) { observations.append(observation) }
             }
         }
         if !observations.isEmpty { sink?.deliver(observations) }
@@ -122,21 +125,12 @@ actor UnicastObservationSource: ObservationSource {
         }
     }
 
-    static func observation(_ key: RecordPoller.Key, _ data: RecordData, added: Bool) -> DiscoveryObservation? {
-        let interface = Self.interface
-        switch data {
-        case .ptr(let instance):
-            return added ? .instanceAdded(instance, interface) : .instanceRemoved(instance, interface)
-        case .srv(let srv):
-            return added ? .srvAdded(key.name, interface, srv) : .srvRemoved(key.name, interface, srv)
-        case .txt(let txt):
-            return added ? .txtAdded(key.name, interface, txt) : .txtRemoved(key.name, interface, txt)
-        case .a(let v4):
-            return added ? .addressAdded(key.name, interface, .v4(v4)) : .addressRemoved(key.name, interface, .v4(v4))
-        case .aaaa(let v6):
-            return added ? .addressAdded(key.name, interface, .v6(v6)) : .addressRemoved(key.name, interface, .v6(v6))
-        default:
-            return nil
+    /// A change the poller reported, in DNS-SD terms. A source listing service types takes
+    /// each PTR target as it is (a type, not an instance).
+    func observation(_ key: RecordPoller.Key, _ data: RecordData, added: Bool) -> DiscoveryObservation? {
+        if listsTypes, case .ptr(let target) = data, key.name == browsing {
+            return added ? .instanceAdded(target, Self.interface) : .instanceRemoved(target, Self.interface)
         }
+        return DiscoveryObservation.record(key.name, data, on: Self.interface, added: added, browsing: browsing)
     }
 }

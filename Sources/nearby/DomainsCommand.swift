@@ -36,13 +36,15 @@ struct DomainsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let settings = try WideAreaOptions.settings(server: server, tsig: nil)
+        var settings = try WideAreaOptions.settings(server: server, tsig: nil)
+        let resolver = ResolverConfiguration.system()
+        settings.resolver = resolver
         let backend = UnicastBackend(settings: settings, logger: output.logger())
         let given = try WideAreaOptions.domains(domainTexts).filter { $0 != ServiceType.localDomain }
         let starting = DomainEnumeration.startingDomains(
-            searchList: settings.resolver.searchDomains, domains: given, subnets: DomainEnumeration.localSubnets())
+            searchList: resolver.searchDomains, domains: given, subnets: DomainEnumeration.localSubnets())
         if !output.json {
-            let servers = (settings.servers ?? settings.resolver.servers).map(\.description).joined(separator: ", ")
+            let servers = (settings.servers ?? resolver.servers).map(\.description).joined(separator: ", ")
             status("Asking \(servers) about \(starting.isEmpty ? "no starting domain (the search list is empty; add --domain)" : starting.map { String($0.description.dropLast()) }.joined(separator: ", "))...")
         }
         let found = await backend.recommendedDomains(adding: given)
