@@ -43,6 +43,15 @@ struct RegistrationTests {
         return host
     }
 
+    /// A machine whose host and service updates both succeeded at time zero.
+    static func registered() throws -> RegistrationStateMachine {
+        var machine = machine()
+        _ = try toHostUpdate(&machine)
+        _ = machine.handle(reply(), at: .zero)
+        _ = machine.handle(reply(), at: .zero)
+        return machine
+    }
+
     @Test("zone from the SOA, server from _dns-update._udp, then the host and the service, each only if its name is free")
     func happyPath() throws {
         var machine = Self.machine()
@@ -145,10 +154,7 @@ struct RegistrationTests {
 
     @Test("refreshed at 80 % of the TTL; a failed refresh says interrupted once, retries with backoff, then restored")
     func refresh() throws {
-        var machine = Self.machine()
-        _ = try Self.toHostUpdate(&machine)
-        _ = machine.handle(Self.reply(), at: .zero)
-        _ = machine.handle(Self.reply(), at: .zero)
+        var machine = try Self.registered()
         let host = try #require(Self.update(machine.advance(to: .seconds(24))))
         #expect(host.prerequisites.first?.type == .txt)
         let service = try #require(Self.update(machine.handle(Self.reply(), at: .seconds(24))))
@@ -169,10 +175,7 @@ struct RegistrationTests {
 
     @Test("new addresses or TXT are sent at once when registered")
     func changes() throws {
-        var machine = Self.machine()
-        _ = try Self.toHostUpdate(&machine)
-        _ = machine.handle(Self.reply(), at: .zero)
-        _ = machine.handle(Self.reply(), at: .zero)
+        var machine = try Self.registered()
         #expect(machine.update(addresses: Self.addresses, at: .seconds(1)).isEmpty)
         let host = try #require(Self.update(machine.update(addresses: [.v4(IPv4Address(198, 18, 1, 7))], at: .seconds(1))))
         #expect(host.changes.contains { $0.data == .a(IPv4Address(198, 18, 1, 7)) })
@@ -186,10 +189,7 @@ struct RegistrationTests {
 
     @Test("withdrawal: the service (if its SRV is ours), the type's enumeration PTR if no instance is left, the host if it is ours")
     func withdraw() throws {
-        var machine = Self.machine()
-        _ = try Self.toHostUpdate(&machine)
-        _ = machine.handle(Self.reply(), at: .zero)
-        _ = machine.handle(Self.reply(), at: .zero)
+        var machine = try Self.registered()
         let service = try #require(Self.update(machine.withdraw(at: .seconds(3))))
         #expect(service.prerequisites.first?.type == .srv)
         #expect(service.changes.first == ResourceRecord(name: "Box._openagents._tcp.lab.example.test.", data: .unknown(.any, []), ttl: 0, class: .any))
@@ -204,10 +204,7 @@ struct RegistrationTests {
 
     @Test("a withdrawal asked for while a refresh is out waits for its answer, then withdraws")
     func withdrawDuringRefresh() throws {
-        var machine = Self.machine()
-        _ = try Self.toHostUpdate(&machine)
-        _ = machine.handle(Self.reply(), at: .zero)
-        _ = machine.handle(Self.reply(), at: .zero)
+        var machine = try Self.registered()
         _ = machine.advance(to: .seconds(24))
         #expect(machine.withdraw(at: .seconds(24)).isEmpty)
         let service = try #require(Self.update(machine.handle(Self.reply(), at: .seconds(24))))
