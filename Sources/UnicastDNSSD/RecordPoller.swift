@@ -54,23 +54,32 @@ package struct RecordPoller {
         var nextQuery: Duration?
         var inFlight = false
         var retry: Duration
+        /// When this watch next needs ``advance(to:)``: its next question, or its first expiry.
+        var due: Duration? {
+            let expiry = records.values.min()
+            guard !inFlight, let nextQuery else { return expiry }
+            return expiry.map { min($0, nextQuery) } ?? nextQuery
+        }
     }
 
     package let settings: Settings
     private var watches: [Key: Watch] = [:]
+    /// Every watch's due time, earliest first; an entry is current while its time is still the
+    /// watch's due time (older ones are skipped), so a browse of thousands of services finds
+    /// what is due without looking at each of them.
+    private var agenda = Agenda()
 
     package init(settings: Settings = Settings()) {
         self.settings = settings
     }
 
     /// When ``advance(to:)`` is next needed.
-    package var nextDeadline: Duration? {
-        var earliest: Duration?
-        for watch in watches.values {
-            let times = [watch.inFlight ? nil : watch.nextQuery, watch.records.values.min()].compactMap { $0 }
-            for time in times where earliest.map({ time < $0 }) ?? true { earliest = time }
-        }
-        return earliest
+    package var nextDeadline: Duration? { agenda.earliest }
+
+    /// Puts `key`'s due time on the agenda after a change, and drops stale entries from its top.
+    private mutating func reschedule(_ key: Key) {
+        if let due = watches[key]?.due { agenda.insert(due, key) }
+        agenda.dropStale { time, key in watches[key]?.due != time }
     }
 
     package var watchCount: Int { watches.count }
@@ -79,12 +88,14 @@ package struct RecordPoller {
     package mutating func watch(_ key: Key, isList: Bool = false, at now: Duration) -> [Action] {
         guard watches[key] == nil else { return [] }
         watches[key] = Watch(isList: isList, since: now, nextQuery: nil, inFlight: true, retry: settings.retry)
+        reschedule(key)
         return [.query(key)]
     }
 
     /// Stops watching; nothing is reported for what it held.
     package mutating func unwatch(_ key: Key) {
         watches[key] = nil
+        reschedule(key)
     }
 
     /// The answer to `key`'s question.
@@ -126,6 +137,7 @@ package struct RecordPoller {
         }
         watch.nextQuery = now + interval
         watches[key] = watch
+        reschedule(key)
         return actions
     }
 
@@ -136,13 +148,18 @@ package struct RecordPoller {
         watch.nextQuery = now + watch.retry
         watch.retry = min(watch.retry * 2, settings.maximumRetry)
         watches[key] = watch
+        reschedule(key)
         return []
     }
 
     /// Lets time pass: questions that are due, records that expired.
     package mutating func advance(to now: Duration) -> [Action] {
+        var due: Set<Key> = []
+        while let (time, key) = agenda.popFirst(through: now) {
+            if watches[key]?.due == time { due.insert(key) }
+        }
         var actions: [Action] = []
-        for key in watches.keys.sorted(by: { $0.description < $1.description }) {
+        for key in due.sorted(by: { $0.description < $1.description }) {
             guard var watch = watches[key] else { continue }
             for (data, expiry) in watch.records.sorted(by: { Self.order($0.key, $1.key) }) where expiry <= now {
                 watch.records[data] = nil
@@ -154,7 +171,9 @@ package struct RecordPoller {
                 actions.append(.query(key))
             }
             watches[key] = watch
+            reschedule(key)
         }
+        agenda.dropStale { time, key in watches[key]?.due != time }
         return actions
     }
 
@@ -178,5 +197,52 @@ package struct RecordPoller {
         let left = (try? lhs.uncompressedBytes()) ?? []
         let right = (try? rhs.uncompressedBytes()) ?? []
         return left.lexicographicallyPrecedes(right)
+    }
+}
+
+/// Due times, earliest first: a binary min-heap of (time, key). Entries are never updated in
+/// place; a newer one is added and the old one is recognised as stale when it comes up.
+private struct Agenda {
+    private var heap: [(time: Duration, key: RecordPoller.Key)] = []
+
+    var earliest: Duration? { heap.first?.time }
+
+    mutating func insert(_ time: Duration, _ key: RecordPoller.Key) {
+        heap.append((time, key))
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].time < heap[parent].time else { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    /// Removes and returns the earliest entry if it is due by `now`.
+    mutating func popFirst(through now: Duration) -> (Duration, RecordPoller.Key)? {
+        guard let first = heap.first, first.time <= now else { return nil }
+        removeFirst()
+        return first
+    }
+
+    /// Removes entries from the top while `isStale` says so.
+    mutating func dropStale(_ isStale: (Duration, RecordPoller.Key) -> Bool) {
+        while let first = heap.first, isStale(first.time, first.key) { removeFirst() }
+    }
+
+    private mutating func removeFirst() {
+        heap.swapAt(0, heap.count - 1)
+        heap.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < heap.count, heap[left].time < heap[smallest].time { smallest = left }
+            if right < heap.count, heap[right].time < heap[smallest].time { smallest = right }
+            guard smallest != parent else { return }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
     }
 }

@@ -103,6 +103,30 @@ struct RecordPollerTests {
         #expect(poller.advance(to: .seconds(25)) == [.query(Self.list)])
     }
 
+    @Test("of many watches, each is asked when its own TTL says and no sooner; a due time moved earlier or later is kept, the old one ignored")
+    func agenda() {
+        var poller = RecordPoller()
+        let keys = (1...300).map { RecordPoller.Key(try! DomainName(parsing: "s\($0)._openagents._tcp.lab.example.test"), .srv) }
+        for (index, key) in keys.enumerated() {
+            _ = poller.watch(key, at: .zero)
+            let srv = RecordData.srv(SRVData(port: UInt16(9000 + index), target: "box.lab.example.test."))
+            _ = poller.answered(key, with: Self.answer(key, [(srv, UInt32(10 + index))]), at: .zero)
+        }
+        #expect(poller.nextDeadline == .seconds(8))
+        // s3's answer comes again with a longer TTL before it was due: its old time is stale.
+        let srv3 = RecordData.srv(SRVData(port: 9002, target: "box.lab.example.test."))
+        _ = poller.answered(keys[2], with: Self.answer(keys[2], [(srv3, 100)]), at: .seconds(1))
+        var asked: [RecordPoller.Key] = []
+        var now = Duration.zero
+        while now < .seconds(20) {
+            now += .milliseconds(100)
+            for case .query(let key) in poller.advance(to: now) { asked.append(key) }
+        }
+        // TTL 10 + i is asked at 80 %: 8 s, 8.8 s, … up to 20 s: indexes 0, 1, 3…15 (not 2).
+        let expected = (0...15).filter { $0 != 2 }.map { keys[$0] }
+        #expect(asked == expected)
+    }
+
     @Test("a CNAME in the answer is followed; records of other names or types are not taken")
     func aliases() {
         let answers = [
