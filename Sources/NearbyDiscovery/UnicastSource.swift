@@ -11,6 +11,10 @@ actor UnicastObservationSource: ObservationSource {
     /// Unicast DNS has no interfaces: every observation carries this one.
     static let interface = NetworkInterface(index: 0, name: "")
     static let maximumInFlight = 32
+    /// Answers come one question at a time; what they change is handed on in batches at most
+    /// this often, so the browse machine looks at a thousand services a hundred times during a
+    /// one-second burst of answers rather than after each of the four thousand answers.
+    static let batchInterval: Duration = .milliseconds(10)
 
     let client: DNSClient
     /// The PTR name to follow (nil for a resolve by name or a host look-up).
@@ -23,6 +27,9 @@ actor UnicastObservationSource: ObservationSource {
     private var queue: [RecordPoller.Key] = []
     private var inFlight = 0
     private var stopped = false
+    /// Observations waiting for the next batch, and whether its delivery is scheduled.
+    private var pending: [DiscoveryObservation] = []
+    private var flushScheduled = false
     private let children = ChildTasks()
     private let alarm = Alarm()
     private let origin: Duration
@@ -90,9 +97,27 @@ actor UnicastObservationSource: ObservationSource {
                 if let observation = observation(key, data, added: false) { observations.append(observation) }
             }
         }
-        if !observations.isEmpty { sink?.deliver(observations) }
+        if !observations.isEmpty {
+            pending += observations
+            if !flushScheduled {
+                flushScheduled = true
+                let clock = clock
+                children.spawn { [weak self] in
+                    try? await clock.sleep(for: Self.batchInterval)
+                    await self?.flush()
+                }
+            }
+        }
         askQueued()
         rearm()
+    }
+
+    private func flush() {
+        flushScheduled = false
+        guard !pending.isEmpty, !stopped else { return }
+        let batch = pending
+        pending = []
+        sink?.deliver(batch)
     }
 
     private func rearm() {
