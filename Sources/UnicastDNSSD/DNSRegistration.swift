@@ -9,13 +9,15 @@ import PeerTrust
 public final class DNSRegistration: Sendable {
     /// The instance name won in the zone (e.g. `Build Box (2)` when the name was taken).
     public var name: String { state.withLockedValue { $0.name } }
-    /// The host name the SRV record points at, e.g. `buildbox.lab.example.test.`.
-    public let hostName: DomainName
+    /// The host name the SRV record points at, e.g. `buildbox.lab.example.test.` (or
+    /// `buildbox-2.…` when another machine holds the first).
+    public var hostName: DomainName { state.withLockedValue { $0.hostName } }
     /// Renames, interruptions and restorations after the first registration.
     public let events: AsyncStream<RegistrationEvent>
 
     private struct State {
         var name: String
+        var hostName: DomainName
     }
     private let state: Locked<State>
     private let inputs: AsyncStream<Input>.Continuation
@@ -50,7 +52,7 @@ public final class DNSRegistration: Sendable {
         let (inputs, input) = AsyncStream<Input>.makeStream()
         let (events, eventSink) = AsyncStream<RegistrationEvent>.makeStream()
         let (first, firstSink) = AsyncStream<RegistrationEvent>.makeStream()
-        let state = Locked(State(name: registration.instance))
+        let state = Locked(State(name: registration.instance, hostName: machine.hostName))
         let task = Task {
             await Self.run(machine, inputs: inputs, input: input, key: key, client: client, state: state) { event in
                 switch event.kind {
@@ -71,12 +73,10 @@ public final class DNSRegistration: Sendable {
             task.cancel()
             throw outcome?.error ?? UnicastDNSError(.unreachable, "the registration stopped before it was made")
         }
-        return DNSRegistration(
-            hostName: machine.hostName, events: events, state: state, inputs: input, task: task)
+        return DNSRegistration(events: events, state: state, inputs: input, task: task)
     }
 
-    private init(hostName: DomainName, events: AsyncStream<RegistrationEvent>, state: Locked<State>, inputs: AsyncStream<Input>.Continuation, task: Task<Void, Never>) {
-        self.hostName = hostName
+    private init(events: AsyncStream<RegistrationEvent>, state: Locked<State>, inputs: AsyncStream<Input>.Continuation, task: Task<Void, Never>) {
         self.events = events
         self.state = state
         self.inputs = inputs
@@ -130,7 +130,10 @@ public final class DNSRegistration: Sendable {
                         }
                     case .report(let event):
                         logger.debug("registration: \(event)")
-                        state.withLockedValue { $0.name = machine.name }
+                        state.withLockedValue {
+                            $0.name = machine.name
+                            $0.hostName = machine.hostName
+                        }
                         report(event)
                     case .finish:
                         finished = true
