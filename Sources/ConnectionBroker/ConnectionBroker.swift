@@ -168,8 +168,7 @@ public final class ConnectionBroker: Sendable {
                 var advertisements: [Advertisement] = []
                 do {
                     for domain in configuration.domains {
-                        let type = try ServiceType(
-                            name: configuration.serviceType.name, transport: configuration.serviceType.transport, domain: domain)
+                        let type = configuration.serviceType.inDomain(domain)
                         advertisements.append(try await discovery.advertise(name, type: type, port: UInt16(listener.port), info: info))
                     }
                 } catch {

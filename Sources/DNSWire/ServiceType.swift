@@ -176,6 +176,11 @@ public struct ServiceType: Hashable, Sendable, CustomStringConvertible, Lossless
         (try? ServiceType(name: name, transport: transport, subtype: nil, domain: domain)) ?? self
     }
 
+    /// The same type (and subtype) in another domain: `_openagents._tcp` in `lab.example.test.`.
+    public func inDomain(_ domain: DomainName) -> ServiceType {
+        (try? ServiceType(name: name, transport: transport, subtype: subtype, domain: domain)) ?? self
+    }
+
     /// The same type narrowed to `subtype`.
     public func withSubtype(_ subtype: String) throws(ServiceNameError) -> ServiceType {
         try ServiceType(name: name, transport: transport, subtype: subtype, domain: domain)

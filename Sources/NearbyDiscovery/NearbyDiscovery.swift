@@ -382,10 +382,8 @@ public final class NearbyDiscovery: Sendable {
     public func browse(_ type: ServiceType, resolve: Bool = false, domains: [DomainName]? = nil) -> AsyncStream<BrowseEvent> {
         var streams: [AsyncStream<BrowseEvent>] = []
         for domain in domains ?? [type.domain] {
-            guard let backend = backend(for: domain),
-                let typed = try? ServiceType(name: type.name, transport: type.transport, subtype: type.subtype, domain: domain)
-            else { continue }
-            streams.append(backend.browse(typed, resolve: resolve))
+            guard let backend = backend(for: domain) else { continue }
+            streams.append(backend.browse(type.inDomain(domain), resolve: resolve))
         }
         if streams.count == 1, let only = streams.first { return only }
         return Self.merge(streams)

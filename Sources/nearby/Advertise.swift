@@ -109,7 +109,7 @@ struct Advertise: AsyncParsableCommand {
             hostName: host, embeddedOnly: network.wideArea.usesLink ? embeddedOnlyOption : nil, ttl: ttl.map(UInt32.init))
         var ads: [Advertisement] = []
         for domain in network.domains {
-            let typed = try ServiceType(name: serviceType.name, transport: serviceType.transport, domain: domain)
+            let typed = serviceType.inDomain(domain)
             do {
                 ads.append(try await discovery.advertise(
                     name, type: typed, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init)))

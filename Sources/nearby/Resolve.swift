@@ -68,8 +68,7 @@ struct Resolve: AsyncParsableCommand {
             for domain in domains {
                 group.addTask {
                     do {
-                        let typed = try ServiceType(name: type.name, transport: type.transport, subtype: type.subtype, domain: domain)
-                        return .success(try await discovery.resolve(name, type: typed, timeout: timeout))
+                        return .success(try await discovery.resolve(name, type: type.inDomain(domain), timeout: timeout))
                     } catch {
                         return .failure(error)
                     }

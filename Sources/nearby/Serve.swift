@@ -172,7 +172,7 @@ struct Serve: AsyncParsableCommand {
             do {
                 var names: [String] = []
                 for domain in network.domains {
-                    let typed = try ServiceType(name: serviceType.name, transport: serviceType.transport, domain: domain)
+                    let typed = serviceType.inDomain(domain)
                     names.append(try await started.advertise(name, type: typed, port: UInt16(listener.port), info: info).name)
                 }
                 advertisedName = names.first ?? name

@@ -19,6 +19,14 @@ struct ServiceNameTests {
         #expect(udp.domain == "example.com.")
     }
 
+    @Test("the same type in another domain keeps its name, transport and subtype")
+    func inDomain() throws {
+        let type = try ServiceType(parsing: "_printer._sub._http._tcp")
+        let moved = type.inDomain("lab.example.test.")
+        #expect(moved.domain == "lab.example.test." && moved.subtype == "_printer" && moved.description == type.description)
+        #expect(moved.domainName == "_printer._sub._http._tcp.lab.example.test.")
+    }
+
     @Test("subtypes")
     func subtypes() throws {
         let type = try ServiceType(parsing: "_printer._sub._http._tcp")
