@@ -67,7 +67,7 @@ extension PeerConnection {
             let connection = try await dial(host: address.host, port: address.port, side: side) { opening, open, channel, duration throws(PeerConnectionError) in
                 guard case .initialized(let hello) = opening else { throw PeerConnectionError(.handshake, "the inviter paired instead of initializing") }
                 return PeerConnection(
-                    role: .connecting, peer: hello, proof: open.proof, channel: channel, session: open.session,
+                    role: .connecting, peer: hello, proof: open.proof, channel: channel, session: open.session, streams: open.streams,
                     requestTimeout: configuration.requestTimeout, setupDuration: duration)
             }
             return .success(connection)

@@ -54,6 +54,10 @@ public struct PeerConnectionConfiguration: Sendable {
     /// echo). They save the two thread hops of answering through `incoming`. `ping` (result
     /// `{}`) is built in; remove it to answer `ping` yourself.
     public var methods: [String: BuiltInMethod] = ["ping": { _ in .success(.object([:])) }]
+    /// Byte streams beside JSON-RPC (``PeerConnection/openStream(label:)``), offered to the peer
+    /// in `initialize` with these terms; nil: none offered, and a peer's attempt to open one is
+    /// refused as unsupported.
+    public var streams: StreamSettings? = StreamSettings()
     /// Where the connection says what it does; silent unless the handler's level asks.
     public var logger = Logger(label: "nearby.connection", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -80,8 +84,13 @@ public struct PeerConnectionConfiguration: Sendable {
     }
 
     func local() -> Handshake.Local {
-        Handshake.Local(
+        var announced = capabilities
+        if let streams, case .object(var members) = announced {
+            members[StreamSettings.capabilityKey] = streams.capability
+            announced = .object(members)
+        }
+        return Handshake.Local(
             peerID: insecure ? nil : identity?.peerID, displayName: identity?.displayName ?? PeerIdentity.defaultDisplayName(),
-            protocolVersion: protocolVersion, info: info, capabilities: capabilities)
+            protocolVersion: protocolVersion, info: info, capabilities: announced)
     }
 }

@@ -30,7 +30,7 @@ extension PeerConnection {
         return try await dial(host: host, port: port, side: side) { opening, open, channel, duration throws(PeerConnectionError) in
             guard case .initialized(let hello) = opening else { throw PeerConnectionError(.handshake, "the peer paired instead of initializing") }
             return PeerConnection(
-                role: .connecting, peer: hello, proof: open.proof, channel: channel, session: open.session,
+                role: .connecting, peer: hello, proof: open.proof, channel: channel, session: open.session, streams: open.streams,
                 requestTimeout: configuration.requestTimeout, setupDuration: duration)
         }
     }

@@ -38,15 +38,19 @@ public final class PeerConnection: Sendable {
     /// How long the connection took to set up (TCP, TLS, WebSocket and `initialize`).
     public let setupDuration: Duration
 
+    /// The byte streams the peer opens (see ``openStream(label:)``); ends with the connection.
+    public let incomingStreams: IncomingStreams
+
     let channel: any Channel
     let session: NIOLoopBound<SessionHandler>
+    let streams: NIOLoopBound<StreamHandler>
     private let ended: EventLoopFuture<ConnectionEnd>
     private let requestTimeout: Duration?
     private let nextID = NIOLockedValueBox(1)
 
     init(
-        role: Role, peer: PeerHello, proof: PeerProof?, channel: any Channel, session: SessionHandler, requestTimeout: Duration?,
-        setupDuration: Duration
+        role: Role, peer: PeerHello, proof: PeerProof?, channel: any Channel, session: SessionHandler, streams: StreamHandler,
+        requestTimeout: Duration?, setupDuration: Duration
     ) {
         self.role = role
         self.peer = peer
@@ -54,7 +58,9 @@ public final class PeerConnection: Sendable {
         presentedChain = proof?.presented ?? []
         self.channel = channel
         self.session = NIOLoopBound(session, eventLoop: channel.eventLoop)
+        self.streams = NIOLoopBound(streams, eventLoop: channel.eventLoop)
         incoming = session.incoming
+        incomingStreams = streams.incoming
         id = ConnectionID.next()
         ended = session.ended.futureResult
         self.requestTimeout = requestTimeout
@@ -171,6 +177,30 @@ public final class PeerConnection: Sendable {
     /// its description in words).
     public func closed() async -> ConnectionEnd {
         (try? await ended.get()) ?? ConnectionEnd(.lost, "the connection closed", byPeer: true)
+    }
+
+    /// Opens a byte stream to the peer, beside JSON-RPC and the other streams. The peer takes
+    /// it from its ``incomingStreams``.
+    /// - Parameter label: what the stream is for, for the peer to route it (up to 255 bytes of
+    ///   UTF-8; longer is cut).
+    /// - Throws: ``PeerConnectionError``: `unsupported` (the peer offered no streams in
+    ///   `initialize`, or this side offers none), `busy` (as many streams open as the peer
+    ///   takes), `closed`.
+    public func openStream(label: String = "") async throws(PeerConnectionError) -> PeerStream {
+        let streams = self.streams
+        let outcome: Result<PeerStream, PeerConnectionError>
+        do {
+            outcome = try await channel.eventLoop.submit { streams.value.open(label: label) }.get()
+        } catch {
+            throw PeerConnectionError(.closed, "the connection is closed")
+        }
+        return try outcome.get()
+    }
+
+    /// What this connection's streams moved and refused so far.
+    public func streamStatistics() async -> StreamStatistics {
+        let streams = self.streams
+        return (try? await channel.eventLoop.submit { streams.value.statistics }.get()) ?? StreamStatistics()
     }
 
     /// What this connection has received, sent and refused so far.

@@ -59,4 +59,8 @@ extension OpenKind where Owner == PeerConnectionError {
     /// Over a limit this side set: too many requests waiting for answers, or (with
     /// ``PeerConnection/SendMode/failIfBusy``) the peer is not reading what we already sent.
     public static var busy: Self { Self("busy") }
+    /// The peer does not do what was asked of it (streams, when it offered none in `initialize`).
+    public static var unsupported: Self { Self("unsupported") }
+    /// A stream was reset by either side; the message says which side and why.
+    public static var streamReset: Self { Self("streamReset") }
 }

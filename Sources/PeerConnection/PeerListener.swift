@@ -213,7 +213,7 @@ public final class PeerListener: Sendable {
                                     continuation.yield(.paired(result))
                                 case .success(.initialized(let hello)):
                                     let connection = PeerConnection(
-                                        role: .accepting, peer: hello, proof: open.proof, channel: channel, session: open.session,
+                                        role: .accepting, peer: hello, proof: open.proof, channel: channel, session: open.session, streams: open.streams,
                                         requestTimeout: configuration.requestTimeout, setupDuration: ContinuousClock.now - start)
                                     liveBox.withLockedValue { $0 }?.track(connection)
                                     continuation.yield(.connected(connection))

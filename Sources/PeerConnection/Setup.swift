@@ -12,6 +12,7 @@ import PeerTrust
 /// Unchecked: it is made on the connection's event loop and read only in callbacks that run there.
 struct OpenedChannel: @unchecked Sendable {
     let session: SessionHandler
+    let streams: StreamHandler
     let proof: PeerProof?
 }
 
@@ -83,10 +84,21 @@ enum Setup {
                 let messages = WebSocketMessageHandler(
                     masksFrames: side.role == .connecting, maximumMessageSize: limit, deadPeerTimeout: configuration.deadPeerTimeout,
                     logger: configuration.logger)
+                let streams = StreamHandler(
+                    settings: configuration.streams ?? StreamSettings(), connecting: side.role == .connecting, logger: configuration.logger)
                 let sync = channel.pipeline.syncOperations
                 try sync.addHandler(messages)
+                try sync.addHandler(streams)
                 try sync.addHandler(session)
-                opened.succeed(OpenedChannel(session: session, proof: proof))
+                // Streams start once both sides offered them in initialize (the promise's
+                // callbacks run at once on the loop, before the next frame is read).
+                let boundStreams = NIOLoopBound(streams, eventLoop: channel.eventLoop)
+                let offered = configuration.streams != nil
+                session.established.futureResult.whenSuccess { opening in
+                    guard case .initialized(let hello) = opening else { return }
+                    boundStreams.value.negotiated(peerCapabilities: hello.capabilities, offeredHere: offered)
+                }
+                opened.succeed(OpenedChannel(session: session, streams: streams, proof: proof))
             }
         }
 

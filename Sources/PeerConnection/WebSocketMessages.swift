@@ -2,10 +2,18 @@ import Logging
 import NIOCore
 import NIOWebSocket
 
-/// What the layers above the WebSocket write: a text message, or the end of the connection.
+/// What the layers above the WebSocket write: a text message (JSON-RPC), a binary one (a
+/// stream frame), or the end of the connection.
 enum OutboundFrame: Sendable {
     case text(String)
+    case binary(ByteBuffer)
     case close(WebSocketErrorCode, reason: String)
+}
+
+/// A whole message from the peer: text (JSON-RPC) or binary (a stream frame).
+enum WebSocketMessage: Sendable, Hashable {
+    case text(String)
+    case binary(ByteBuffer)
 }
 
 /// Sent up the pipeline once, when the WebSocket is about to end, with why.
@@ -28,10 +36,10 @@ enum ReadGate: Sendable {
 /// Turns WebSocket frames into whole text messages and back (RFC 6455): reassembles fragments
 /// up to `maximumMessageSize` (over it: close 1009), answers pings, runs the close handshake,
 /// and pings a quiet peer so a dead one is noticed within `deadPeerTimeout` (``Liveness``).
-/// Binary frames close the connection with 1003: JSON-RPC travels in text frames.
+/// Text messages carry JSON-RPC, binary ones stream frames (``StreamHandler`` takes them).
 final class WebSocketMessageHandler: ChannelDuplexHandler {
     typealias InboundIn = WebSocketFrame
-    typealias InboundOut = String
+    typealias InboundOut = WebSocketMessage
     typealias OutboundIn = OutboundFrame
     typealias OutboundOut = WebSocketFrame
 
@@ -46,6 +54,8 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
     private var liveness: Liveness?
     private var tickTask: Scheduled<Void>?
     private var partial: ByteBuffer?
+    /// Whether the message being reassembled is binary.
+    private var partialIsBinary = false
     private var closeSent = false
     private var ended = false
 
@@ -134,14 +144,13 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
             break
         case .connectionClose:
             receivedClose(context: context, frame: frame)
-        case .text:
-            guard partial == nil else { return protocolError(context: context, "a new text message began before the last one ended") }
+        case .text, .binary:
+            guard partial == nil else { return protocolError(context: context, "a new message began before the last one ended") }
+            partialIsBinary = frame.opcode == .binary
             receivedData(context: context, frame: frame)
         case .continuation:
             guard partial != nil else { return protocolError(context: context, "a continuation frame without a message to continue") }
             receivedData(context: context, frame: frame)
-        case .binary:
-            fail(context: context, .unacceptableData, "binary frames are not used here: JSON-RPC messages travel in text frames")
         default:
             protocolError(context: context, "unknown opcode \(frame.opcode)")
         }
@@ -167,10 +176,11 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
 
     private func deliver(context: ChannelHandlerContext, _ buffer: ByteBuffer) {
         guard !closeSent else { return }
+        if partialIsBinary { return context.fireChannelRead(wrapInboundOut(.binary(buffer))) }
         guard let text = try? buffer.getUTF8ValidatedString(at: buffer.readerIndex, length: buffer.readableBytes) else {
             return fail(context: context, .dataInconsistentWithMessage, "a text message that is not valid UTF-8")
         }
-        context.fireChannelRead(wrapInboundOut(text))
+        context.fireChannelRead(wrapInboundOut(.text(text)))
     }
 
     private func receivedClose(context: ChannelHandlerContext, frame: WebSocketFrame) {
@@ -239,6 +249,12 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
                 return
             }
             write(context: context, opcode: .text, data: context.channel.allocator.buffer(string: text), promise: promise)
+        case .binary(let data):
+            guard !closeSent else {
+                promise?.fail(ChannelError.outputClosed)
+                return
+            }
+            write(context: context, opcode: .binary, data: data, promise: promise)
         case .close(let code, let reason):
             sendClose(context: context, .closed, code: code, reason: reason, byPeer: false)
             promise?.succeed()

@@ -36,7 +36,9 @@ final class WebSocketHarness {
 
     func messages() throws -> [String] {
         var texts: [String] = []
-        while let text = try channel.readInbound(as: String.self) { texts.append(text) }
+        while let message = try channel.readInbound(as: WebSocketMessage.self) {
+            if case .text(let text) = message { texts.append(text) }
+        }
         return texts
     }
 
@@ -51,7 +53,7 @@ final class WebSocketHarness {
 
 /// Catches the "WebSocket ended" event the handler sends up.
 final class EndLog: ChannelInboundHandler, @unchecked Sendable {
-    typealias InboundIn = String
+    typealias InboundIn = WebSocketMessage
     var ended: [WebSocketEnded] = []
     func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -81,11 +83,13 @@ struct WebSocketMessageTests {
         #expect(harness.ends.ended.first?.end.kind == .violation && harness.ends.ended.first?.end.closeCode == .messageTooLarge)
     }
 
-    @Test("binary frames close with 1003; invalid UTF-8 with 1007; a stray continuation with 1002")
+    @Test("binary messages go up whole (stream frames); invalid UTF-8 closes with 1007; a stray continuation with 1002")
     func refusals() throws {
         let binary = try WebSocketHarness()
-        try binary.channel.writeInbound(WebSocketFrame(fin: true, opcode: .binary, data: ByteBuffer(bytes: [1, 2])))
-        #expect(try binary.written().first.flatMap(closeCode) == .unacceptableData)
+        try binary.channel.writeInbound(WebSocketFrame(fin: false, opcode: .binary, data: ByteBuffer(bytes: [1, 2])))
+        try binary.channel.writeInbound(WebSocketFrame(fin: true, opcode: .continuation, data: ByteBuffer(bytes: [3])))
+        #expect(try binary.channel.readInbound(as: WebSocketMessage.self) == .binary(ByteBuffer(bytes: [1, 2, 3])))
+        #expect(try binary.written().isEmpty)
         let invalid = try WebSocketHarness()
         try invalid.channel.writeInbound(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: [0xC3, 0x28])))
         #expect(try invalid.written().first.flatMap(closeCode) == .dataInconsistentWithMessage)
