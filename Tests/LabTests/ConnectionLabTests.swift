@@ -199,14 +199,28 @@ struct ConnectionLabTests {
             let result = try #require(jsonLines(summary).first, "\(summary)")
             let printed = try #require(result["printed"] as? Int)
             let growth = ((result["rssPeakKib"] as? Int) ?? 0) - ((result["rssBeforeKib"] as? Int) ?? 0)
-            // Held back, the flooder gets out only what the kernel's buffers, serve's queue (64)
-            // and its stdout buffer (1 MiB) hold: about 3,200 here. A serve that kept reading
-            // would have taken 20 MB in 4 s and grown by as much (the next check).
-            #expect(sent < 20_000, "the flooder was not held back: \(sent) messages sent")
+            // Held back, the flooder gets out only what the kernel's socket buffers (the
+            // receiver's tcp_rmem and the sender's tcp_wmem maximum, which autotuning may reach),
+            // serve's queue (64) and its stdout buffer (1 MiB) hold. A serve that kept reading
+            // would take about 100 MB a second, and grow by as much (the next check).
+            let buffers = try await socketBufferCeiling(lab, receiver: "h1", sender: "h2")
+            let ceiling = buffers / 1024 + 64 + 1024 + 1024
+            #expect(sent < ceiling, "the flooder was not held back: \(sent) messages sent, more than the \(ceiling) the buffers hold")
             #expect((result["pid"] as? Int) != nil && growth < 16 * 1024, "serve grew by \(growth) KiB while its stdout was stalled")
             #expect(result["inOrder"] as? Bool == true, "\(summary)")
             #expect(printed > 0 && printed <= sent, "printed \(printed) of \(sent)")
         }
+    }
+
+    /// The most bytes TCP may buffer between a sender and a receiver: the receiver's largest
+    /// receive buffer plus the sender's largest send buffer (the third fields of tcp_rmem and
+    /// tcp_wmem, what autotuning grows up to).
+    func socketBufferCeiling(_ lab: Lab, receiver: String, sender: String) async throws -> Int {
+        func largest(_ host: String, _ key: String) async throws -> Int {
+            let text = try await lab.run(["exec", host, "--", "cat", "/proc/sys/net/ipv4/\(key)"])
+            return try #require(text.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) }, "\(key) in \(host): \(text)")
+        }
+        return try await largest(receiver, "tcp_rmem") + largest(sender, "tcp_wmem")
     }
 
     @Test("--accept ask: an accept line that was there before the question admits nobody (ignored, and said so); with stdin closed the invitation is declined")
