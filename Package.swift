@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "PeerTrust", targets: ["PeerTrust"]),
         .library(name: "PeerConnection", targets: ["PeerConnection"]),
         .library(name: "ConnectionBroker", targets: ["ConnectionBroker"]),
+        .library(name: "FileTransfer", targets: ["FileTransfer"]),
         .library(name: "NearbyQRCode", targets: ["NearbyQRCode"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
@@ -154,6 +155,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict),
+        // Files over a connection's streams: the offer, the answer, resume, the SHA-256 check.
+        .target(
+            name: "FileTransfer",
+            dependencies: [
+                "PeerConnection", "PeerTrust", "NearbyBasics", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "FileTransferTests",
+            dependencies: ["FileTransfer", "PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict),
         // Discovered endpoints in, one connection per peer out (issue 11, being built): the
         // broker's rules as a pure state machine, and the async shell that performs them.
         .target(
@@ -176,7 +189,7 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode",
+                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

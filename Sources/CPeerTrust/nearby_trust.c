@@ -159,6 +159,40 @@ void nearby_sha256(const uint8_t *bytes, size_t count, uint8_t *digest) {
     EVP_Digest(bytes, count, digest, &length, EVP_sha256(), NULL);
 }
 
+void *nearby_sha256_new(void) {
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    if (context == NULL) return NULL;
+    if (EVP_DigestInit_ex(context, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(context);
+        return NULL;
+    }
+    return context;
+}
+
+int nearby_sha256_update(void *context, const uint8_t *bytes, size_t count) {
+    if (count == 0) return 0;
+    return EVP_DigestUpdate((EVP_MD_CTX *)context, bytes, count) == 1 ? 0 : -1;
+}
+
+int nearby_sha256_final(void *context, uint8_t *digest) {
+    unsigned int length = 32;
+    return EVP_DigestFinal_ex((EVP_MD_CTX *)context, digest, &length) == 1 ? 0 : -1;
+}
+
+void nearby_sha256_free(void *context) {
+    EVP_MD_CTX_free((EVP_MD_CTX *)context);
+}
+
+void *nearby_sha256_copy(void *context) {
+    EVP_MD_CTX *copy = EVP_MD_CTX_new();
+    if (copy == NULL) return NULL;
+    if (EVP_MD_CTX_copy_ex(copy, (const EVP_MD_CTX *)context) != 1) {
+        EVP_MD_CTX_free(copy);
+        return NULL;
+    }
+    return copy;
+}
+
 int nearby_hmac_sha256(const uint8_t *key, size_t key_count, const uint8_t *bytes, size_t count, uint8_t *mac) {
     unsigned int length = 32;
     static const uint8_t empty = 0;

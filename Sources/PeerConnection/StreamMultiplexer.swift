@@ -7,12 +7,12 @@ public struct StreamSettings: Hashable, Sendable {
     /// Bytes the peer may send on each stream before this side grants more (its credit window):
     /// what one stream may hold in this side's memory. 4 KiB to 16 MiB; default 256 KiB (yamux's).
     public var window: Int
-    /// Streams the peer may have open toward this side at once; one more is refused. 1 to 1024; default 64.
+    /// Streams the peer may have open toward this side at once; one more is refused. 1 to 1024; default 32 (with the default window, 8 MiB at most held for a peer that reads nothing back).
     public var maximumStreams: Int
     /// The largest DATA frame this side takes, in bytes. 1 KiB to 1 MiB; default 64 KiB.
     public var maximumFrame: Int
 
-    public init(window: Int = 256 << 10, maximumStreams: Int = 64, maximumFrame: Int = 64 << 10) {
+    public init(window: Int = 256 << 10, maximumStreams: Int = 32, maximumFrame: Int = 64 << 10) {
         self.window = min(max(window, 4 << 10), 16 << 20)
         self.maximumStreams = min(max(maximumStreams, 1), 1024)
         self.maximumFrame = min(max(maximumFrame, 1 << 10), 1 << 20)

@@ -269,6 +269,46 @@ private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CCha
 /// SHA-256 of `bytes`, for the package's other modules (pairing commitments and codes).
 package func sha256(_ bytes: [UInt8]) -> [UInt8] { OpenSSL.sha256(bytes) }
 
+/// SHA-256 over bytes given a piece at a time (a file as it is sent or received).
+package final class SHA256Hasher {
+    private let context: UnsafeMutableRawPointer
+    private var digest: [UInt8]?
+
+    /// Nil only when OpenSSL cannot make a digest context (out of memory).
+    package init?() {
+        guard let context = nearby_sha256_new() else { return nil }
+        self.context = context
+    }
+
+    private init(context: UnsafeMutableRawPointer) { self.context = context }
+
+    deinit { nearby_sha256_free(context) }
+
+    /// A hasher that has seen what this one has (this one goes on unchanged); nil when OpenSSL fails.
+    package func copy() -> SHA256Hasher? {
+        guard digest == nil, let copied = nearby_sha256_copy(context) else { return nil }
+        return SHA256Hasher(context: copied)
+    }
+
+    package func update(_ bytes: UnsafeRawBufferPointer) {
+        guard digest == nil, let base = bytes.baseAddress else { return }
+        _ = nearby_sha256_update(context, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+    }
+
+    package func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    /// The digest of everything given; the hasher takes nothing more after it.
+    package func finish() -> [UInt8] {
+        if let digest { return digest }
+        var value = [UInt8](repeating: 0, count: 32)
+        _ = value.withUnsafeMutableBufferPointer { nearby_sha256_final(context, $0.baseAddress) }
+        digest = value
+        return value
+    }
+}
+
 /// HMAC-SHA-256 of `bytes` under `key` (invitation proofs); nil only when OpenSSL fails.
 package func hmacSHA256(key: [UInt8], _ bytes: [UInt8]) -> [UInt8]? {
     var mac = [UInt8](repeating: 0, count: 32)

@@ -21,6 +21,14 @@ void nearby_buffer_free(nearby_buffer *buffer);
 /// SHA-256 of `count` bytes into `digest` (32 bytes).
 void nearby_sha256(const uint8_t *bytes, size_t count, uint8_t *digest);
 
+/* An incremental SHA-256 (files hashed as they are sent or received): new returns NULL when
+   OpenSSL fails; final writes 32 bytes and frees the context. */
+void *nearby_sha256_new(void);
+int nearby_sha256_update(void *context, const uint8_t *bytes, size_t count);
+int nearby_sha256_final(void *context, uint8_t *digest);
+void nearby_sha256_free(void *context);
+void *nearby_sha256_copy(void *context);
+
 /// HMAC-SHA-256 of `count` bytes under `key` into `mac` (32 bytes); -1 when OpenSSL fails.
 int nearby_hmac_sha256(const uint8_t *key, size_t key_count, const uint8_t *bytes, size_t count, uint8_t *mac);
 

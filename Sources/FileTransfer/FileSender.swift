@@ -1,0 +1,254 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NearbyBasics
+public import PeerConnection
+import PeerTrust
+
+/// Sends files to a peer, one stream each (README, "Files").
+public enum FileSender {
+    /// One file to send: where it is here, and the name (and folders) it is offered under.
+    public struct Item: Hashable, Sendable {
+        public var path: String
+        public var name: String
+        public var folders: [String]
+
+        public init(path: String, name: String, folders: [String] = []) {
+            self.path = path
+            self.name = name
+            self.folders = folders
+        }
+
+        /// The name with its folders, as people read it.
+        public var shownName: String { (folders + [name]).joined(separator: "/") }
+    }
+
+    /// The files to send for the paths a user gave: each file under its own name; a folder
+    /// (with `recursive`) as every regular file under it, under the folder's name. Hidden
+    /// entries (a leading dot) and what is neither a file nor a folder are skipped and listed.
+    /// - Throws: ``FileTransferError`` `file`: a path that does not exist, a folder without
+    ///   `recursive`, a name the receiver would refuse.
+    public static func items(for paths: [String], recursive: Bool) async throws(FileTransferError) -> (items: [Item], skipped: [(path: String, reason: String)]) {
+        try await LocalFile.blocking { () throws(FileTransferError) in
+            var items: [Item] = []
+            var skipped: [(path: String, reason: String)] = []
+            for path in paths {
+                guard let status = try LocalFile.statusFollowing(path) else {
+                    throw FileTransferError(.file, "cannot send \(path): no such file or folder")
+                }
+                let name = lastComponent(path)
+                if status.isDirectory {
+                    guard recursive else { throw FileTransferError(.file, "\(path) is a folder: send it with --recursive") }
+                    if let problem = FileNames.problem(with: name) {
+                        throw FileTransferError(.file, "cannot send the folder \(path) under its name: \(problem)")
+                    }
+                    try walk(path, folders: [name], into: &items, skipped: &skipped)
+                } else if status.isRegular {
+                    if let problem = FileNames.problem(with: name) { throw FileTransferError(.file, "cannot send \(path) under its name: \(problem)") }
+                    items.append(Item(path: path, name: name))
+                } else {
+                    throw FileTransferError(.file, "cannot send \(path): it is neither a regular file nor a folder")
+                }
+            }
+            return (items, skipped)
+        }
+    }
+
+    private static func walk(_ folder: String, folders: [String], into items: inout [Item], skipped: inout [(path: String, reason: String)]) throws(FileTransferError) {
+        guard folders.count <= FileNames.maximumDepth else {
+            skipped.append((folder, "deeper than \(FileNames.maximumDepth) folders"))
+            return
+        }
+        for entry in try LocalFile.entries(of: folder) {
+            let path = folder + "/" + entry
+            if let problem = FileNames.problem(with: entry) {
+                skipped.append((path, problem))
+                continue
+            }
+            guard let status = try LocalFile.status(path) else { continue }
+            if status.isDirectory {
+                try walk(path, folders: folders + [entry], into: &items, skipped: &skipped)
+            } else if status.isRegular {
+                items.append(Item(path: path, name: entry, folders: folders))
+            } else {
+                skipped.append((path, status.isSymbolicLink ? "a symbolic link" : "not a regular file"))
+            }
+        }
+    }
+
+    private static func lastComponent(_ path: String) -> String {
+        let trimmed = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
+        return trimmed.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? trimmed
+    }
+
+    /// Sends `items` over `connection`, one after another. With `resume`, a file the receiver
+    /// already has the start of (a `.part` whose bytes hash the same as ours) continues from
+    /// there. Progress comes every `interval` while bytes flow.
+    ///
+    /// A file the receiver declines is reported as `failed` and the next one is sent; an
+    /// interruption (the peer cancelled, the connection ended) or a cancellation here ends the
+    /// whole transfer with that error.
+    public static func send(_ items: [Item], over connection: PeerConnection, resume: Bool = false, interval: Duration = .milliseconds(250)) -> TransferUpdates {
+        TransferUpdates { report throws(FileTransferError) in
+            var declined: FileTransferError?
+            for item in items {
+                do throws(FileTransferError) {
+                    let result = try await sendOne(item, over: connection, resume: resume, interval: interval, report: report)
+                    report(.finished(result))
+                } catch {
+                    report(.failed(name: item.shownName, error))
+                    guard error.code == .declined || error.code == .verification || error.code == .file else { throw error }
+                    declined = declined ?? error
+                }
+            }
+            if let declined, items.count == 1 { throw declined }
+        }
+    }
+
+    /// Bytes read from the file at once (four frames of the default 64 KiB).
+    static let chunk = 256 << 10
+
+    private static func sendOne(
+        _ item: Item, over connection: PeerConnection, resume: Bool, interval: Duration, report: @Sendable (TransferUpdate) -> Void
+    ) async throws(FileTransferError) -> TransferResult {
+        let (file, status) = try await LocalFile.blocking { () throws(FileTransferError) in try LocalFile.openForReading(item.path) }
+        let size = status.size
+        let stream: PeerStream
+        do {
+            stream = try await connection.openStream(label: TransferProtocol.label)
+        } catch {
+            if error.code == .unsupported { throw FileTransferError(.unsupported, "the peer takes no files: \(error.message)") }
+            throw FileTransferError(.interrupted, error.message)
+        }
+        var reader = StreamReader(stream)
+        do throws(FileTransferError) {
+            let offer = TransferProtocol.Offer(name: item.name, folders: item.folders, size: size, modified: status.modified, resume: resume)
+            try await send(stream, TransferProtocol.frame(offer.json))
+            guard let answer = try await reader.message() else { throw FileTransferError(.interrupted, "the receiver closed the stream without an answer") }
+            let hasher = try makeHasher()
+            var start: Int64 = 0
+            switch try TransferProtocol.Answer.parse(answer).get() {
+            case .decline(let reason):
+                stream.reset("declined")
+                throw FileTransferError(.declined, "\(item.shownName) was declined: \(reason)")
+            case .accept(let offset, let prefix):
+                guard offset <= size else { throw TransferProtocol.malformed("an offset of \(offset) bytes into a file of \(size)") }
+                if offset > 0, let prefix {
+                    // Its first bytes must be ours: hash ours up to the offset.
+                    var position: Int64 = 0
+                    while position < offset {
+                        let count = Int(min(Int64(chunk), offset - position))
+                        let at = position
+                        let bytes = try await LocalFile.blocking { () throws(FileTransferError) in
+                            let bytes = try file.read(at: at, count: count)
+                            hasher.update(bytes)
+                            return bytes.readableBytes
+                        }
+                        guard bytes > 0 else { break }
+                        position += Int64(bytes)
+                    }
+                    if position == offset, hexString(hasher.copyDigest()) == prefix.lowercased() {
+                        start = offset
+                    } else {
+                        hasher.reset()
+                    }
+                }
+            }
+            try await send(stream, TransferProtocol.frame(TransferProtocol.start(start)))
+            let clock = ContinuousClock()
+            let began = clock.now
+            var meter = ProgressMeter(name: item.shownName, size: size, resumedAt: start, interval: interval, at: .zero)
+            report(.started(meter.progress(done: start, at: .zero)))
+            var position = start
+            // The next chunk is read (and hashed, on the thread pool) while this one goes out.
+            let read: @Sendable (Int64) async throws(FileTransferError) -> ByteBuffer = { at throws(FileTransferError) in
+                let count = Int(min(Int64(chunk), size - at))
+                return try await LocalFile.blocking { () throws(FileTransferError) in
+                    let bytes = try file.read(at: at, count: count)
+                    hasher.update(bytes)
+                    return bytes
+                }
+            }
+            let first = position
+            var next: Task<ByteBuffer, any Error>? = first < size ? Task { try await read(first) } : nil
+            defer { next?.cancel() }
+            while let pending = next {
+                let bytes: ByteBuffer
+                do { bytes = try await pending.value } catch let error as FileTransferError { throw error } catch {
+                    throw FileTransferError(.cancelled, "cancelled")
+                }
+                guard bytes.readableBytes > 0 else {
+                    stream.reset("the file changed while it was sent", code: .failed)
+                    throw FileTransferError(.file, "\(item.path) got shorter while it was sent (\(position) of \(size) bytes)")
+                }
+                let after = position + Int64(bytes.readableBytes)
+                next = after < size ? Task { try await read(after) } : nil
+                try await send(stream, bytes)
+                position = after
+                if let progress = meter.update(done: position, at: clock.now - began) { report(.progress(progress)) }
+            }
+            let digest = hexString(hasher.finish())
+            try await send(stream, TransferProtocol.frame(TransferProtocol.trailer(sha256: digest)))
+            do { try await stream.finish() } catch { throw interruption(error) }
+            let elapsed = seconds(clock.now - began)
+            guard let outcome = try await reader.message() else { throw FileTransferError(.interrupted, "the receiver closed the stream without saying whether it has the file") }
+            if let saved = outcome["saved"]?.stringValue {
+                return TransferResult(name: item.shownName, savedAs: saved, size: size, transferred: size - start, sha256: digest, seconds: elapsed)
+            }
+            let reason = outcome["failed"]?.stringValue ?? "no reason given"
+            // Only the kinds the exchange defines; anything else the peer says is an interruption.
+            let kind: FileTransferError.Code =
+                switch outcome["kind"]?.stringValue {
+                case "verification": .verification
+                case "file": .file
+                case "declined": .declined
+                default: .interrupted
+                }
+            throw FileTransferError(kind, "the receiver did not keep \(item.shownName): \(reason)")
+        } catch {
+            if Task.isCancelled || error.code == .cancelled {
+                stream.reset("the sender cancelled")
+                throw FileTransferError(.cancelled, "cancelled while sending \(item.shownName)")
+            }
+            if error.code == .protocolError { stream.reset(error.message, code: .protocolError) }
+            throw error
+        }
+    }
+
+    private static func send(_ stream: PeerStream, _ bytes: ByteBuffer) async throws(FileTransferError) {
+        do { try await stream.write(bytes) } catch { throw interruption(error) }
+    }
+}
+
+/// A SHA-256 hasher that the transfer's steps share, one at a time (on the thread pool or the
+/// transfer's task, never both at once).
+final class SharedHasher: @unchecked Sendable {
+    private var hasher: SHA256Hasher
+    private let lock = NIOLock()
+
+    init?() {
+        guard let hasher = SHA256Hasher() else { return nil }
+        self.hasher = hasher
+    }
+
+    func update(_ bytes: ByteBuffer) {
+        lock.withLock { bytes.withUnsafeReadableBytes { hasher.update($0) } }
+    }
+
+    /// The digest so far, leaving the hasher as it is (by hashing a copy).
+    func copyDigest() -> [UInt8] {
+        lock.withLock { hasher.copy()?.finish() ?? [] }
+    }
+
+    func reset() {
+        lock.withLock { if let fresh = SHA256Hasher() { hasher = fresh } }
+    }
+
+    func finish() -> [UInt8] {
+        lock.withLock { hasher.finish() }
+    }
+}
+
+func makeHasher() throws(FileTransferError) -> SharedHasher {
+    guard let hasher = SharedHasher() else { throw FileTransferError(.file, "OpenSSL cannot make a SHA-256 context (out of memory?)") }
+    return hasher
+}
