@@ -3,7 +3,7 @@ import PeerConnection
 
 /// A JSON value whose objects keep their keys in the order written, so that command output
 /// reads the way the documentation shows it (`{"event":…,"name":…}`).
-indirect enum OutputValue {
+indirect enum OutputValue: Sendable {
     case string(String)
     case number(Double)
     case bool(Bool)

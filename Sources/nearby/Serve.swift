@@ -1,5 +1,6 @@
 import ArgumentParser
 import ConnectionBroker
+import FileTransfer
 import Foundation
 import NearbyDiscovery
 import Logging
@@ -75,6 +76,12 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Print an invitation (a link and a QR code; see nearby invite --help) and keep serving: an invitee is pinned and gets in, now and later.")
     var invite = false
     @OptionGroup(title: "INVITATION (with --invite)") var invitation: InvitationOptions
+    @Option(name: .customLong("receive"), help: ArgumentHelp(
+        "Take files that peers send (nearby send) into this folder: NAME.part until verified, then NAME.", valueName: "folder"))
+    var receiveInto: String?
+    @Option(name: .customLong("max-size"), help: ArgumentHelp("With --receive: the largest file taken, in bytes (default: what fits in the free space).", valueName: "bytes"),
+            transform: NumberInput.integer("--max-size", 0...Int(Int64.max), use: "a number of bytes"))
+    var maximumSize: Int?
     @Flag(name: .customLong("no-advertise"), help: "Do not advertise; peers connect with `nearby connect --host H --port P`.")
     var noAdvertise = false
     @Flag(name: .customLong("auto-invite"), help: "Also browse TYPE and connect to every compatible peer, one connection each (the broker's rules).")
@@ -120,6 +127,14 @@ struct Serve: AsyncParsableCommand {
             guard !channel.insecure else { throw ValidationError("--invite needs TLS: each side proves its key") }
             try invitation.validateAddresses()
         }
+        if let receiveInto {
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: receiveInto, isDirectory: &isFolder), isFolder.boolValue else {
+                throw ValidationError("--receive \(receiveInto): no such folder (make it first)")
+            }
+            guard !channel.insecure else { throw ValidationError("--receive needs TLS: files are taken only from peers whose keys are proven") }
+        }
+        if maximumSize != nil, receiveInto == nil { throw ValidationError("--max-size goes with --receive") }
         if accept != .trusted, trust.trustOnFirstUse {
             throw ValidationError("--trust-on-first-use goes with --accept trusted (with all or ask, untrusted peers are not refused anyway)")
         }
@@ -135,6 +150,11 @@ struct Serve: AsyncParsableCommand {
         configuration.invitationTimeout = .milliseconds(Int64(answerWithin * 1000))
         // ping ({}) is built in; echo answers with its params. Both are answered on the event loop.
         configuration.methods["echo"] = { params in .success(params ?? .null) }
+        // Streams are offered only for files: a peer asking for another kind of stream is told
+        // no. A file stream gets a 1 MiB window: one fast stream, and the window is what a
+        // round trip carries (100 MB/s at 10 ms).
+        let receiver = receiveInto.map { FileReceiver(directory: $0, maximumSize: maximumSize.map { Int64($0) }) }
+        configuration.streams = receiver == nil ? StreamSettings() : StreamSettings(window: 1 << 20)
         let policy: PeerListener.AcceptPolicy
         var pairingOffer: PeerListener.PairingOffer?
         // Questions go to the terminal (or a program on stdin); stdin is read from now on, so
@@ -150,7 +170,7 @@ struct Serve: AsyncParsableCommand {
             pairingOffer = PeerListener.PairingOffer(store: state.trust) { request in await desk.confirm(request) }
         }
         if autoInvite {
-            try await serveWithBroker(configuration: configuration, policy: policy)
+            try await serveWithBroker(configuration: configuration, policy: policy, receiver: receiver)
             return
         }
         let listener: PeerListener
@@ -208,7 +228,7 @@ struct Serve: AsyncParsableCommand {
                         printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
                     case .connected(let connection):
                         printConnected(json, connection)
-                        group.addTask { await Self.serve(connection, json: json) }
+                        group.addTask { await Self.serve(connection, json: json, receiver: receiver) }
                     case .paired(let result):
                         printPinned(json, result)
                     case .invitation(let attempt):
@@ -267,7 +287,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// `--auto-invite`: a broker listens, advertises, browses and connects.
-    private func serveWithBroker(configuration: PeerConnectionConfiguration, policy: PeerListener.AcceptPolicy) async throws {
+    private func serveWithBroker(configuration: PeerConnectionConfiguration, policy: PeerListener.AcceptPolicy, receiver: FileReceiver?) async throws {
         let json = network.json
         let discovery = try await network.start(hostName: host, embeddedOnly: host == nil || !network.wideArea.usesLink ? nil : "--host")
         var settings = BrokerConfiguration(connection: configuration, serviceType: try parseType(type))
@@ -310,7 +330,7 @@ struct Serve: AsyncParsableCommand {
                     switch event {
                     case .connected(let connection, let initiator):
                         printConnected(json, connection, extra: [("initiator", .string(initiator.description))])
-                        group.addTask { await Self.serve(connection, json: json) }
+                        group.addTask { await Self.serve(connection, json: json, receiver: receiver) }
                     case .disconnected:
                         break  // each connection's own task says so
                     case .rejected(let rejection):
@@ -370,16 +390,20 @@ struct Serve: AsyncParsableCommand {
         }
     }
 
-    /// Prints what the peer sends (ping and echo are answered before this); a request gets -32601.
-    static func serve(_ connection: PeerConnection, json: Bool) async {
+    /// Prints what the peer sends (ping and echo are answered before this); a request gets
+    /// -32601. With a receiver, the files the peer sends go into its folder, one at a time.
+    static func serve(_ connection: PeerConnection, json: Bool, receiver: FileReceiver? = nil) async {
         let who = connection.peerID?.description
-        // ping and echo never get here: they are built-in methods of the configuration.
-        // Printing waits while stdout is behind; this loop then stops taking messages, the
-        // connection stops reading, and TCP holds the peer back.
-        for await message in connection.incoming {
-            await printMessage(json, peerID: who, message.message)
-            if case .request(_, let method, _) = message.message {
-                message.respond(withError: JSONRPCError(JSONRPCError.methodNotFound, "no method \"\(method)\" here (this server answers ping and echo)"))
+        await withDiscardingTaskGroup { group in
+            group.addTask { await Self.takeStreams(connection, json: json, receiver: receiver) }
+            // ping and echo never get here: they are built-in methods of the configuration.
+            // Printing waits while stdout is behind; this loop then stops taking messages, the
+            // connection stops reading, and TCP holds the peer back.
+            for await message in connection.incoming {
+                await printMessage(json, peerID: who, message.message)
+                if case .request(_, let method, _) = message.message {
+                    message.respond(withError: JSONRPCError(JSONRPCError.methodNotFound, "no method \"\(method)\" here (this server answers ping and echo)"))
+                }
             }
         }
         let reason = await connection.closed()
@@ -388,6 +412,29 @@ struct Serve: AsyncParsableCommand {
             [("event", .string("disconnected")), ("connection", .number(Double(connection.id.value))), ("peerID", who.map { .string($0) } ?? .null),
              ("reason", .string(reason.message))] + endMembers(reason),
             text: "Disconnected \(connection.peer.displayName ?? who ?? connection.remoteAddress) (connection \(connection.id)): \(reason)")
+    }
+}
+
+extension Serve {
+    /// The streams a peer opens: files into the receiver's folder (one after another, as a
+    /// sender sends them), anything else refused with the reason.
+    static func takeStreams(_ connection: PeerConnection, json: Bool, receiver: FileReceiver?) async {
+        let show = TransferOutput(json: json, verb: "received", peer: connection.peerID?.description)
+        for await stream in connection.incomingStreams {
+            guard FileReceiver.carriesFile(stream) else {
+                stream.reset("this peer takes no streams labelled \"\(stream.label)\"", code: .refused)
+                continue
+            }
+            guard let receiver else {
+                stream.reset("this peer takes no files (it runs without --receive)", code: .refused)
+                continue
+            }
+            do throws(FileTransferError) {
+                for try await update in receiver.receive(stream) { show.show(update) }
+            } catch {
+                show.show(.failed(name: "a file from \(connection.peer.displayName ?? connection.peerID?.short ?? connection.remoteAddress)", error))
+            }
+        }
     }
 }
 
