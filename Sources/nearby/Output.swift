@@ -6,7 +6,7 @@ import NearbyDiscovery
 /// Prints a line now (no stdio buffering), so a pipe sees each event as it happens. It is
 /// written by stdout's own thread (``StandardOutput``): this never blocks.
 func printLine(_ text: String) {
-    StandardOutput.shared.enqueue(text + "\n")
+    StandardOutput.events.enqueue(text + "\n")
 }
 
 /// Rows as indented text lines: every column but the last padded to its widest cell, two

@@ -79,6 +79,8 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("receive"), help: ArgumentHelp(
         "Take files that peers send (nearby send) into this folder: NAME.part until verified, then NAME.", valueName: "folder"))
     var receiveInto: String?
+    @Flag(help: "Connect the first pipe a peer opens (nearby pipe) to this command's stdin and stdout, and end with it; events go to stderr.")
+    var pipe = false
     @Option(name: .customLong("max-size"), help: ArgumentHelp("With --receive: the largest file taken, in bytes (default: what fits in the free space).", valueName: "bytes"),
             transform: NumberInput.integer("--max-size", 0...Int(Int64.max), use: "a number of bytes"))
     var maximumSize: Int?
@@ -135,6 +137,10 @@ struct Serve: AsyncParsableCommand {
             guard !channel.insecure else { throw ValidationError("--receive needs TLS: files are taken only from peers whose keys are proven") }
         }
         if maximumSize != nil, receiveInto == nil { throw ValidationError("--max-size goes with --receive") }
+        if pipe {
+            guard !channel.insecure else { throw ValidationError("--pipe needs TLS: each side proves its key") }
+            guard accept != .ask, !pairing else { throw ValidationError("--pipe uses stdin for the pipe's bytes: it cannot answer questions (--accept ask, --pairing)") }
+        }
         if accept != .trusted, trust.trustOnFirstUse {
             throw ValidationError("--trust-on-first-use goes with --accept trusted (with all or ask, untrusted peers are not refused anyway)")
         }
@@ -142,6 +148,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let json = network.json
+        if pipe { StandardOutput.sendEventsToStandardError() }
         if dryRun {
             try showPlan()
             return
@@ -228,7 +235,7 @@ struct Serve: AsyncParsableCommand {
                         printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
                     case .connected(let connection):
                         printConnected(json, connection)
-                        group.addTask { await Self.serve(connection, json: json, receiver: receiver) }
+                        group.addTask { await Self.serve(connection, json: json, receiver: receiver, pipe: pipe) }
                     case .paired(let result):
                         printPinned(json, result)
                     case .invitation(let attempt):
@@ -330,7 +337,7 @@ struct Serve: AsyncParsableCommand {
                     switch event {
                     case .connected(let connection, let initiator):
                         printConnected(json, connection, extra: [("initiator", .string(initiator.description))])
-                        group.addTask { await Self.serve(connection, json: json, receiver: receiver) }
+                        group.addTask { await Self.serve(connection, json: json, receiver: receiver, pipe: pipe) }
                     case .disconnected:
                         break  // each connection's own task says so
                     case .rejected(let rejection):
@@ -392,10 +399,10 @@ struct Serve: AsyncParsableCommand {
 
     /// Prints what the peer sends (ping and echo are answered before this); a request gets
     /// -32601. With a receiver, the files the peer sends go into its folder, one at a time.
-    static func serve(_ connection: PeerConnection, json: Bool, receiver: FileReceiver? = nil) async {
+    static func serve(_ connection: PeerConnection, json: Bool, receiver: FileReceiver? = nil, pipe: Bool = false) async {
         let who = connection.peerID?.description
         await withDiscardingTaskGroup { group in
-            group.addTask { await Self.takeStreams(connection, json: json, receiver: receiver) }
+            group.addTask { await Self.takeStreams(connection, json: json, receiver: receiver, pipe: pipe) }
             // ping and echo never get here: they are built-in methods of the configuration.
             // Printing waits while stdout is behind; this loop then stops taking messages, the
             // connection stops reading, and TCP holds the peer back.
@@ -418,9 +425,25 @@ struct Serve: AsyncParsableCommand {
 extension Serve {
     /// The streams a peer opens: files into the receiver's folder (one after another, as a
     /// sender sends them), anything else refused with the reason.
-    static func takeStreams(_ connection: PeerConnection, json: Bool, receiver: FileReceiver?) async {
+    static func takeStreams(_ connection: PeerConnection, json: Bool, receiver: FileReceiver?, pipe: Bool) async {
         let show = TransferOutput(json: json, verb: "received", peer: connection.peerID?.description)
         for await stream in connection.incomingStreams {
+            if stream.label == PipeSlot.label {
+                guard pipe else {
+                    stream.reset("this peer takes no pipes (it runs without --pipe)", code: .refused)
+                    continue
+                }
+                guard PipeSlot.shared.take() else {
+                    stream.reset("this peer's stdin and stdout carry another pipe already", code: .refused)
+                    continue
+                }
+                let ending = await PipeSlot.run(stream)
+                PipeSlot.shared.finished(ending)
+                if case .failed(let reason) = ending { status("nearby: the pipe failed: \(reason)") }
+                // The pipe was this command's job: end as on SIGTERM (the connection closes with 1001).
+                kill(getpid(), SIGTERM)
+                continue
+            }
             guard FileReceiver.carriesFile(stream) else {
                 stream.reset("this peer takes no streams labelled \"\(stream.label)\"", code: .refused)
                 continue
@@ -479,7 +502,7 @@ func printNotConnected(_ json: Bool, to place: String, error: PeerConnectionErro
 /// A message from a peer, printed at the pace stdout takes (see ``StandardOutput/emit(_:)``).
 func printMessage(_ json: Bool, peerID: String?, _ message: JSONRPCMessage) async {
     let text = message.jsonText
-    await StandardOutput.shared.emit(
+    await StandardOutput.events.emit(
         json ? JSONText.object([("event", .string("message")), ("peerID", peerID.map { .string($0) } ?? .null), ("message", .raw(text))]) : text)
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import NearbyBasics
 
 /// Standard output, written by a thread of its own. When stdout is a pipe that nobody reads,
 /// write(2) blocks: that thread blocks, never one of the cooperative pool's (two threads on two
@@ -11,6 +12,15 @@ import Foundation
 /// progress for ``exitPatience``.
 final class StandardOutput: @unchecked Sendable {
     static let shared = StandardOutput(descriptor: STDOUT_FILENO)
+    static let standardError = StandardOutput(descriptor: STDERR_FILENO)
+
+    /// Where events and results go: stdout, unless stdout carries a pipe's bytes (`nearby pipe`),
+    /// which nothing else may be mixed into.
+    static var events: StandardOutput { routing.withLockedValue { $0 } ? standardError : shared }
+    private static let routing = Locked(false)
+
+    /// From now on events go to stderr (stdout carries bytes).
+    static func sendEventsToStandardError() { routing.withLockedValue { $0 = true } }
 
     /// Bytes queued beyond which ``emit(_:)`` waits (1 MiB); it goes on at half.
     let limit = 1 << 20
@@ -31,15 +41,7 @@ final class StandardOutput: @unchecked Sendable {
 
     /// Queues `text` as it is (no newline added) and returns at once.
     func enqueue(_ text: String) {
-        let data = Data(text.utf8)
-        condition.lock()
-        startLocked()
-        if !broken {
-            queue.append(data)
-            queuedBytes += data.count
-        }
-        condition.broadcast()
-        condition.unlock()
+        enqueue(data: Data(text.utf8))
     }
 
     /// Queues a line, first waiting (suspended, not blocking a thread) while more than
@@ -56,6 +58,39 @@ final class StandardOutput: @unchecked Sendable {
             }
         }
         enqueue(line + "\n")
+    }
+
+    /// Queues bytes as they are (a pipe's), first waiting while more than ``limit`` bytes wait.
+    func emit(bytes: Data) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            condition.lock()
+            if queuedBytes > limit && !broken {
+                waiting.append(continuation)
+                condition.unlock()
+            } else {
+                condition.unlock()
+                continuation.resume()
+            }
+        }
+        enqueue(data: bytes)
+    }
+
+    private func enqueue(data: Data) {
+        condition.lock()
+        startLocked()
+        if !broken {
+            queue.append(data)
+            queuedBytes += data.count
+        }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Whether stdout is gone (its reader closed it).
+    var isBroken: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return broken
     }
 
     /// Waits until everything queued is written, or until stdout made no progress for
@@ -79,7 +114,11 @@ final class StandardOutput: @unchecked Sendable {
     private func startLocked() {
         guard !started else { return }
         started = true
-        atexit { StandardOutput.shared.drain() }
+        if descriptor == STDERR_FILENO {
+            atexit { StandardOutput.standardError.drain() }
+        } else {
+            atexit { StandardOutput.shared.drain() }
+        }
         let thread = Thread { [self] in writeForever() }
         thread.name = "nearby-stdout"
         thread.start()
