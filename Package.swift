@@ -220,7 +220,7 @@ let package = Package(
         .executableTarget(name: "readme-wire", dependencies: ["DNSWire"], path: "Tools/ReadmeExamples/Wire", swiftSettings: strict),
         // Channel benchmark: `Tools/bench-connection` runs it against `nearby serve` and compares with Python websockets.
         .executableTarget(
-            name: "nearby-connection-bench", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ConnectionBenchmark", swiftSettings: strict),
+            name: "nearby-connection-bench", dependencies: ["PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio")], path: "Tools/ConnectionBenchmark", swiftSettings: strict),
         // JSON benchmark: the channel's own JSON codec against Foundation's, on the channel's messages (`Tools/bench-json`).
         .executableTarget(name: "nearby-json-bench", dependencies: ["PeerConnection"], path: "Tools/JSONBenchmark", swiftSettings: strict),
         // Codec benchmark: `Tools/bench-codec` builds it in release mode and compares with python-zeroconf.

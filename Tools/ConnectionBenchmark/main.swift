@@ -9,8 +9,13 @@
 //   nearby-connection-bench churn HOST PORT STATE-DIR COUNT    (connect, one ping, close; a line
 //                                                              every 1,000 for the caller's RSS samples)
 //   nearby-connection-bench probe HOST PORT STATE-DIR COUNT    (the broker's round-trip probe, before TLS)
+//   nearby-connection-bench streamping HOST PORT STATE-DIR SECONDS   (pings every 20 ms for SECONDS
+//                                  alone, then SECONDS more while a pipe stream to the peer is
+//                                  written as fast as its window allows; RTT p50/p99 of each
+//                                  phase, bytes sent, this process's peak RSS)
 
 import Foundation
+import NIOCore
 import PeerConnection
 import PeerTrust
 
@@ -132,6 +137,56 @@ case "idle":
     print(["figure": "idle", "open": open.count, "failures": failures])
     _ = readLine()
     for connection in open { await connection.close() }
+case "streamping":
+    let connection: PeerConnection
+    do { connection = try await PeerConnection.connect(host: host, port: port, configuration: configuration) } catch { fail("\(error)") }
+    func pings(for duration: Duration) async -> [Double] {
+        var rtts: [Double] = []
+        let end = ContinuousClock.now + duration
+        while ContinuousClock.now < end {
+            let start = ContinuousClock.now
+            if (try? await connection.request("ping", timeout: .seconds(5))) != nil { rtts.append(milliseconds(ContinuousClock.now - start)) }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return rtts.sorted()
+    }
+    func residentKiB() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+    func quantile(_ values: [Double], _ q: Double) -> Double { values.isEmpty ? 0 : values[min(values.count - 1, Int(Double(values.count) * q))] }
+    let idle = await pings(for: .seconds(count))
+    let stream: PeerStream
+    do { stream = try await connection.openStream(label: "nearby.pipe/1") } catch { fail("\(error)") }
+    let before = residentKiB()
+    let writer = Task {
+        let chunk = ByteBuffer(repeating: 0x5A, count: 256 << 10)
+        var sent = 0
+        while !Task.isCancelled {
+            do { try await stream.write(chunk) } catch { break }
+            sent += chunk.readableBytes
+        }
+        return sent
+    }
+    let peak = Task {
+        var peak = 0
+        while !Task.isCancelled {
+            peak = max(peak, residentKiB())
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return peak
+    }
+    let loaded = await pings(for: .seconds(count))
+    writer.cancel()
+    peak.cancel()
+    let sent = await writer.value
+    print([
+        "figure": "streamping", "idle_p50_ms": quantile(idle, 0.5), "idle_p99_ms": quantile(idle, 0.99), "idle_count": idle.count,
+        "loaded_p50_ms": quantile(loaded, 0.5), "loaded_p99_ms": quantile(loaded, 0.99), "loaded_count": loaded.count,
+        "bytes_sent": sent, "rss_before_kib": before, "rss_peak_kib": await peak.value,
+    ])
+    await connection.close()
 default:
     fail("unknown mode \(mode): setup, roundtrips, pipelined or idle")
 }
