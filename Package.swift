@@ -216,6 +216,9 @@ let package = Package(
             path: "Tools/ReadmeExamples/Broker", swiftSettings: strict),
         .executableTarget(
             name: "readme-pairing", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ReadmeExamples/Pairing", swiftSettings: strict),
+        .executableTarget(
+            name: "readme-streams", dependencies: ["FileTransfer", "PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Tools/ReadmeExamples/Streams", swiftSettings: strict),
         .executableTarget(name: "readme-trust", dependencies: ["PeerTrust"], path: "Tools/ReadmeExamples/Trust", swiftSettings: strict),
         .executableTarget(name: "readme-wire", dependencies: ["DNSWire"], path: "Tools/ReadmeExamples/Wire", swiftSettings: strict),
         // Channel benchmark: `Tools/bench-connection` runs it against `nearby serve` and compares with Python websockets.

@@ -27,7 +27,7 @@ struct ReadmeExamplesTests {
         return blocks
     }
 
-    static let examples = ["Broker", "Discovery", "Trust", "Connection", "Pairing", "Wire"]
+    static let examples = ["Broker", "Streams", "Discovery", "Trust", "Connection", "Pairing", "Wire"]
 
     /// A ```swift block that is a package manifest (a consumer's Package.swift), not a program.
     static func isManifest(_ block: String) -> Bool { block.hasPrefix("// swift-tools-version") }
@@ -81,6 +81,15 @@ struct ReadmeExamplesTests {
         #expect(status == 0, "\(output)")
         #expect(output.contains("connected to Build Box Build Box bridge"), "\(output)")
         #expect(output.contains("echo: hello"), "\(output)")
+    }
+
+    @Test("the streams example echoes a stream and sends a file that arrives verified")
+    func streamsExampleRuns() throws {
+        let (status, output) = try Self.run("readme-streams")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("echoed: hello, stream"), "\(output)")
+        #expect(output.contains("done: report.txt 3000000 bytes, SHA-256"), "\(output)")
+        #expect(output.contains("received report.txt"), "\(output)")
     }
 
     @Test("the pairing example: two strangers show one code, pin each other, and the pins then trust")
