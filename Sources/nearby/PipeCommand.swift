@@ -29,7 +29,8 @@ struct PipeCommand: AsyncParsableCommand {
 
             Examples:
               nearby pipe _openagents._tcp --nearest < input > output
-              nearby pipe --listen > received.tar                      (on the other machine)
+              nearby pipe --listen > received.tar
+                  (on the other machine: its stdin and stdout are the other end)
               tar c photos | nearby pipe --host 192.168.1.20 --port 9099
             """)
 
