@@ -87,6 +87,7 @@ enum Setup {
                 let streams = StreamHandler(
                     settings: configuration.streams ?? StreamSettings(), connecting: side.role == .connecting, logger: configuration.logger)
                 let sync = channel.pipeline.syncOperations
+                try WebSocketFrameWriter.replaceEncoder(in: sync)
                 try sync.addHandler(messages)
                 try sync.addHandler(streams)
                 try sync.addHandler(session)

@@ -100,7 +100,12 @@ enum StreamFrame: Hashable, Sendable {
     func encoded(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         switch self {
         case .data(let id, let payload):
-            var buffer = allocator.buffer(capacity: Self.headerSize + payload.readableBytes)
+            // Room in front for the WebSocket header, written there by WebSocketFrameWriter:
+            // the frame then leaves as one buffer.
+            let headroom = WebSocketFrameWriter.maximumHeader
+            var buffer = allocator.buffer(capacity: headroom + Self.headerSize + payload.readableBytes)
+            buffer.moveWriterIndex(forwardBy: headroom)
+            buffer.moveReaderIndex(forwardBy: headroom)
             buffer.writeInteger(UInt8(0))
             buffer.writeInteger(id.value)
             var payload = payload

@@ -252,7 +252,7 @@ struct StreamMultiplexer {
     /// One binary message from the peer.
     mutating func receive(_ message: ByteBuffer) -> [Action] {
         guard ended == nil else { return [] }
-        guard let peer else {
+        guard peer != nil else {
             return [.closeConnection(CloseCode(1003), "a binary message, but no streams were negotiated (\(whyNot))")]
         }
         let frame: StreamFrame

@@ -138,7 +138,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
                 logger.trace("a ping left unanswered: the peer is not reading what we sent")
                 return
             }
-            write(context: context, opcode: .pong, data: frame.unmaskedData, promise: nil)
+            write(context: context, opcode: .pong, data: frame.payload, promise: nil)
             context.flush()
         case .pong:
             break
@@ -157,7 +157,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
     }
 
     private func receivedData(context: ChannelHandlerContext, frame: WebSocketFrame) {
-        var data = frame.unmaskedData
+        var data = frame.payload
         let size = (partial?.readableBytes ?? 0) + data.readableBytes
         guard size <= maximumMessageSize else {
             partial = nil
@@ -184,7 +184,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
     }
 
     private func receivedClose(context: ChannelHandlerContext, frame: WebSocketFrame) {
-        var data = frame.unmaskedData
+        var data = frame.payload
         let code = data.readWebSocketErrorCode()
         let reason = data.readString(length: data.readableBytes) ?? ""
         if closeSent {

@@ -168,3 +168,47 @@ struct LivenessTests {
         #expect(liveness.tick(at: .seconds(51)) == .dead(silentFor: .seconds(30)))
     }
 }
+
+@Suite("WebSocket framing")
+struct WebSocketFramingTests {
+    @Test("masking eight bytes at a time gives what swift-nio's byte loop gives, at every length")
+    func maskMatchesNIO() throws {
+        let key = try #require(WebSocketMaskingKey([0x12, 0x9A, 0xFE, 0x01]))
+        for length in [0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 100, 65_541] {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+            var ours = ByteBuffer(bytes: bytes)
+            var theirs = ByteBuffer(bytes: bytes)
+            ours.applyWebSocketMask(key)
+            theirs.webSocketMask(key)
+            #expect(ours == theirs, "length \(length)")
+            ours.applyWebSocketMask(key)
+            #expect(Array(ours.readableBytesView) == bytes)
+        }
+    }
+
+    @Test("the frame writer's bytes are swift-nio's encoder's, masked or not, short and long, with headroom or without")
+    func writerMatchesNIO() throws {
+        let key = try #require(WebSocketMaskingKey([1, 2, 3, 4]))
+        for length in [0, 5, 125, 126, 65_535, 65_536, 70_000] {
+            for mask in [nil, key] {
+                for headroom in [0, WebSocketFrameWriter.maximumHeader] {
+                    var payload = ByteBufferAllocator().buffer(capacity: headroom + length)
+                    payload.moveWriterIndex(forwardBy: headroom)
+                    payload.moveReaderIndex(forwardBy: headroom)
+                    payload.writeBytes((0..<length).map { UInt8(truncatingIfNeeded: $0) })
+                    let frame = WebSocketFrame(fin: true, opcode: .binary, maskKey: mask, data: payload)
+                    func encoded(_ handler: any ChannelHandler) throws -> [UInt8] {
+                        let channel = EmbeddedChannel(handler: handler)
+                        try channel.writeOutbound(frame)
+                        var bytes: [UInt8] = []
+                        while let buffer = try channel.readOutbound(as: ByteBuffer.self) { bytes += buffer.readableBytesView }
+                        _ = try channel.finish()
+                        return bytes
+                    }
+                    #expect(try encoded(WebSocketFrameWriter()) == encoded(WebSocketFrameEncoder()), "length \(length), mask \(mask != nil), headroom \(headroom)")
+                }
+            }
+        }
+    }
+}
+
