@@ -96,6 +96,9 @@ struct ChannelOptions: ParsableArguments {
             identity: insecure ? nil : identity, trust: TrustEvaluator(policy: .pinned([])), protocolVersion: try version())
         configuration.insecure = insecure
         configuration.logger = logger
+        // Streams only where a command takes them (send, pipe, serve set their own): a peer
+        // that opens one here learns at once that it is not offered, instead of waiting.
+        configuration.streams = nil
         configuration.waitingForAdmission = { wait in
             if json {
                 printLine(JSONText.object([

@@ -89,7 +89,8 @@ struct PipeCommand: AsyncParsableCommand {
             return
         }
         let logger = output.logger("nearby.connection")
-        let configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
+        var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
+        configuration.streams = StreamSettings()
         let found = try await target.connect(type: typeToFind, configuration: configuration, json: json, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection

@@ -157,8 +157,8 @@ struct Serve: AsyncParsableCommand {
         configuration.invitationTimeout = .milliseconds(Int64(answerWithin * 1000))
         // ping ({}) is built in; echo answers with its params. Both are answered on the event loop.
         configuration.methods["echo"] = { params in .success(params ?? .null) }
-        // Streams are offered only for files: a peer asking for another kind of stream is told
-        // no. A file stream gets a 1 MiB window: one fast stream, and the window is what a
+        // Streams are offered: files (with --receive) and a pipe (with --pipe) are taken, any
+        // other stream is refused with the reason. A file stream gets a 1 MiB window: one fast stream, and the window is what a
         // round trip carries (100 MB/s at 10 ms).
         let receiver = receiveInto.map { FileReceiver(directory: $0, maximumSize: maximumSize.map { Int64($0) }) }
         configuration.streams = receiver == nil ? StreamSettings() : StreamSettings(window: 1 << 20)
