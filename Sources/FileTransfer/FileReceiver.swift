@@ -80,18 +80,7 @@ public final class FileReceiver: Sendable {
         var prefix: String?
         if target.offset > 0 {
             let (file, _) = try await LocalFile.blocking { () throws(FileTransferError) in try LocalFile.openForReading(target.part) }
-            var position: Int64 = 0
-            while position < target.offset {
-                let count = Int(min(Int64(FileSender.chunk), target.offset - position))
-                let at = position
-                let read = try await LocalFile.blocking { () throws(FileTransferError) in
-                    let bytes = try file.read(at: at, count: count)
-                    hasher.update(bytes)
-                    return bytes.readableBytes
-                }
-                guard read > 0 else { break }
-                position += Int64(read)
-            }
+            _ = try await file.hashPrefix(target.offset, into: hasher, chunk: FileSender.chunk)
             prefix = hexString(hasher.copyDigest())
         }
         let needed = offer.size - target.offset

@@ -134,18 +134,7 @@ public enum FileSender {
                 guard offset <= size else { throw TransferProtocol.malformed("an offset of \(offset) bytes into a file of \(size)") }
                 if offset > 0, let prefix {
                     // Its first bytes must be ours: hash ours up to the offset.
-                    var position: Int64 = 0
-                    while position < offset {
-                        let count = Int(min(Int64(chunk), offset - position))
-                        let at = position
-                        let bytes = try await LocalFile.blocking { () throws(FileTransferError) in
-                            let bytes = try file.read(at: at, count: count)
-                            hasher.update(bytes)
-                            return bytes.readableBytes
-                        }
-                        guard bytes > 0 else { break }
-                        position += Int64(bytes)
-                    }
+                    let position = try await file.hashPrefix(offset, into: hasher, chunk: chunk)
                     if position == offset, hexString(hasher.copyDigest()) == prefix.lowercased() {
                         start = offset
                     } else {

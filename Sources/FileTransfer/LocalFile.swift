@@ -134,6 +134,24 @@ final class LocalFile: Sendable {
         return buffer
     }
 
+    /// Hashes the file's first `count` bytes into `hasher` (a chunk at a time, on the thread
+    /// pool); returns how many there were (fewer when the file is shorter).
+    func hashPrefix(_ count: Int64, into hasher: SharedHasher, chunk: Int) async throws(FileTransferError) -> Int64 {
+        var position: Int64 = 0
+        while position < count {
+            let size = Int(min(Int64(chunk), count - position))
+            let at = position
+            let read = try await Self.blocking { () throws(FileTransferError) in
+                let bytes = try self.read(at: at, count: size)
+                hasher.update(bytes)
+                return bytes.readableBytes
+            }
+            guard read > 0 else { break }
+            position += Int64(read)
+        }
+        return position
+    }
+
     /// Writes all of `buffer` at `offset`.
     func write(_ buffer: ByteBuffer, at offset: Int64) throws(FileTransferError) {
         var written = 0

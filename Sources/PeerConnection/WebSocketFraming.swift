@@ -27,7 +27,7 @@ extension ByteBuffer {
 }
 
 extension WebSocketFrame {
-    /// The payload, unmasked with ``ByteBuffer/applyWebSocketMask(_:)`` when the peer masked it.
+    /// The payload, unmasked with `applyWebSocketMask(_:)` when the peer masked it.
     var payload: ByteBuffer {
         var data = self.data
         if let key = maskKey { data.applyWebSocketMask(key) }
@@ -36,7 +36,7 @@ extension WebSocketFrame {
 }
 
 /// Writes WebSocket frames (RFC 6455 §5.2): the header, then the payload, masked in place with
-/// the frame's key. It takes the place of swift-nio's encoder (see ``replaceEncoder(in:)``) for
+/// the frame's key. It takes the place of swift-nio's encoder (see `replaceEncoder(in:)`) for
 /// its masking speed; the header goes into the payload's headroom when there is room (stream
 /// frames leave some), so that a frame is one write and one TLS record.
 final class WebSocketFrameWriter: ChannelOutboundHandler, RemovableChannelHandler {
@@ -95,6 +95,6 @@ final class WebSocketFrameWriter: ChannelOutboundHandler, RemovableChannelHandle
     }
 }
 
-/// swift-nio's encoder leaves the pipeline so that ``WebSocketFrameWriter`` can take its place;
+/// swift-nio's encoder leaves the pipeline so that `WebSocketFrameWriter` can take its place;
 /// it holds no state between writes, so taking it out at any moment loses nothing.
 extension WebSocketFrameEncoder: @retroactive RemovableChannelHandler {}

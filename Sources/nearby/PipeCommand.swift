@@ -94,23 +94,14 @@ struct PipeCommand: AsyncParsableCommand {
         let found = try await target.connect(type: typeToFind, configuration: configuration, json: json, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
-        let ending = await withTaskGroup(of: PipeEnding?.self) { group in
-            group.addTask {
-                do throws(PeerConnectionError) {
-                    let stream = try await connection.openStream(label: PipeSlot.label)
-                    return await PipeSlot.run(stream)
-                } catch {
-                    return .failed("cannot open a pipe: \(error.message)")
-                }
+        let ending = await unlessInterrupted { () -> PipeEnding in
+            do throws(PeerConnectionError) {
+                let stream = try await connection.openStream(label: PipeSlot.label)
+                return await PipeSlot.run(stream)
+            } catch {
+                return .failed("cannot open a pipe: \(error.message)")
             }
-            group.addTask {
-                for await _ in terminations() { return .interrupted }
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .interrupted
-        }
+        } ?? .interrupted
         await connection.close(code: ending == .done ? .normal : .goingAway, reason: ending == .done ? "done" : "pipe ended")
         await found.shutdown()
         switch ending {

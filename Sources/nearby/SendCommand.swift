@@ -104,27 +104,18 @@ struct SendCommand: AsyncParsableCommand {
         let resume = self.resume
         let intervalDuration = Duration.milliseconds(Int64(interval * 1000))
         enum Outcome: Sendable { case done(failed: Int), stopped(FileTransferError), interrupted }
-        let outcome = await withTaskGroup(of: Outcome?.self) { group in
-            group.addTask {
-                var failed = 0
-                do throws(FileTransferError) {
-                    for try await update in FileSender.send(items, over: connection, resume: resume, interval: intervalDuration) {
-                        if case .failed = update { failed += 1 }
-                        show.show(update)
-                    }
-                    return .done(failed: failed)
-                } catch {
-                    return .stopped(error)
+        let outcome = await unlessInterrupted { () -> Outcome in
+            var failed = 0
+            do throws(FileTransferError) {
+                for try await update in FileSender.send(items, over: connection, resume: resume, interval: intervalDuration) {
+                    if case .failed = update { failed += 1 }
+                    show.show(update)
                 }
+                return .done(failed: failed)
+            } catch {
+                return .stopped(error)
             }
-            group.addTask {
-                for await _ in terminations() { return .interrupted }
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .interrupted
-        }
+        } ?? .interrupted
         switch outcome {
         case .done(let failed):
             await found.connection.close(code: .normal, reason: "done")

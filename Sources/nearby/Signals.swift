@@ -87,3 +87,18 @@ func terminations() -> AsyncStream<Void> {
     }
     return stream
 }
+
+/// Runs `work` until it ends or SIGINT or SIGTERM arrives, whichever is first; nil when a
+/// signal came first (the work is then cancelled, and its loops end at cancellation).
+func unlessInterrupted<T: Sendable>(_ work: @escaping @Sendable () async -> T) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await work() }
+        group.addTask {
+            for await _ in terminations() { return nil }
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}

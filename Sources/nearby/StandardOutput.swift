@@ -47,21 +47,18 @@ final class StandardOutput: @unchecked Sendable {
     /// Queues a line, first waiting (suspended, not blocking a thread) while more than
     /// ``limit`` bytes wait for stdout.
     func emit(_ line: String) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            condition.lock()
-            if queuedBytes > limit && !broken {
-                waiting.append(continuation)
-                condition.unlock()
-            } else {
-                condition.unlock()
-                continuation.resume()
-            }
-        }
+        await waitForRoom()
         enqueue(line + "\n")
     }
 
     /// Queues bytes as they are (a pipe's), first waiting while more than ``limit`` bytes wait.
     func emit(bytes: Data) async {
+        await waitForRoom()
+        enqueue(data: bytes)
+    }
+
+    /// Returns once no more than ``limit`` bytes wait (or stdout is gone).
+    private func waitForRoom() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             condition.lock()
             if queuedBytes > limit && !broken {
@@ -72,7 +69,6 @@ final class StandardOutput: @unchecked Sendable {
                 continuation.resume()
             }
         }
-        enqueue(data: bytes)
     }
 
     private func enqueue(data: Data) {
