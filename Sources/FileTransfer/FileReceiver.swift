@@ -166,8 +166,10 @@ public final class FileReceiver: Sendable {
             try? await stream.finish()
             throw error
         }
-        try await write(stream, TransferProtocol.saved(saved.joined(separator: "/")))
-        do { try await stream.finish() } catch { throw interruption(error) }
+        // The file is saved under its name: that holds whatever happens to the stream now. (The
+        // sender may close the connection as soon as it reads "saved", before our FIN goes.)
+        try? await write(stream, TransferProtocol.saved(saved.joined(separator: "/")))
+        try? await stream.finish()
         return TransferResult(
             name: shown, savedAs: saved.joined(separator: "/"), size: offer.size, transferred: offer.size - start, sha256: digest,
             seconds: seconds(clock.now - began))

@@ -82,17 +82,20 @@ public enum FileSender {
 
     /// Sends `items` over `connection`, one after another. With `resume`, a file the receiver
     /// already has the start of (a `.part` whose bytes hash the same as ours) continues from
-    /// there. Progress comes every `interval` while bytes flow.
+    /// there. Progress comes every `interval` while bytes flow. With `rateLimit` (bytes per
+    /// second) the bytes are paced to at most that on average, for a link shared with others.
     ///
     /// A file the receiver declines is reported as `failed` and the next one is sent; an
     /// interruption (the peer cancelled, the connection ended) or a cancellation here ends the
     /// whole transfer with that error.
-    public static func send(_ items: [Item], over connection: PeerConnection, resume: Bool = false, interval: Duration = .milliseconds(250)) -> TransferUpdates {
+    public static func send(
+        _ items: [Item], over connection: PeerConnection, resume: Bool = false, interval: Duration = .milliseconds(250), rateLimit: Int? = nil
+    ) -> TransferUpdates {
         TransferUpdates { report throws(FileTransferError) in
             var declined: FileTransferError?
             for item in items {
                 do throws(FileTransferError) {
-                    let result = try await sendOne(item, over: connection, resume: resume, interval: interval, report: report)
+                    let result = try await sendOne(item, over: connection, resume: resume, interval: interval, rateLimit: rateLimit, report: report)
                     report(.finished(result))
                 } catch {
                     report(.failed(name: item.shownName, error))
@@ -108,7 +111,7 @@ public enum FileSender {
     static let chunk = 256 << 10
 
     private static func sendOne(
-        _ item: Item, over connection: PeerConnection, resume: Bool, interval: Duration, report: @Sendable (TransferUpdate) -> Void
+        _ item: Item, over connection: PeerConnection, resume: Bool, interval: Duration, rateLimit: Int?, report: @Sendable (TransferUpdate) -> Void
     ) async throws(FileTransferError) -> TransferResult {
         let (file, status) = try await LocalFile.blocking { () throws(FileTransferError) in try LocalFile.openForReading(item.path) }
         let size = status.size
@@ -174,6 +177,13 @@ public enum FileSender {
                 try await send(stream, bytes)
                 position = after
                 if let progress = meter.update(done: position, at: clock.now - began) { report(.progress(progress)) }
+                if let rateLimit, rateLimit > 0 {
+                    // Ahead of the pace: wait until the bytes sent so far are due.
+                    let due = began + .seconds(Double(position - start) / Double(rateLimit))
+                    if due > clock.now {
+                        do { try await clock.sleep(until: due) } catch { throw FileTransferError(.cancelled, "cancelled") }
+                    }
+                }
             }
             let digest = hexString(hasher.finish())
             try await send(stream, TransferProtocol.frame(TransferProtocol.trailer(sha256: digest)))

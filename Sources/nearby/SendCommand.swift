@@ -41,6 +41,7 @@ struct SendCommand: AsyncParsableCommand {
               nearby send big.iso --peer 9R4X9V --resume
               nearby send photos --recursive --host 192.168.1.20 --port 9099
               nearby send a.log b.log --name "Build Box" --json
+              nearby send backup.tar --peer 9R4X9V --limit-rate 5M
             """)
 
     @Argument(help: ArgumentHelp("Files (and with --recursive folders) to send, then optionally the service TYPE.", valueName: "path"))
@@ -50,6 +51,10 @@ struct SendCommand: AsyncParsableCommand {
     var resume = false
     @Flag(help: "Send folders with everything in them.")
     var recursive = false
+    @Option(name: .customLong("limit-rate"), help: ArgumentHelp(
+        "Send at most this many bytes a second on average (a K, M or G suffix: 1024s), to leave room on a shared link.", valueName: "rate"),
+            transform: SendCommand.rate)
+    var limitRate: Int?
     @Option(help: ArgumentHelp("Seconds between progress events (--json) or redraws.", valueName: "seconds"),
             transform: NumberInput.seconds("--interval", maximum: 60))
     var interval: Double = 0.25
@@ -59,6 +64,21 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup var state: StateDirectory
 
     var json: Bool { output.json }
+
+    /// `--limit-rate`: bytes a second, with an optional K, M or G (powers of 1024).
+    static func rate(_ text: String) throws -> Int {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        var digits = text.trimmingCharacters(in: .whitespaces)
+        var unit = 1
+        if let last = digits.last?.uppercased().first, let scale = units[last] {
+            unit = scale
+            digits.removeLast()
+        }
+        guard let value = Int(digits), value > 0, value <= Int.max / unit else {
+            throw ValidationError("--limit-rate \(text): give bytes a second, a whole number above 0, with K, M or G if you like (for example 500K or 10M)")
+        }
+        return value * unit
+    }
 
     /// The files and the service type, from the positional arguments: the last one is the type
     /// when it looks like one (`_name._tcp`) and is not a file here.
@@ -102,12 +122,13 @@ struct SendCommand: AsyncParsableCommand {
         let connection = found.connection
         let show = TransferOutput(json: json, verb: "sent", peer: connection.peerID?.description)
         let resume = self.resume
+        let rateLimit = limitRate
         let intervalDuration = Duration.milliseconds(Int64(interval * 1000))
         enum Outcome: Sendable { case done(failed: Int), stopped(FileTransferError), interrupted }
         let outcome = await unlessInterrupted { () -> Outcome in
             var failed = 0
             do throws(FileTransferError) {
-                for try await update in FileSender.send(items, over: connection, resume: resume, interval: intervalDuration) {
+                for try await update in FileSender.send(items, over: connection, resume: resume, interval: intervalDuration, rateLimit: rateLimit) {
                     if case .failed = update { failed += 1 }
                     show.show(update)
                 }
