@@ -159,7 +159,7 @@ let package = Package(
         .target(
             name: "FileTransfer",
             dependencies: [
-                "PeerConnection", "PeerTrust", "NearbyBasics", .product(name: "NIOCore", package: "swift-nio"),
+                "PeerConnection", "PeerTrust", "NearbyBasics", "CNearbySocket", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict),
@@ -189,7 +189,7 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer",
+                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer", "CNearbySocket",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

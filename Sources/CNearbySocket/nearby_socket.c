@@ -2,6 +2,8 @@
 #include "nearby_socket.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -154,4 +156,22 @@ int nearby_start_thread(const char *name, void (*body)(void *), void *context) {
     }
     pthread_detach(thread);
     return 0;
+}
+
+int nearby_start_write_back(int fd, int64_t offset, int64_t count) {
+#ifdef SYNC_FILE_RANGE_WRITE
+    return sync_file_range(fd, (off_t)offset, (off_t)count, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd; (void)offset; (void)count;
+    return -1;
+#endif
+}
+
+int nearby_tune_malloc_for_bulk(void) {
+#if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+    int ok = mallopt(M_MMAP_THRESHOLD, 1 << 20) && mallopt(M_TRIM_THRESHOLD, 16 << 20);
+    return ok ? 0 : -1;
+#else
+    return -1;
+#endif
 }

@@ -19,6 +19,8 @@ public final class FileReceiver: Sendable {
     public let directory: String
     /// The largest file accepted (nil: as large as the free space).
     public let maximumSize: Int64?
+    /// Bytes written between two calls that start their write-back.
+    static let writeBackStep: Int64 = 8 << 20
     /// `.part` files being written now, so that two transfers never share one.
     private let active = NIOLockedValueBox<Set<String>>([])
 
@@ -110,6 +112,7 @@ public final class FileReceiver: Sendable {
         var meter = ProgressMeter(name: shown, size: offer.size, resumedAt: start, interval: interval, at: .zero)
         report(.started(meter.progress(done: start, at: .zero)))
         var position = start
+        var flushedTo = start
         do throws(FileTransferError) {
             while position < offer.size {
                 guard let bytes = try await reader.bytes(upTo: Int(min(Int64(Int.max), offer.size - position))) else {
@@ -117,11 +120,15 @@ public final class FileReceiver: Sendable {
                         .interrupted, "the sender stopped after \(position) of \(offer.size) bytes of \(shown); \(target.part) is kept for --resume")
                 }
                 let at = position
+                let flushed = flushedTo
+                let writeBack = at + Int64(bytes.readableBytes) - flushed >= Self.writeBackStep
                 try await LocalFile.blocking { () throws(FileTransferError) in
                     hasher.update(bytes)
                     try file.write(bytes, at: at)
+                    if writeBack { file.startWriteBack(from: flushed, count: at + Int64(bytes.readableBytes) - flushed) }
                 }
                 position += Int64(bytes.readableBytes)
+                if writeBack { flushedTo = position }
                 if let progress = meter.update(done: position, at: clock.now - began) { report(.progress(progress)) }
             }
         } catch {

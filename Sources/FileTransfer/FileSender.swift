@@ -152,17 +152,19 @@ public enum FileSender {
             report(.started(meter.progress(done: start, at: .zero)))
             var position = start
             // The next chunk is read (and hashed, on the thread pool) while this one goes out.
-            let read: @Sendable (Int64) async throws(FileTransferError) -> ByteBuffer = { at throws(FileTransferError) in
+            let read: @Sendable (Int64, ByteBuffer?) async throws(FileTransferError) -> ByteBuffer = { at, spare throws(FileTransferError) in
                 let count = Int(min(Int64(chunk), size - at))
                 return try await LocalFile.blocking { () throws(FileTransferError) in
-                    let bytes = try file.read(at: at, count: count)
+                    let bytes = try file.read(at: at, count: count, reusing: spare)
                     hasher.update(bytes)
                     return bytes
                 }
             }
             let first = position
-            var next: Task<ByteBuffer, any Error>? = first < size ? Task { try await read(first) } : nil
+            var next: Task<ByteBuffer, any Error>? = first < size ? Task { try await read(first, nil) } : nil
             defer { next?.cancel() }
+            // Two buffers take turns: one is read into while the other goes out.
+            var spare: ByteBuffer?
             while let pending = next {
                 let bytes: ByteBuffer
                 do { bytes = try await pending.value } catch let error as FileTransferError { throw error } catch {
@@ -173,8 +175,11 @@ public enum FileSender {
                     throw FileTransferError(.file, "\(item.path) got shorter while it was sent (\(position) of \(size) bytes)")
                 }
                 let after = position + Int64(bytes.readableBytes)
-                next = after < size ? Task { try await read(after) } : nil
+                let reuse = spare
+                spare = nil
+                next = after < size ? Task { try await read(after, reuse) } : nil
                 try await send(stream, bytes)
+                spare = bytes
                 position = after
                 if let progress = meter.update(done: position, at: clock.now - began) { report(.progress(progress)) }
                 if let rateLimit, rateLimit > 0 {

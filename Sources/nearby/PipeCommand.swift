@@ -1,4 +1,5 @@
 import ArgumentParser
+import CNearbySocket
 import Foundation
 import Logging
 import PeerConnection
@@ -81,6 +82,7 @@ struct PipeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        _ = nearby_tune_malloc_for_bulk()
         StandardOutput.sendEventsToStandardError()
         if listen {
             var serve = try serve()

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CNearbySocket
 import FileTransfer
 import Foundation
 import Logging
@@ -101,6 +102,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        _ = nearby_tune_malloc_for_bulk()
         let (files, type) = filesAndType
         let items: [FileSender.Item]
         do {

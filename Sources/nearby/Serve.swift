@@ -1,4 +1,5 @@
 import ArgumentParser
+import CNearbySocket
 import ConnectionBroker
 import FileTransfer
 import Foundation
@@ -160,6 +161,8 @@ struct Serve: AsyncParsableCommand {
         // Streams are offered: files (with --receive) and a pipe (with --pipe) are taken, any
         // other stream is refused with the reason. A file stream gets a 1 MiB window: one fast stream, and the window is what a
         // round trip carries (100 MB/s at 10 ms).
+        // Bulk bytes (files, a pipe): keep buffers on the heap (see nearby_tune_malloc_for_bulk).
+        if receiveInto != nil || pipe { _ = nearby_tune_malloc_for_bulk() }
         let receiver = receiveInto.map { FileReceiver(directory: $0, maximumSize: maximumSize.map { Int64($0) }) }
         configuration.streams = receiver == nil ? StreamSettings() : StreamSettings(window: 1 << 20)
         let policy: PeerListener.AcceptPolicy

@@ -1,6 +1,7 @@
 // The part of the mDNS receive path that needs the C library's macros and its GNU
 // extensions (recvmmsg, struct in6_pktinfo, CMSG_*), which Swift's Glibc module does not
-// import. Everything else about the sockets is Swift (Sources/MulticastDNS).
+// import. Everything else about the sockets is Swift (Sources/MulticastDNS). Also one GNU
+// file call the file transfer needs (sync_file_range).
 #ifndef NEARBY_SOCKET_H
 #define NEARBY_SOCKET_H
 
@@ -37,5 +38,17 @@ int nearby_receive_datagrams(int fd, uint8_t *slots, size_t slot_size, nearby_da
 /// Starts a detached thread named `name` (for `top -H` and debuggers) that runs
 /// `body(context)`. Returns 0, or an errno value when the thread could not be made.
 int nearby_start_thread(const char *name, void (*body)(void *), void *context);
+
+/// For a process that moves bulk bytes (nearby send, receive, pipe): buffers up to 1 MiB come
+/// from the heap rather than from fresh mappings, and up to 16 MiB of freed heap stays mapped,
+/// instead of being handed back to the kernel and faulted in again (zeroed) for the next
+/// buffer, which was half of a sender's system time. Returns 0, or -1 where malloc has no
+/// such settings.
+int nearby_tune_malloc_for_bulk(void);
+
+/// Starts writing a file's range to the disk without waiting (Linux's sync_file_range with
+/// SYNC_FILE_RANGE_WRITE, a GNU extension). Returns 0, or -1 with errno set (or where the
+/// system has no such call).
+int nearby_start_write_back(int fd, int64_t offset, int64_t count);
 
 #endif
