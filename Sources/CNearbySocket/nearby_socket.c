@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -172,6 +173,16 @@ int nearby_tune_malloc_for_bulk(void) {
     int ok = mallopt(M_MMAP_THRESHOLD, 1 << 20) && mallopt(M_TRIM_THRESHOLD, 16 << 20);
     return ok ? 0 : -1;
 #else
+    return -1;
+#endif
+}
+
+int nearby_rename_noreplace(const char *from, const char *to) {
+#ifdef RENAME_NOREPLACE
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+#else
+    (void)from; (void)to;
+    errno = ENOSYS;
     return -1;
 #endif
 }

@@ -1,6 +1,8 @@
 /// The rules a name from a peer must meet before anything is written under it. A name that
 /// breaks one is refused with the rule, never rewritten: a person then sees what was sent.
 public enum FileNames {
+    /// The longest name taken, in bytes of UTF-8: 255 less the partial file's suffix and a number.
+    public static let maximumNameBytes = 200
     /// Folders a sent path may go down at most (`--recursive`).
     public static let maximumDepth = 32
 
@@ -8,12 +10,13 @@ public enum FileNames {
     ///
     /// Refused: the empty name, `.` and `..`, a leading dot (hidden files, and `..` in
     /// disguise), `/` and `\` (a path, not a name), NUL and other control characters (which
-    /// terminals interpret), and names over 255 bytes of UTF-8 (the usual file-system limit).
+    /// terminals interpret), and names over 200 bytes of UTF-8 (the file system's 255, less room
+    /// for the partial file's suffix).
     public static func problem(with component: String) -> String? {
         if component.isEmpty { return "an empty name" }
         if component == "." || component == ".." { return "\"\(component)\" (a reference to a folder, not a name)" }
         if component.hasPrefix(".") { return "a name starting with a dot (\(shown(component))): hidden names are not accepted" }
-        if component.utf8.count > 255 { return "a name of \(component.utf8.count) bytes (at most 255)" }
+        if component.utf8.count > maximumNameBytes { return "a name of \(component.utf8.count) bytes (at most \(maximumNameBytes))" }
         for scalar in component.unicodeScalars {
             switch scalar.value {
             case 0: return "a name with a NUL byte"

@@ -1,7 +1,9 @@
+import CNearbySocket
 import NIOConcurrencyHelpers
 import NIOCore
 import NearbyBasics
 public import PeerConnection
+public import PeerTrust
 
 #if canImport(Glibc)
     import Glibc
@@ -9,10 +11,12 @@ public import PeerConnection
 
 /// Receives files into one folder, from any number of peers at once (README, "Files").
 ///
-/// A file is written to `NAME.part` beside its final name and appears under `NAME` only once
-/// its size and SHA-256 match the sender's (a rename: never half a file under the final name).
-/// A transfer cut short keeps its `.part`; the sender's next `--resume` continues it after
-/// checking that its first bytes are the same. A name taken already gets a number: `NAME (2)`.
+/// A file is written to `NAME.SENDER.part` beside its final name (SENDER: the first 16
+/// characters of the sender's peer ID, see ``partialName(for:sender:)``) and appears under `NAME`
+/// only once its size and SHA-256 match the sender's (never half a file under the final name).
+/// A transfer cut short keeps its partial file; the same sender's next `--resume` continues it
+/// after checking that its first bytes are the same. Another sender never sees, resumes or
+/// replaces it, and a user's own files named `NAME.part` are never touched. A name taken already gets a number: `NAME (2)`.
 /// Names that could write outside the folder are declined (see ``FileNames``).
 public final class FileReceiver: Sendable {
     /// The folder files go into.
@@ -32,13 +36,26 @@ public final class FileReceiver: Sendable {
         self.maximumSize = maximumSize
     }
 
+    /// The partial file for `name` from `sender`: `NAME.SENDER.part`, SENDER being the first 16
+    /// characters of its peer ID without dashes (80 bits: no key can be ground to match another
+    /// sender's), or `anonymous` without one.
+    public static func partialName(for name: String, sender: PeerID?) -> String {
+        let tag = sender.map { String($0.description.filter { $0 != "-" }.prefix(16)) } ?? "anonymous"
+        return "\(name).\(tag).part"
+    }
+
     /// Whether `stream` carries a file (the label senders give it).
     public static func carriesFile(_ stream: PeerStream) -> Bool { stream.label == TransferProtocol.label }
 
     /// Receives the file `stream` carries: the offer, the answer, the bytes, the check.
-    public func receive(_ stream: PeerStream, interval: Duration = .milliseconds(250)) -> TransferUpdates {
+    /// - Parameters:
+    ///   - stream: a stream that ``carriesFile(_:)``.
+    ///   - sender: the peer ID the connection proved; it names the partial file, so that only
+    ///     this sender can resume it.
+    ///   - interval: how often progress is reported while bytes flow.
+    public func receive(_ stream: PeerStream, from sender: PeerID?, interval: Duration = .milliseconds(250)) -> TransferUpdates {
         TransferUpdates { report throws(FileTransferError) in
-            let result = try await self.receiveOne(stream, interval: interval, report: report)
+            let result = try await self.receiveOne(stream, sender: sender, interval: interval, report: report)
             report(.finished(result))
         }
     }
@@ -55,7 +72,9 @@ public final class FileReceiver: Sendable {
         var offset: Int64
     }
 
-    private func receiveOne(_ stream: PeerStream, interval: Duration, report: @Sendable (TransferUpdate) -> Void) async throws(FileTransferError) -> TransferResult {
+    private func receiveOne(
+        _ stream: PeerStream, sender: PeerID?, interval: Duration, report: @Sendable (TransferUpdate) -> Void
+    ) async throws(FileTransferError) -> TransferResult {
         var reader = StreamReader(stream)
         let offer: TransferProtocol.Offer
         do throws(FileTransferError) {
@@ -74,7 +93,7 @@ public final class FileReceiver: Sendable {
         if let problem = FileNames.problem(withPath: offer.folders + [offer.name]) { try await decline("refused name: \(problem)") }
         if let maximumSize, offer.size > maximumSize { try await decline("\(offer.size) bytes is over the \(maximumSize) this side takes") }
         let target: Target
-        do { target = try await claim(offer) } catch { try await decline(error.message) }
+        do { target = try await claim(offer, sender: sender) } catch { try await decline(error.message) }
         defer { release(target.part) }
 
         // Resuming: the .part's first bytes, hashed, for the sender to compare with its own.
@@ -183,7 +202,7 @@ public final class FileReceiver: Sendable {
     }
 
     /// Makes the folders, picks the names and reserves the `.part`.
-    private func claim(_ offer: TransferProtocol.Offer) async throws(FileTransferError) -> Target {
+    private func claim(_ offer: TransferProtocol.Offer, sender: PeerID?) async throws(FileTransferError) -> Target {
         let directory = self.directory
         let active = self.active
         return try await LocalFile.blocking { () throws(FileTransferError) in
@@ -205,7 +224,7 @@ public final class FileReceiver: Sendable {
               Result { () throws(FileTransferError) -> Target in
                 // Resume into the .part of this name when there is one (and nobody writes it now).
                 if offer.resume {
-                    let part = folder + "/" + offer.name + ".part"
+                    let part = folder + "/" + Self.partialName(for: offer.name, sender: sender)
                     if !active.contains(part), let status = try LocalFile.status(part), status.isRegular {
                         active.insert(part)
                         return Target(
@@ -215,7 +234,7 @@ public final class FileReceiver: Sendable {
                 for number in 1...1000 {
                     let name = FileNames.numbered(offer.name, number)
                     let final = folder + "/" + name
-                    let part = final + ".part"
+                    let part = folder + "/" + Self.partialName(for: name, sender: sender)
                     guard !active.contains(part), try LocalFile.status(final) == nil else { continue }
                     if let status = try LocalFile.status(part), !status.isRegular { continue }
                     active.insert(part)
@@ -242,7 +261,19 @@ public final class FileReceiver: Sendable {
                 _ = unlink(target.part)
                 return target.folders + [name]
             }
-            if errno != EEXIST { throw LocalFile.failure("save", final) }
+            var code = errno
+            if code == EPERM || code == ENOTSUP || code == EOPNOTSUPP || code == EMLINK {
+                // No hard links here (vfat, exFAT, many SMB mounts): a rename that refuses to
+                // replace, else a plain one after checking the name is free.
+                if nearby_rename_noreplace(target.part, final) == 0 { return target.folders + [name] }
+                code = errno
+                if code == EINVAL || code == ENOSYS {
+                    guard try LocalFile.status(final) == nil else { continue }
+                    if rename(target.part, final) == 0 { return target.folders + [name] }
+                    code = errno
+                }
+            }
+            if code != EEXIST { throw LocalFile.failure("save", final, code) }
         }
         throw FileTransferError(.file, "\(target.name) and 999 numbered names after it are taken")
     }

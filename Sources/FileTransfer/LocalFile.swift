@@ -1,4 +1,5 @@
 import CNearbySocket
+import Foundation
 import NIOCore
 import NIOPosix
 
@@ -193,22 +194,34 @@ final class LocalFile: Sendable {
     /// A finished partial file becomes readable like any other (it was the owner's only while
     /// incomplete), and its bytes are on the disk before it is renamed.
     func finishForPublishing() throws(FileTransferError) {
-        _ = fchmod(descriptor, 0o644)
+        _ = fchmod(descriptor, 0o666 & ~Self.umask)
         try sync()
     }
 
     /// Sets the modification time (and the access time to now).
     func setModified(_ seconds: Double) {
+        guard seconds.isFinite, abs(seconds) < 1e11 else { return }
         let whole = seconds.rounded(.down)
         // UTIME_NOW: ((1 << 30) - 1) on Linux, which Glibc's module does not export.
         var times = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 1), timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9))]
         _ = futimens(descriptor, &times)
     }
 
+    /// The process's file-creation mask, read once from /proc (setting it to read it would
+    /// race with other threads creating files); 022 when /proc does not say.
+    static let umask: mode_t = {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+            let value = mode_t(line.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8)
+        else { return 0o022 }
+        return value
+    }()
+
     /// Bytes free for this user in the folder's file system; nil when it cannot be told.
     static func freeSpace(in folder: String) -> Int64? {
         var info = statvfs()
         guard statvfs(folder, &info) == 0 else { return nil }
-        return Int64(info.f_bavail) * Int64(info.f_frsize)
+        let (bytes, overflow) = Int64(clamping: info.f_bavail).multipliedReportingOverflow(by: Int64(clamping: info.f_frsize))
+        return overflow ? Int64.max : bytes
     }
 }

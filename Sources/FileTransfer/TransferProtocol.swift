@@ -87,6 +87,8 @@ enum TransferProtocol {
             case .integer(let seconds)?: modified = Double(seconds)
             default: break
             }
+            // A time the file system can hold (before the year 5000); anything else is dropped.
+            if let seconds = modified, !(seconds.isFinite && abs(seconds) < 1e11) { modified = nil }
             let resume = value["resume"] == .bool(true)
             return .success(Offer(name: name, folders: folders, size: size, modified: modified, resume: resume))
         }

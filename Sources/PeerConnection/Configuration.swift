@@ -55,8 +55,9 @@ public struct PeerConnectionConfiguration: Sendable {
     /// `{}`) is built in; remove it to answer `ping` yourself.
     public var methods: [String: BuiltInMethod] = ["ping": { _ in .success(.object([:])) }]
     /// Byte streams beside JSON-RPC (``PeerConnection/openStream(label:)``), offered to the peer
-    /// in `initialize` with these terms; nil: none offered, and a peer's attempt to open one is
-    /// refused as unsupported.
+    /// in `initialize` with these terms (DATA frames no larger than ``maximumMessageSize``
+    /// allows); nil: none offered, so `openStream` fails with `unsupported` and a binary
+    /// message from the peer closes the connection with 1003.
     public var streams: StreamSettings? = StreamSettings()
     /// Where the connection says what it does; silent unless the handler's level asks.
     public var logger = Logger(label: "nearby.connection", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -83,9 +84,17 @@ public struct PeerConnectionConfiguration: Sendable {
         return trust.evaluate(chain: chain, expectedPeerID: expected, role: role)
     }
 
+    /// The stream terms this side offers: ``streams`` with DATA frames that fit in a message
+    /// (a frame is 5 bytes more than its payload); none when messages are too small for them.
+    var offeredStreams: StreamSettings? {
+        guard var settings = streams, maximumMessageSize - StreamFrame.headerSize >= 1 << 10 else { return nil }
+        settings.maximumFrame = min(settings.maximumFrame, maximumMessageSize - StreamFrame.headerSize)
+        return settings
+    }
+
     func local() -> Handshake.Local {
         var announced = capabilities
-        if let streams, case .object(var members) = announced {
+        if let streams = offeredStreams, case .object(var members) = announced {
             members[StreamSettings.capabilityKey] = streams.capability
             announced = .object(members)
         }

@@ -92,8 +92,10 @@ final class StreamCore: Sendable {
         var peerFinished = false
         var error: PeerConnectionError?
         var reader: CheckedContinuation<Result<ByteBuffer?, PeerConnectionError>, Never>?
-        /// Finished or reset here, or over: nothing to do when the app drops the stream.
+        /// Reset here, or over: nothing to do when the app drops the stream.
         var settled = false
+        /// Finished here: dropping it then resets it only while the peer still writes.
+        var finishedHere = false
     }
 
     private let state = NIOLockedValueBox(State())
@@ -198,7 +200,7 @@ final class StreamCore: Sendable {
     }
 
     func finish() async throws(PeerConnectionError) {
-        state.withLockedValue { $0.settled = true }
+        state.withLockedValue { $0.finishedHere = true }
         try await onLoop { handler, promise in handler.finish(self.id, promise: promise) }
     }
 
@@ -209,12 +211,14 @@ final class StreamCore: Sendable {
         handler.eventLoop.execute { handler.value.handler?.reset(id, code: code, reason: reason) }
     }
 
+    /// The app let go of the stream: unless it is over both ways, it is reset, so that a peer
+    /// still writing is not left waiting for credit that will never come.
     func dropped() {
-        let settled = state.withLockedValue { state in
+        let needed = state.withLockedValue { state in
             defer { state.settled = true }
-            return state.settled
+            return !state.settled && !(state.finishedHere && state.peerFinished)
         }
-        if !settled { reset(code: .cancelled, reason: "the stream was dropped") }
+        if needed { reset(code: .cancelled, reason: "the stream was dropped") }
     }
 
     /// Runs `body` on the event loop with a promise, and waits for it; a cancelled wait resets the stream.

@@ -85,7 +85,7 @@ enum Setup {
                     masksFrames: side.role == .connecting, maximumMessageSize: limit, deadPeerTimeout: configuration.deadPeerTimeout,
                     logger: configuration.logger)
                 let streams = StreamHandler(
-                    settings: configuration.streams ?? StreamSettings(), connecting: side.role == .connecting, logger: configuration.logger)
+                    settings: configuration.offeredStreams ?? StreamSettings(), connecting: side.role == .connecting, logger: configuration.logger)
                 let sync = channel.pipeline.syncOperations
                 try WebSocketFrameWriter.replaceEncoder(in: sync)
                 try sync.addHandler(messages)
@@ -94,7 +94,7 @@ enum Setup {
                 // Streams start once both sides offered them in initialize (the promise's
                 // callbacks run at once on the loop, before the next frame is read).
                 let boundStreams = NIOLoopBound(streams, eventLoop: channel.eventLoop)
-                let offered = configuration.streams != nil
+                let offered = configuration.offeredStreams != nil
                 session.established.futureResult.whenSuccess { opening in
                     guard case .initialized(let hello) = opening else { return }
                     boundStreams.value.negotiated(peerCapabilities: hello.capabilities, offeredHere: offered)

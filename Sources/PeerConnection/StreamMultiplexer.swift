@@ -287,11 +287,8 @@ struct StreamMultiplexer {
             if size > 0 { actions.append(.deliver(id, payload)) }
             streams[id] = stream
         case .window(_, let increment):
-            let credit = stream.sendCredit + Int(increment)
-            guard credit <= Int(Int32.max) else {
-                return [.closeConnection(.protocolError, "stream \(id): a window over 2^31 bytes")]
-            }
-            stream.sendCredit = credit
+            // Credit beyond 2^31 bytes is as good as unlimited: it is kept at that.
+            stream.sendCredit = min(stream.sendCredit + Int(increment), Int(Int32.max))
             drain(id, &stream, into: &actions)
             store(id, stream)
         case .fin:

@@ -96,6 +96,7 @@ struct PipeCommand: AsyncParsableCommand {
         let found = try await target.connect(type: typeToFind, configuration: configuration, json: json, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
+        refuseIncomingStreams(on: connection, because: "nearby pipe takes no streams; it opens its own")
         let ending = await unlessInterrupted { () -> PipeEnding in
             do throws(PeerConnectionError) {
                 let stream = try await connection.openStream(label: PipeSlot.label)
@@ -183,24 +184,63 @@ final class PipeSlot: @unchecked Sendable {
 }
 
 /// stdin in chunks, read on a Dispatch thread (a read may block for as long as nobody types:
-/// never on the cooperative pool). Works for terminals, pipes and regular files alike.
+/// never on the cooperative pool). Works for terminals, pipes and regular files alike. A read
+/// cannot be interrupted, so a cancelled wait returns nil at once and leaves the read behind
+/// (the process is ending, or the pipe is over).
 enum StandardInputChunks {
     private static let queue = DispatchQueue(label: "nearby.stdin")
     static let size = 256 << 10
 
-    /// The next chunk; nil at the end of stdin (or on a read error).
+    /// The next chunk; nil at the end of stdin, on a read error, or when the task is cancelled.
     static func next() async -> [UInt8]? {
-        await withCheckedContinuation { continuation in
-            queue.async {
-                var buffer = [UInt8](repeating: 0, count: size)
-                while true {
-                    let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, size) }
-                    if count < 0, errno == EINTR { continue }
-                    guard count > 0 else { return continuation.resume(returning: nil) }
-                    buffer.removeSubrange(count...)
-                    return continuation.resume(returning: buffer)
+        let answer = OneAnswer<[UInt8]?>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                answer.wait(continuation)
+                queue.async {
+                    var buffer = [UInt8](repeating: 0, count: size)
+                    while true {
+                        let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, size) }
+                        if count < 0, errno == EINTR { continue }
+                        guard count > 0 else { return answer.give(nil) }
+                        buffer.removeSubrange(count...)
+                        return answer.give(buffer)
+                    }
                 }
             }
+        } onCancel: {
+            answer.give(nil)
         }
+    }
+}
+
+/// A continuation resumed once, by whichever comes first: the answer, or a cancellation.
+final class OneAnswer<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Value, Never>?
+    /// The first value given, when it came before anyone waited.
+    private var given: [Value] = []
+    private var done = false
+
+    func wait(_ continuation: CheckedContinuation<Value, Never>) {
+        let ready: [Value] = lock.withLock {
+            if given.isEmpty { self.continuation = continuation }
+            return given
+        }
+        if let value = ready.first { continuation.resume(returning: value) }
+    }
+
+    func give(_ value: Value) {
+        let waiting: CheckedContinuation<Value, Never>? = lock.withLock {
+            guard !done else { return nil }
+            done = true
+            if let continuation {
+                self.continuation = nil
+                return continuation
+            }
+            given = [value]
+            return nil
+        }
+        waiting?.resume(returning: value)
     }
 }

@@ -13,9 +13,9 @@ struct ReceiveCommand: AsyncParsableCommand {
             Any option of serve goes after these (nearby serve --help): --accept ask to be asked \
             about peers that are not trusted, --pairing, --json, --no-advertise, --domain, …
 
-            A file is written to NAME.part and renamed to NAME once its size and SHA-256 match \
+            A file is written to NAME.SENDER.part (SENDER: the start of the sender's peer ID) and renamed to NAME once its size and SHA-256 match \
             the sender's; a name taken already gets a number ("report (2).pdf"). A transfer cut \
-            short keeps its NAME.part, and the sender's `nearby send --resume` continues it. \
+            short keeps its partial file, and the same sender's `nearby send --resume` continues it. \
             Names with "/", "..", control characters or a leading dot are declined, and so are \
             files over --max-size or the free space. Runs until SIGINT or SIGTERM.
 

@@ -13,11 +13,11 @@ struct SendCommand: AsyncParsableCommand {
             The peer is found as with connect: --host and --port, or a service TYPE (default \
             _openagents._tcp) with --nearest, --peer ID or --name NAME. Each file goes on its own \
             stream: its name, size and modification time first, then the bytes, then its SHA-256. \
-            The receiver writes NAME.part and renames it to NAME once size and SHA-256 match, so \
+            The receiver writes NAME.SENDER.part and renames it to NAME once size and SHA-256 match, so \
             nothing half-written ever has the final name; a name taken there gets a number \
             ("report (2).pdf").
 
-            --resume: a file the receiver already has the start of (NAME.part from a transfer \
+            --resume: a file the receiver already has the start of (its partial file from a transfer \
             that was cut short) continues where it stopped, once the receiver's first bytes hash \
             the same as ours; otherwise it starts over.
 
@@ -30,7 +30,7 @@ struct SendCommand: AsyncParsableCommand {
             --json the events started, progress (every --interval), done and failed.
 
             Ctrl-C (or SIGTERM) stops at once: the receiver hears that the sender cancelled and \
-            keeps its NAME.part for a later --resume.
+            keeps its partial file for a later --resume.
 
             Exit status: 0 every file arrived; 1 a file did not (declined, failed, interrupted), \
             or no connection; 2 bad input; 130 interrupted.
@@ -48,7 +48,7 @@ struct SendCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("Files (and with --recursive folders) to send, then optionally the service TYPE.", valueName: "path"))
     var paths: [String] = []
     @OptionGroup var target: TargetOptions
-    @Flag(help: "Continue files the receiver has the start of (its NAME.part), after checking those bytes are the same.")
+    @Flag(help: "Continue files the receiver has the start of (its partial file), after checking those bytes are the same.")
     var resume = false
     @Flag(help: "Send folders with everything in them.")
     var recursive = false
@@ -122,6 +122,7 @@ struct SendCommand: AsyncParsableCommand {
         let found = try await target.connect(type: type, configuration: configuration, json: json, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
+        refuseIncomingStreams(on: connection, because: "nearby send takes no streams; it only sends")
         let show = TransferOutput(json: json, verb: "sent", peer: connection.peerID?.description)
         let resume = self.resume
         let rateLimit = limitRate

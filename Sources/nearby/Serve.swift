@@ -78,7 +78,7 @@ struct Serve: AsyncParsableCommand {
     var invite = false
     @OptionGroup(title: "INVITATION (with --invite)") var invitation: InvitationOptions
     @Option(name: .customLong("receive"), help: ArgumentHelp(
-        "Take files that peers send (nearby send) into this folder: NAME.part until verified, then NAME.", valueName: "folder"))
+        "Take files that peers send (nearby send) into this folder: NAME.SENDER.part until verified, then NAME.", valueName: "folder"))
     var receiveInto: String?
     @Flag(help: "Connect the first pipe a peer opens (nearby pipe) to this command's stdin and stdout, and end with it; events go to stderr.")
     var pipe = false
@@ -456,7 +456,7 @@ extension Serve {
                 continue
             }
             do throws(FileTransferError) {
-                for try await update in receiver.receive(stream) { show.show(update) }
+                for try await update in receiver.receive(stream, from: connection.peerID) { show.show(update) }
             } catch {
                 show.show(.failed(name: "a file from \(connection.peer.displayName ?? connection.peerID?.short ?? connection.remoteAddress)", error))
             }

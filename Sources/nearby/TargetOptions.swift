@@ -141,3 +141,12 @@ final class ConnectedPeer {
         self.shutdown = shutdown
     }
 }
+
+/// Resets every stream the peer opens on `connection`, saying why, until the connection ends:
+/// for commands that offer streams only to open their own (send, pipe).
+func refuseIncomingStreams(on connection: PeerConnection, because reason: String) {
+    // Unstructured: it ends with the connection's streams, which end with the connection.
+    Task {
+        for await stream in connection.incomingStreams { stream.reset(reason, code: .refused) }
+    }
+}

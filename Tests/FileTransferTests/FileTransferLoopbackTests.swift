@@ -46,7 +46,9 @@ private final class Setup: @unchecked Sendable {
         guard let stream = await incoming.next() else { return ([], FileTransferError(.interrupted, "no stream")) }
         var updates: [TransferUpdate] = []
         do {
-            for try await update in FileReceiver(directory: inbox.path, maximumSize: maximumSize).receive(stream) { updates.append(update) }
+            for try await update in FileReceiver(directory: inbox.path, maximumSize: maximumSize).receive(stream, from: server.peerID) {
+                updates.append(update)
+            }
             return (updates, nil)
         } catch {
             return (updates, error)
@@ -62,6 +64,9 @@ private final class Setup: @unchecked Sendable {
     func received(_ name: String) -> [UInt8]? {
         (try? Data(contentsOf: inbox.appendingPathComponent(name))).map { [UInt8]($0) }
     }
+
+    /// The receiver's partial file for `name` from this sender.
+    func part(_ name: String) -> String { FileReceiver.partialName(for: name, sender: server.peerID) }
 
     func inboxNames() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: inbox.path)) ?? []).sorted()
@@ -123,7 +128,7 @@ struct FileTransferLoopbackTests {
         let setup = try await Setup()
         let bytes = noise(2_000_000, seed: 7)
         let path = try setup.file("big.iso", bytes)
-        try Data(bytes[0..<1_200_000]).write(to: setup.inbox.appendingPathComponent("big.iso.part"))
+        try Data(bytes[0..<1_200_000]).write(to: setup.inbox.appendingPathComponent(setup.part("big.iso")))
         async let receiving = setup.receiveNext()
         let sent = await send([FileSender.Item(path: path, name: "big.iso")], setup, resume: true)
         _ = await receiving
@@ -134,7 +139,7 @@ struct FileTransferLoopbackTests {
         var other = bytes
         other[10] ^= 0xFF
         let path2 = try setup.file("disk.img", other)
-        try Data(bytes[0..<500_000]).write(to: setup.inbox.appendingPathComponent("disk.img.part"))
+        try Data(bytes[0..<500_000]).write(to: setup.inbox.appendingPathComponent(setup.part("disk.img")))
         async let again = setup.receiveNext()
         let second = await send([FileSender.Item(path: path2, name: "disk.img")], setup, resume: true)
         _ = await again
@@ -240,13 +245,46 @@ struct FileTransferLoopbackTests {
         let received = await receiving
         #expect(received.error?.code == .interrupted, "\(String(describing: received.error))")
         #expect(received.error?.message.contains("kept for --resume") == true)
-        #expect(setup.inboxNames() == ["video.mp4.part"])
+        #expect(setup.inboxNames() == [setup.part("video.mp4")])
         async let resumed = setup.receiveNext()
         let again = await send([FileSender.Item(path: path, name: "video.mp4")], setup, resume: true)
         _ = await resumed
         let result = try #require(finished(again.updates).first)
         #expect(result.transferred < 8 << 20 && result.transferred > 0)
         #expect(setup.received("video.mp4") == bytes && setup.inboxNames() == ["video.mp4"])
+        await setup.stop()
+    }
+
+    @Test("another sender's partial file is neither resumed nor revealed nor replaced, and a user's own NAME.part is never touched; an absurd modification time is ignored, not a crash")
+    func partialsBelongToTheirSender() async throws {
+        let setup = try await Setup()
+        let bytes = noise(1_000_000, seed: 11)
+        let path = try setup.file("secret.tar", bytes)
+        let stranger = try PeerIdentity.generate(displayName: "Stranger")
+        let theirs = setup.inbox.appendingPathComponent(FileReceiver.partialName(for: "secret.tar", sender: stranger.peerID))
+        let mine = setup.inbox.appendingPathComponent("secret.tar.part")
+        try Data(bytes[0..<400_000]).write(to: theirs)
+        try Data("the user's own file".utf8).write(to: mine)
+        async let receiving = setup.receiveNext()
+        let sent = await send([FileSender.Item(path: path, name: "secret.tar")], setup, resume: true)
+        _ = await receiving
+        #expect(finished(sent.updates).first?.transferred == 1_000_000, "nothing was resumed from another sender's partial")
+        #expect(try Data(contentsOf: theirs) == Data(bytes[0..<400_000]))
+        #expect(try Data(contentsOf: mine) == Data("the user's own file".utf8))
+        #expect(setup.received("secret.tar") == bytes)
+
+        let stream = try await setup.client.openStream(label: TransferProtocol.label)
+        async let again = setup.receiveNext()
+        var reader = StreamReader(stream)
+        let offer: JSONValue = .object(["name": .string("t.bin"), "size": .integer(2), "modified": .number(1e300)])
+        try await stream.write(TransferProtocol.frame(offer))
+        _ = try await reader.message()
+        try await stream.write(TransferProtocol.frame(TransferProtocol.start(0)))
+        try await stream.write([1, 2])
+        try await stream.write(TransferProtocol.frame(TransferProtocol.trailer(sha256: "a12871fee210fb8619291eaea194581cbd2531e4b23759d225f6806923f63222")))
+        try await stream.finish()
+        #expect(try await reader.message()?["saved"]?.stringValue == "t.bin")
+        #expect(await again.error == nil)
         await setup.stop()
     }
 

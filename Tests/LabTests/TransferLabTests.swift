@@ -97,6 +97,12 @@ struct TransferLabTests {
         })
     }
 
+    /// The receiver's partial file for `name` from the sender `peerID`: NAME.SENDER.part, SENDER
+    /// the peer ID without dashes, 16 characters (README).
+    func part(_ name: String, from peerID: String) -> String {
+        "\(name).\(String(peerID.filter { $0 != "-" }.prefix(16))).part"
+    }
+
     /// The `.part` files anywhere under `folder`.
     func parts(in folder: String) throws -> Set<String> {
         try files(in: folder).filter { $0.hasSuffix(".part") }
@@ -180,8 +186,8 @@ struct TransferLabTests {
     /// `nearby send FILE --resume` to the receiver on `port`, whose `folder` has a `.part` of
     /// at least 40 % of the file: it continues from there (resumedAt), sends less than 65 %
     /// of the file again, and the file arrives whole with no `.part` left.
-    func resumeAndCheck(_ lab: Lab, _ file: String, port: Int, folder: String, expected: String, state: String) async throws {
-        let part = folder + "/big.bin.part"
+    func resumeAndCheck(_ lab: Lab, _ file: String, port: Int, folder: String, expected: String, state: String, laptopID: String) async throws {
+        let part = folder + "/" + self.part("big.bin", from: laptopID)
         let kept = size(of: part)
         #expect(kept >= Self.large * 2 / 5, "the .part has \(kept) of \(Self.large) bytes")
         #expect(!FileManager.default.fileExists(atPath: folder + "/big.bin"), "the file was complete before the kill")
@@ -217,14 +223,14 @@ struct TransferLabTests {
         try await lab.withProcesses([receiver]) {
             let sender = try send(lab, [file, "--host", Self.h1, "--port", "9642", "--interval", "0.1", "--limit-rate", "24M"], state: laptop.directory)
             try await lab.withProcesses([sender]) {
-                try await waitForPart(first + "/big.bin.part", atLeast: Self.large * 2 / 5, sender: sender)
+                try await waitForPart(first + "/" + part("big.bin", from: laptop.peerID), atLeast: Self.large * 2 / 5, sender: sender)
                 sender.kill()
                 #expect(try await sender.wait(timeout: .seconds(10)) == 128 + SIGKILL, "\(sender.output)")
             }
             // The receiver saw the sender go (and let go of its .part) before the resume offers it.
             let failed = try await receiver.waitForLine(containing: #""event":"failed""#, timeout: .seconds(10))
             #expect(failed.contains(laptop.peerID), "\(failed)")
-            try await resumeAndCheck(lab, file, port: 9642, folder: first, expected: expected, state: laptop.directory)
+            try await resumeAndCheck(lab, file, port: 9642, folder: first, expected: expected, state: laptop.directory, laptopID: laptop.peerID)
         }
 
         // The receiver is killed at 40 % or more, then started again with the same folder and state.
@@ -233,7 +239,7 @@ struct TransferLabTests {
         try await lab.withProcesses([killed]) {
             let sender = try send(lab, [file, "--host", Self.h1, "--port", "9643", "--interval", "0.1", "--limit-rate", "24M"], state: laptop.directory)
             try await lab.withProcesses([sender]) {
-                try await waitForPart(second + "/big.bin.part", atLeast: Self.large * 2 / 5, sender: sender)
+                try await waitForPart(second + "/" + part("big.bin", from: laptop.peerID), atLeast: Self.large * 2 / 5, sender: sender)
                 killed.kill()
                 #expect(try await killed.wait(timeout: .seconds(10)) == 128 + SIGKILL, "\(killed.output)")
                 #expect(try await sender.wait(timeout: .seconds(20)) == 1, "\(sender.output)")
@@ -242,7 +248,7 @@ struct TransferLabTests {
         }
         let restarted = try await receive(lab, into: second, port: 9644, state: inbox.directory)
         try await lab.withProcesses([restarted]) {
-            try await resumeAndCheck(lab, file, port: 9644, folder: second, expected: expected, state: laptop.directory)
+            try await resumeAndCheck(lab, file, port: 9644, folder: second, expected: expected, state: laptop.directory, laptopID: laptop.peerID)
         }
     }
 
@@ -264,7 +270,7 @@ struct TransferLabTests {
             // SIGINT to the sender, a quarter of the way.
             let sender = try send(lab, [file, "--host", Self.h1, "--port", "9645", "--limit-rate", "24M"], state: laptop.directory)
             try await lab.withProcesses([sender]) {
-                try await waitForPart(inboxFolder + "/big.bin.part", atLeast: Self.large / 4, sender: sender)
+                try await waitForPart(inboxFolder + "/" + part("big.bin", from: laptop.peerID), atLeast: Self.large / 4, sender: sender)
                 let signalled = ContinuousClock.now
                 sender.signal(SIGINT)
                 let line = try await receiver.waitForLine(containing: #""event":"failed""#, timeout: .seconds(10))
@@ -275,14 +281,14 @@ struct TransferLabTests {
                 #expect(event("cancelled", in: sender.output) != nil, "\(sender.output)")
                 #expect(event("done", in: sender.output) == nil, "\(sender.output)")
             }
-            #expect(FileManager.default.fileExists(atPath: inboxFolder + "/big.bin.part"), "the receiver keeps the .part for --resume")
+            #expect(FileManager.default.fileExists(atPath: inboxFolder + "/" + part("big.bin", from: laptop.peerID)), "the receiver keeps the .part for --resume")
             #expect(!FileManager.default.fileExists(atPath: inboxFolder + "/big.bin"))
             #expect(receiver.isRunning, "the receiver goes on after a sender cancelled: \(receiver.output)")
 
             // SIGINT to the receiver, a quarter of the way through the other file.
             let second = try send(lab, [other, "--host", Self.h1, "--port", "9645", "--limit-rate", "24M"], state: laptop.directory)
             try await lab.withProcesses([second]) {
-                try await waitForPart(inboxFolder + "/other.bin.part", atLeast: Self.large / 4, sender: second)
+                try await waitForPart(inboxFolder + "/" + part("other.bin", from: laptop.peerID), atLeast: Self.large / 4, sender: second)
                 let signalled = ContinuousClock.now
                 receiver.signal(SIGINT)
                 let said = try await waitForEvent(["failed", "stopped"], in: second, timeout: .seconds(10))
@@ -421,7 +427,7 @@ struct TransferLabTests {
             #expect(saved["sha256"] as? String == expected && number(saved["transferred"]) == 8 << 20, "\(saved)")
             // Half of it as a .part: the resume sends the other half.
             try FileManager.default.removeItem(atPath: inboxFolder + "/py.bin")
-            try await lab.run(["exec", "h1", "--", "sh", "-c", "head -c \(4 << 20) '\(file)' > '\(inboxFolder)/py.bin.part'"])
+            try await lab.run(["exec", "h1", "--", "sh", "-c", "head -c \(4 << 20) '\(file)' > '\(inboxFolder)/\(part("py.bin", from: laptop.peerID))'"])
             let resumed = try await python(true)
             #expect(number(resumed["transferred"]) == 4 << 20, "\(resumed)")
         }

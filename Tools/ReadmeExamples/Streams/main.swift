@@ -21,7 +21,7 @@ let serving = Task {
         Task {
             for await stream in connection.incomingStreams {
                 if FileReceiver.carriesFile(stream) {
-                    for try await update in receiver.receive(stream) {
+                    for try await update in receiver.receive(stream, from: connection.peerID) {
                         if case .finished(let file) = update { print("received", file.savedAs) }
                     }
                 } else {
