@@ -96,6 +96,19 @@ final class DNSSDEventLoop: @unchecked Sendable {
         entry.context.finish()
     }
 
+    /// kDNSServiceErr_Unknown: how avahi's compat library says that avahi-daemon is gone.
+    private let daemonGone: Int32 = -65537
+
+    /// Refs of a daemon that went away: never dispatched or deallocated again (see the loop).
+    private var abandoned: [DNSServiceRef] = []
+
+    /// Stops watching an operation whose daemon is gone and ends its events, keeping its ref.
+    private func abandon(_ id: UInt64) {
+        guard let entry = entries.removeValue(forKey: id) else { return }
+        abandoned.append(entry.ref)
+        entry.context.finish()
+    }
+
     private func loop() {
         var buffer = [UInt8](repeating: 0, count: 64)
         while true {
@@ -116,6 +129,19 @@ final class DNSSDEventLoop: @unchecked Sendable {
                 return jobs
             }
             for job in pending { job() }
+            let readable = live.indices.contains { fds[$0 + 1].revents != 0 }
+            if readable, nearby_dnssd_daemon_present() == 0 {
+                // avahi-daemon is gone: its refs are not dispatched again (avahi's compat library
+                // can call into freed memory while it dispatches that news), and not
+                // deallocated either (freeing them is where that memory is freed). They end here,
+                // as avahi would end them; each keeps a few KiB until the process exits.
+                let gone = DNSSDError(code: daemonGone, operation: "DNSServiceProcessResult")
+                for id in Array(entries.keys) {
+                    entries[id]?.context.fail(gone)
+                    abandon(id)
+                }
+                continue
+            }
             for (index, (id, entry)) in live.enumerated() where fds[index + 1].revents != 0 {
                 // A job above may have removed it already.
                 guard entries[id] != nil else { continue }

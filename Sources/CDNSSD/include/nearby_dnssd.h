@@ -55,6 +55,13 @@ extern struct nearby_dnssd_api nearby_dnssd;
 /// when all are there; otherwise -1, with the reason (dlerror's words) copied into `reason`.
 int nearby_dnssd_load(char *reason, size_t size);
 
+/// Whether avahi-daemon holds its name on the system bus (asked through libdbus, which avahi's
+/// library loads anyway, on a private connection of our own): 1 yes, 0 no, -1 cannot tell (no
+/// libdbus, or no bus). One thread only (SystemDNSSD's loop): the connection is not shared.
+/// Asked before dispatching: avahi's compat library can call into freed memory while it
+/// dispatches the message that says the daemon is gone, so that message is never dispatched.
+int nearby_dnssd_daemon_present(void);
+
 /// Returned by the calls below when the library is not loaded: kDNSServiceErr_ServiceNotRunning.
 #define NEARBY_DNSSD_NOT_LOADED (-65563)
 
