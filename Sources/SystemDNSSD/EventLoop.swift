@@ -109,6 +109,16 @@ final class DNSSDEventLoop: @unchecked Sendable {
         entry.context.finish()
     }
 
+    /// Whether the daemon is known to be gone (avahi: its bus name has no owner). Apple's
+    /// mDNSResponder has no such failure mode to guard against: never there.
+    private static func daemonIsGone() -> Bool {
+        #if canImport(dnssd)
+            false
+        #else
+            nearby_dnssd_daemon_present() == 0
+        #endif
+    }
+
     private func loop() {
         var buffer = [UInt8](repeating: 0, count: 64)
         while true {
@@ -130,7 +140,7 @@ final class DNSSDEventLoop: @unchecked Sendable {
             }
             for job in pending { job() }
             let readable = live.indices.contains { fds[$0 + 1].revents != 0 }
-            if readable, nearby_dnssd_daemon_present() == 0 {
+            if readable, Self.daemonIsGone() {
                 // avahi-daemon is gone: its refs are not dispatched again (avahi's compat library
                 // can call into freed memory while it dispatches that news), and not
                 // deallocated either (freeing them is where that memory is freed). They end here,
