@@ -109,11 +109,14 @@ public final class PeerListener: Sendable {
     private let live = NIOLockedValueBox<[ObjectIdentifier: PeerConnection]>([:])
     private let desk: InvitationDesk?
     private let peerID: PeerID?
+    private let settingUp: NIOLockedValueBox<Set<ObjectIdentifier>>
 
     private init(
-        channel: any Channel, events: AsyncStream<Event>, continuation: AsyncStream<Event>.Continuation, desk: InvitationDesk?, peerID: PeerID?
+        channel: any Channel, events: AsyncStream<Event>, continuation: AsyncStream<Event>.Continuation, desk: InvitationDesk?, peerID: PeerID?,
+        settingUp: NIOLockedValueBox<Set<ObjectIdentifier>>
     ) {
         self.channel = channel
+        self.settingUp = settingUp
         self.events = events
         self.continuation = continuation
         self.desk = desk
@@ -177,6 +180,8 @@ public final class PeerListener: Sendable {
         if let desk { side.invitation = InvitationSetup(side: .offer(desk)) }
         let setupSide = side
         let liveBox = NIOLockedValueBox<PeerListener?>(nil)
+        // Connections accepted whose setup (TLS, invitation, pairing, initialize) is not over yet.
+        let settingUp = NIOLockedValueBox<Set<ObjectIdentifier>>([])
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 1024)
@@ -184,9 +189,14 @@ public final class PeerListener: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let start = ContinuousClock.now
+                    let key = ObjectIdentifier(channel)
+                    settingUp.withLockedValue { _ = $0.insert(key) }
+                    let setupOver: @Sendable () -> Void = { settingUp.withLockedValue { _ = $0.remove(key) } }
+                    channel.closeFuture.whenComplete { _ in setupOver() }
                     let opened = try Setup.configure(channel, side: setupSide)
                     let address = channel.remoteAddress
                     opened.whenComplete { outcome in
+                        if case .failure = outcome { setupOver() }
                         switch outcome {
                         case .failure(let error) where error is ProbeAnswered:
                             break  // a round-trip probe, answered: nobody to report
@@ -197,6 +207,7 @@ public final class PeerListener: Sendable {
                                 error: error as? PeerConnectionError ?? PeerConnectionError(.closed, "\(error)"))))
                         case .success(let open):
                             open.session.established.futureResult.whenComplete { outcome in
+                                defer { setupOver() }  // after a connection is tracked: never idle in between
                                 switch outcome {
                                 case .failure(let error):
                                     var refusal = error as? PeerConnectionError ?? PeerConnectionError(.handshake, "\(error)")
@@ -226,7 +237,8 @@ public final class PeerListener: Sendable {
         do {
             let channel = try await bootstrap.bind(host: host, port: port).get()
             let listener = PeerListener(
-                channel: channel, events: events, continuation: continuation, desk: desk, peerID: configuration.identity?.peerID)
+                channel: channel, events: events, continuation: continuation, desk: desk, peerID: configuration.identity?.peerID,
+                settingUp: settingUp)
             liveBox.withLockedValue { $0 = listener }
             return listener
         } catch {
@@ -303,6 +315,15 @@ public final class PeerListener: Sendable {
 
     /// The connections that are open now.
     public var connections: [PeerConnection] { live.withLockedValue { Array($0.values) } }
+
+    /// Whether nothing is connected and nothing is on its way in: no open connection, and none
+    /// still in its setup (TLS, an invitation, pairing, `initialize`; bounded by the
+    /// configuration's `setupTimeout`). An invitee that has just used the last invitation is
+    /// still setting up, so a listener that stops once its invitations are over and it is idle
+    /// does not drop that invitee between its proof and its first request.
+    public var isIdle: Bool {
+        live.withLockedValue { $0.isEmpty } && settingUp.withLockedValue { $0.isEmpty }
+    }
 
     /// Stops accepting, closes every open connection with 1001 ("going away") and waits for them.
     public func close() async {

@@ -226,7 +226,7 @@ struct InviteCommand: AsyncParsableCommand {
             group.addTask {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(200))
-                    if listener.invitationsAreOver, listener.connections.isEmpty { return true }
+                    if listener.invitationsAreOver, listener.isIdle { return true }
                 }
                 return true
             }

@@ -7,12 +7,11 @@ import Testing
     import Glibc
 #endif
 
-/// A plain TCP client on 127.0.0.1 that writes what it is given and reads until the server
-/// closes (or `limit` passes). Blocking calls with short socket timeouts: test code only.
-func rawExchange(port: Int, send bytes: [UInt8], limit: Double = 5) -> (received: [UInt8], closedBy: Double?) {
+/// A TCP socket connected to 127.0.0.1 `port` (the kernel completes the handshake at once on
+/// loopback), or nil.
+func rawConnect(port: Int) -> Int32? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return ([], nil) }
-    defer { close(fd) }
+    guard fd >= 0 else { return nil }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -20,7 +19,23 @@ func rawExchange(port: Int, send bytes: [UInt8], limit: Double = 5) -> (received
     let connected = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    guard connected == 0 else { return ([], nil) }
+    guard connected == 0 else {
+        close(fd)
+        return nil
+    }
+    return fd
+}
+
+/// A plain TCP client on 127.0.0.1 that writes what it is given and reads until the server
+/// closes (or `limit` passes). Blocking calls with short socket timeouts: test code only.
+func rawExchange(port: Int, send bytes: [UInt8], limit: Double = 5) -> (received: [UInt8], closedBy: Double?) {
+    guard let fd = rawConnect(port: port) else { return ([], nil) }
+    return rawExchange(fd: fd, send: bytes, limit: limit)
+}
+
+/// The same on a socket connected already (closed on return).
+func rawExchange(fd: Int32, send bytes: [UInt8], limit: Double = 5) -> (received: [UInt8], closedBy: Double?) {
+    defer { close(fd) }
     var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     if !bytes.isEmpty { _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
@@ -58,11 +73,22 @@ struct HostileClientTests {
         var configuration = Peers.configuration(server)
         configuration.setupTimeout = .milliseconds(300)
         let echo = try await EchoServer(configuration)
-        let exchange = await Task.detached { rawExchange(port: echo.port, send: [], limit: 5) }.value
-        let closedAfter = try #require(exchange.closedBy, "the server never closed the silent connection")
-        #expect(closedAfter >= 0.25)
+        #expect(echo.listener.isIdle)
+        let connectedAt = Date()
+        let fd = try #require(rawConnect(port: echo.port))
+        // Accepted and in its setup: the listener is not idle (checked every millisecond, at most 5 s).
+        var busy = false
+        for _ in 0..<5000 where !busy {
+            busy = !echo.listener.isIdle
+            if !busy { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        #expect(busy, "a connection in its setup did not count")
+        let exchange = await Task.detached { rawExchange(fd: fd, send: [], limit: 5) }.value
+        _ = try #require(exchange.closedBy, "the server never closed the silent connection")
+        #expect(Date().timeIntervalSince(connectedAt) >= 0.25)
         let rejection = try #require(await echo.nextRejection())
         #expect(rejection.error.code == .timeout)
+        #expect(echo.listener.isIdle, "the timed-out setup still counts")
         await echo.stop()
     }
 

@@ -42,6 +42,9 @@ struct InvitationLoopbackTests {
         let echo = try await inviter()
         let link = try invitation(echo)
         let connection = try #require(await accept(link).success)
+        // From the moment the invitee is in, the inviter is not idle: `nearby invite`, which
+        // stops once its invitations are over and its listener idle, must not drop it.
+        #expect(!echo.listener.isIdle)
         #expect(connection.peerID == server.peerID)
         let echoed = try await connection.request("echo", params: .object(["hi": 1]))
         #expect(echoed == .object(["hi": 1]))

@@ -4,7 +4,7 @@
 and the sans-I/O part of `websockets`; nothing of Nearby's Swift code is used or imitated.
 
   invitee.py LINK --identity-dir DIR [--name CN] [--replay-record FILE | --replay-use FILE]
-             [--skip-expiry-check] [--timeout S] [--json]
+             [--skip-expiry-check] [--pause S] [--timeout S] [--json]
 
 It makes (or reuses) a self-signed EC P-256 key and certificate in DIR (`openssl` CLI, common
 name --name, default "Python Invitee"), parses the link (case-insensitively; it may sit inside
@@ -18,6 +18,8 @@ invitation/open and invitation/prove, then initialize and a ping.
   --replay-use FILE     send the proof in FILE instead of computing one (made for another
                         challenge: the inviter must refuse it as a wrong proof)
   --skip-expiry-check   dial even after the link's expiry, to see the inviter refuse it too
+  --pause S             wait S seconds between the accepted proof and initialize, as a slow
+                        device or a long round trip does (the inviter must wait for it)
 
 Output: one line per step (JSON with --json): identity, link, tls, wrongPeer, challenge |
 trusted, replaying, accepted, initialized, notification, ping, recorded, refused, malformed,
@@ -465,6 +467,8 @@ async def exchange(args, link, channel, own_id, own_text, inviter_text, inviter_
         if proved.get("result") != {}:
             raise Refused("failed", f"invitation/prove answered {json.dumps(proved.get('result'))}, not {{}}")
         say("accepted", inviter=inviter_text, self=own_text, name=inviter_name)
+        if args.pause > 0:
+            await asyncio.sleep(args.pause)
     initialized = await channel.call(1, "initialize", {
         "protocol_version": PROTOCOL_VERSION,
         "client_capabilities": {},
@@ -497,6 +501,7 @@ def main():
     replay.add_argument("--replay-use", metavar="FILE")
     parser.add_argument("--skip-expiry-check", action="store_true",
                         help="dial even after the link's expiry (to see the inviter's own check)")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between the accepted proof and initialize (default 0)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to reach the inviter (default 10)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
