@@ -120,7 +120,7 @@ let package = Package(
         .target(name: "CPeerTrust", dependencies: ["COpenSSL"]),
         // Peer identity (key, certificate, peer ID, persistence) and X.509 trust evaluation.
         .target(name: "PeerTrust", dependencies: ["NearbyBasics", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
-        .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], swiftSettings: strict),
+        .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], resources: [.copy("Fixtures")], swiftSettings: strict),
         // One authenticated channel between two peers: TLS 1.3 judged by PeerTrust, WebSocket,
         // JSON-RPC 2.0, the initialize handshake, invitations and pairing.
         .target(

@@ -436,6 +436,58 @@ int nearby_pkcs12_write(const uint8_t *pkcs8, size_t key_count, const uint8_t *l
 
 // MARK: - verification
 
+/// "RSA 1024-bit", "EC P-192", "DSA 1024-bit", with the security level OpenSSL gives the key.
+static void describe_key(X509 *certificate, char *out, size_t size) {
+    out[0] = 0;
+    EVP_PKEY *key = X509_get0_pubkey(certificate);
+    if (!key) return;
+    int bits = EVP_PKEY_get_bits(key), security = EVP_PKEY_get_security_bits(key);
+    char group[80] = "";
+    size_t group_length = 0;
+    switch (EVP_PKEY_get_base_id(key)) {
+    case EVP_PKEY_RSA:
+    case EVP_PKEY_RSA_PSS:
+        snprintf(out, size, "RSA %d-bit (%d-bit security)", bits, security);
+        break;
+    case EVP_PKEY_DSA:
+        snprintf(out, size, "DSA %d-bit (%d-bit security)", bits, security);
+        break;
+    case EVP_PKEY_EC:
+        if (EVP_PKEY_get_group_name(key, group, sizeof group, &group_length) != 1) snprintf(group, sizeof group, "%d-bit", bits);
+        snprintf(out, size, "EC %s (%d-bit security)", group, security);
+        break;
+    default:
+        snprintf(out, size, "%s %d-bit (%d-bit security)", OBJ_nid2sn(EVP_PKEY_get_base_id(key)), bits, security);
+    }
+    ERR_clear_error();
+}
+
+static X509_CRL *crl_from_der(const uint8_t *der, size_t count) {
+    if (!der || count == 0 || count > 1 << 26) return NULL;
+    const unsigned char *cursor = der;
+    X509_CRL *crl = d2i_X509_CRL(NULL, &cursor, (long)count);
+    if (crl && cursor != der + count) {
+        X509_CRL_free(crl);
+        return NULL;
+    }
+    return crl;
+}
+
+int nearby_crl_inspect(const uint8_t *der, size_t count, nearby_crl_info *info, char *error, size_t error_size) {
+    memset(info, 0, sizeof *info);
+    X509_CRL *crl = crl_from_der(der, count);
+    if (!crl) return fail(error, error_size, "not a DER X.509 CRL");
+    info->this_update = seconds_of(X509_CRL_get0_lastUpdate(crl));
+    const ASN1_TIME *next = X509_CRL_get0_nextUpdate(crl);
+    info->next_update = next ? seconds_of(next) : 0;
+    STACK_OF(X509_REVOKED) *revoked = X509_CRL_get_REVOKED(crl);
+    info->revoked_count = revoked ? sk_X509_REVOKED_num(revoked) : 0;
+    name_text(X509_CRL_get_issuer(crl), info->issuer, sizeof info->issuer);
+    X509_CRL_free(crl);
+    ERR_clear_error();
+    return 0;
+}
+
 typedef struct {
     nearby_verify_issue *issues;
     int capacity;
@@ -449,6 +501,11 @@ static int collect_issues(int ok, X509_STORE_CTX *context) {
     if (!collector) return 0;
     int code = X509_STORE_CTX_get_error(context);
     int depth = X509_STORE_CTX_get_error_depth(context);
+    if (code == X509_V_ERR_UNABLE_TO_GET_CRL) {
+        // No CRL from this certificate's issuer: revocation is checked where a list is held.
+        X509_STORE_CTX_set_error(context, X509_V_OK);
+        return 1;
+    }
     for (int index = 0; index < collector->count; index++) {
         if (collector->issues[index].code == code && collector->issues[index].depth == depth) return 1;
     }
@@ -457,14 +514,37 @@ static int collect_issues(int ok, X509_STORE_CTX *context) {
         memset(issue, 0, sizeof *issue);
         issue->code = code;
         issue->depth = depth;
+        issue->revocation_reason = -1;
         X509 *certificate = X509_STORE_CTX_get_current_cert(context);
         if (certificate) {
             issue->not_before = seconds_of(X509_get0_notBefore(certificate));
             issue->not_after = seconds_of(X509_get0_notAfter(certificate));
             name_text(X509_get_subject_name(certificate), issue->subject, sizeof issue->subject);
             name_text(X509_get_issuer_name(certificate), issue->issuer, sizeof issue->issuer);
+            describe_key(certificate, issue->key, sizeof issue->key);
+            int digest = NID_undef;
+            if (X509_get_signature_info(certificate, &digest, NULL, NULL, NULL) == 1 && digest != NID_undef) {
+                snprintf(issue->digest, sizeof issue->digest, "%s", OBJ_nid2sn(digest));
+            }
+        }
+        X509_CRL *crl = X509_STORE_CTX_get0_current_crl(context);
+        if (crl) {
+            issue->crl_this_update = seconds_of(X509_CRL_get0_lastUpdate(crl));
+            const ASN1_TIME *next = X509_CRL_get0_nextUpdate(crl);
+            issue->crl_next_update = next ? seconds_of(next) : 0;
+            name_text(X509_CRL_get_issuer(crl), issue->crl_issuer, sizeof issue->crl_issuer);
+            X509_REVOKED *entry = NULL;
+            if (code == X509_V_ERR_CERT_REVOKED && certificate && X509_CRL_get0_by_cert(crl, &entry, certificate) == 1 && entry) {
+                issue->revoked_at = seconds_of(X509_REVOKED_get0_revocationDate(entry));
+                ASN1_ENUMERATED *reason = X509_REVOKED_get_ext_d2i(entry, NID_crl_reason, NULL, NULL);
+                if (reason) {
+                    issue->revocation_reason = (int)ASN1_ENUMERATED_get(reason);
+                    ASN1_ENUMERATED_free(reason);
+                }
+            }
         }
     }
+    ERR_clear_error();
     return 1;
 }
 
@@ -487,6 +567,27 @@ int nearby_verify(const nearby_verify_request *request, nearby_verify_issue *iss
     for (int index = 0; index < sk_X509_num(anchors); index++) {
         if (!X509_STORE_add_cert(store, sk_X509_value(anchors, index))) goto done;
     }
+    size_t crl_offset = 0;
+    int crl_count = 0;
+    while (request->crls && crl_offset < request->crls_count) {
+        if (request->crls_count - crl_offset < 4) {
+            problem = "a CRL in the list is unreadable";
+            goto done;
+        }
+        const uint8_t *at = request->crls + crl_offset;
+        size_t length = ((size_t)at[0] << 24) | ((size_t)at[1] << 16) | ((size_t)at[2] << 8) | (size_t)at[3];
+        crl_offset += 4;
+        X509_CRL *crl = length <= request->crls_count - crl_offset ? crl_from_der(request->crls + crl_offset, length) : NULL;
+        if (!crl) {
+            problem = "a CRL in the list is unreadable";
+            goto done;
+        }
+        int added = X509_STORE_add_crl(store, crl);
+        X509_CRL_free(crl);  // the store holds its own reference
+        if (!added) goto done;
+        crl_offset += length;
+        crl_count++;
+    }
     if (request->system_roots && !X509_STORE_set_default_paths(store)) {
         problem = "cannot load the system's trusted roots";
         goto done;
@@ -495,7 +596,9 @@ int nearby_verify(const nearby_verify_request *request, nearby_verify_issue *iss
     X509_VERIFY_PARAM *parameters = X509_STORE_CTX_get0_param(context);
     unsigned long flags = X509_V_FLAG_X509_STRICT | X509_V_FLAG_PARTIAL_CHAIN | X509_V_FLAG_USE_CHECK_TIME;
     if (request->check_self_signature) flags |= X509_V_FLAG_CHECK_SS_SIGNATURE;
+    if (crl_count > 0) flags |= X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL;
     X509_VERIFY_PARAM_set_flags(parameters, flags);
+    X509_VERIFY_PARAM_set_auth_level(parameters, request->auth_level);
     X509_VERIFY_PARAM_set_time(parameters, (time_t)request->time);
     X509_VERIFY_PARAM_set_depth(parameters, request->max_intermediates);
     if (request->purpose == 1 || request->purpose == 2) {

@@ -56,18 +56,23 @@ public struct Certificate: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { subject.isEmpty ? "(no subject)" : subject }
 
-    /// The most certificates one PEM text may hold (a hostile chain stops here, with an error).
+    /// The most certificates a peer's chain may hold: a longer one is rejected by
+    /// ``TrustEvaluator`` as too long without being read further (or more, when its
+    /// `maximumIntermediates` asks for deeper chains).
     public static let maximumChainLength = 32
+
+    /// The most certificates one PEM text may hold (a CA bundle such as
+    /// /etc/ssl/certs/ca-certificates.crt holds about 150; a file beyond this is refused).
+    public static let maximumPerFile = 4096
 
     /// Reads every certificate of a PEM text, in order (a chain: leaf first).
     /// - Throws: ``PeerTrustError`` when the text holds no certificate, a block is truncated or
-    ///   not base64, a certificate does not parse, or there are more than
-    ///   ``maximumChainLength``.
+    ///   not base64, a certificate does not parse, or there are more than ``maximumPerFile``.
     public static func chain(pem text: String) throws(PeerTrustError) -> [Certificate] {
         let blocks = try PEM.blocks(in: text).filter { $0.label == "CERTIFICATE" || $0.label == "X509 CERTIFICATE" || $0.label == "TRUSTED CERTIFICATE" }
         guard !blocks.isEmpty else { throw PeerTrustError(.malformed, "no certificate (no -----BEGIN CERTIFICATE----- block)") }
-        guard blocks.count <= maximumChainLength else {
-            throw PeerTrustError(.malformed, "\(blocks.count) certificates; a chain may hold at most \(maximumChainLength)")
+        guard blocks.count <= maximumPerFile else {
+            throw PeerTrustError(.malformed, "\(blocks.count) certificates; a file may hold at most \(maximumPerFile)")
         }
         var certificates: [Certificate] = []
         for (index, block) in blocks.enumerated() {

@@ -27,6 +27,8 @@ final class OpenSSLMemo: @unchecked Sendable {  // Its dictionaries are touched 
         var purpose: Int32
         var maximumIntermediates: Int
         var checkSelfSignature: Bool
+        var crls: [[UInt8]]
+        var authenticationLevel: Int32
     }
 
     struct VerificationEntry {

@@ -188,6 +188,36 @@ enum OpenSSL {
         var notAfter: Int64
         var subject: String
         var issuer: String
+        /// The certificate's key in words ("RSA 1024-bit (80-bit security)"), "" when unknown.
+        var key = ""
+        /// The digest of its signature ("SHA1"), "" when unknown.
+        var digest = ""
+        /// The CRL involved, when the issue is about revocation.
+        var crl: CRLFacts?
+        /// For a revoked certificate: when, and the CRLReason code (nil when the entry has none).
+        var revokedAt: Int64?
+        var revocationReason: Int?
+    }
+
+    /// A CRL's issuer and dates (seconds since 1970; nextUpdate nil when absent).
+    struct CRLFacts: Hashable {
+        var issuer: String
+        var thisUpdate: Int64
+        var nextUpdate: Int64?
+        var revokedCount = 0
+    }
+
+    /// Parses one DER CRL.
+    static func inspectCRL(_ der: [UInt8]) throws(PeerTrustError) -> CRLFacts {
+        var info = nearby_crl_info()
+        var message = [CChar](repeating: 0, count: 512)
+        let status = der.withUnsafeBufferPointer { bytes in
+            message.withUnsafeMutableBufferPointer { nearby_crl_inspect(bytes.baseAddress, bytes.count, &info, $0.baseAddress, $0.count) }
+        }
+        guard status == 0 else { throw PeerTrustError(.malformed, text(message)) }
+        return CRLFacts(
+            issuer: withUnsafeBytes(of: &info.issuer) { text(UnsafeRawBufferPointer($0)) }, thisUpdate: info.this_update,
+            nextUpdate: info.next_update == 0 ? nil : info.next_update, revokedCount: Int(info.revoked_count))
     }
 
     /// The X509_V_ERR_* numbers (openssl/x509_vfy.h, OpenSSL 3) that ``TrustEvaluator`` tells
@@ -208,6 +238,15 @@ enum OpenSSL {
         static let invalidPurpose = 26  // X509_V_ERR_INVALID_PURPOSE
         static let invalidNonCA = 37  // X509_V_ERR_INVALID_NON_CA
         static let invalidCA = 79  // X509_V_ERR_INVALID_CA
+        static let unableToDecryptCRLSignature = 5  // X509_V_ERR_UNABLE_TO_DECRYPT_CRL_SIGNATURE
+        static let crlSignatureFailure = 8  // X509_V_ERR_CRL_SIGNATURE_FAILURE
+        static let crlNotYetValid = 11  // X509_V_ERR_CRL_NOT_YET_VALID
+        static let crlHasExpired = 12  // X509_V_ERR_CRL_HAS_EXPIRED
+        static let certRevoked = 23  // X509_V_ERR_CERT_REVOKED
+        static let keyUsageNoCRLSign = 35  // X509_V_ERR_KEYUSAGE_NO_CRL_SIGN
+        static let eeKeyTooSmall = 66  // X509_V_ERR_EE_KEY_TOO_SMALL
+        static let caKeyTooSmall = 67  // X509_V_ERR_CA_KEY_TOO_SMALL
+        static let caDigestTooWeak = 68  // X509_V_ERR_CA_MD_TOO_WEAK
     }
 
     enum Verification {
@@ -221,10 +260,11 @@ enum OpenSSL {
 
     static func verify(
         leaf: [UInt8], untrusted: [[UInt8]], anchors: [[UInt8]], systemRoots: Bool, purpose: Purpose, time: Int64,
-        maximumIntermediates: Int, checkSelfSignature: Bool
+        maximumIntermediates: Int, checkSelfSignature: Bool, crls: [[UInt8]] = [], authenticationLevel: Int32 = -1
     ) throws(PeerTrustError) -> Verification {
         let untrustedList = list(untrusted)
         let anchorList = list(anchors)
+        let crlList = list(crls)
         var issues = [nearby_verify_issue](repeating: nearby_verify_issue(), count: 32)
         var issueCount: Int32 = 0
         var verdict: Int32 = -1
@@ -232,16 +272,19 @@ enum OpenSSL {
             leaf.withUnsafeBufferPointer { leafBytes in
                 untrustedList.withUnsafeBufferPointer { untrustedBytes in
                     anchorList.withUnsafeBufferPointer { anchorBytes in
-                        var request = nearby_verify_request(
-                            leaf: leafBytes.baseAddress, leaf_count: leafBytes.count,
-                            untrusted: untrustedBytes.baseAddress, untrusted_count: untrustedBytes.count,
-                            anchors: anchorBytes.baseAddress, anchors_count: anchorBytes.count,
-                            system_roots: systemRoots ? 1 : 0, purpose: purpose.rawValue, time: time,
-                            max_intermediates: Int32(maximumIntermediates), check_self_signature: checkSelfSignature ? 1 : 0)
-                        verdict = issues.withUnsafeMutableBufferPointer { output in
-                            nearby_verify(&request, output.baseAddress, Int32(output.count), &issueCount, buffer, error, size)
+                        crlList.withUnsafeBufferPointer { crlBytes in
+                            var request = nearby_verify_request(
+                                leaf: leafBytes.baseAddress, leaf_count: leafBytes.count,
+                                untrusted: untrustedBytes.baseAddress, untrusted_count: untrustedBytes.count,
+                                anchors: anchorBytes.baseAddress, anchors_count: anchorBytes.count,
+                                system_roots: systemRoots ? 1 : 0, purpose: purpose.rawValue, time: time,
+                                max_intermediates: Int32(maximumIntermediates), check_self_signature: checkSelfSignature ? 1 : 0,
+                                crls: crlBytes.baseAddress, crls_count: crlBytes.count, auth_level: authenticationLevel)
+                            verdict = issues.withUnsafeMutableBufferPointer { output in
+                                nearby_verify(&request, output.baseAddress, Int32(output.count), &issueCount, buffer, error, size)
+                            }
+                            return verdict < 0 ? -1 : 0
                         }
-                        return verdict < 0 ? -1 : 0
                     }
                 }
             }
@@ -249,10 +292,18 @@ enum OpenSSL {
         if verdict == 1 { return .trusted(chain: unlist(chain)) }
         return .rejected(issues.prefix(Int(issueCount)).map { issue in
             var copy = issue
+            let crlIssuer = withUnsafeBytes(of: &copy.crl_issuer) { text(UnsafeRawBufferPointer($0)) }
             return Issue(
                 code: Int(issue.code), depth: Int(issue.depth), notBefore: issue.not_before, notAfter: issue.not_after,
                 subject: withUnsafeBytes(of: &copy.subject) { text(UnsafeRawBufferPointer($0)) },
-                issuer: withUnsafeBytes(of: &copy.issuer) { text(UnsafeRawBufferPointer($0)) })
+                issuer: withUnsafeBytes(of: &copy.issuer) { text(UnsafeRawBufferPointer($0)) },
+                key: withUnsafeBytes(of: &copy.key) { text(UnsafeRawBufferPointer($0)) },
+                digest: withUnsafeBytes(of: &copy.digest) { text(UnsafeRawBufferPointer($0)) },
+                crl: issue.crl_this_update == 0 && crlIssuer.isEmpty
+                    ? nil
+                    : CRLFacts(issuer: crlIssuer, thisUpdate: issue.crl_this_update, nextUpdate: issue.crl_next_update == 0 ? nil : issue.crl_next_update),
+                revokedAt: issue.revoked_at == 0 ? nil : issue.revoked_at,
+                revocationReason: issue.revocation_reason < 0 ? nil : Int(issue.revocation_reason))
         })
     }
 

@@ -81,17 +81,37 @@ public enum TrustVerdict: Hashable, Sendable {
 ///
 /// Always checked: the validity period of every certificate at the given time, signatures,
 /// basic constraints, key usage and extended key usage for the role when present, at most
-/// ``maximumIntermediates`` intermediates, and — when discovery announced a peer ID — that the
+/// ``maximumIntermediates`` intermediates, keys and signature digests of at least 112-bit
+/// security everywhere in the chain (unless ``allowsWeakKeys``), revocation by the
+/// ``revocationLists`` for anchored chains, and — when discovery announced a peer ID — that the
 /// leaf's key hashes to it.
 public struct TrustEvaluator: Sendable {
     public var policy: TrustPolicy
     /// Intermediate CAs allowed between leaf and anchor (OpenSSL's verify depth).
     public var maximumIntermediates: Int
+    /// CRLs to check anchored chains against (``TrustPolicy/anchors(_:)``, ``TrustPolicy/systemRoots``):
+    /// each certificate whose issuer has a list here is checked against it. See ``RevocationList``.
+    public var revocationLists: [RevocationList]
+    /// Accept keys and signatures below 112-bit security (NIST SP 800-57; OpenSSL's security
+    /// level 2): RSA and DSA keys under 2048 bits, elliptic curves under 224 bits, and
+    /// certificates signed with MD5 or SHA-1. Off by default: such a chain is rejected with
+    /// ``TrustReason/Code/weakKey`` or ``TrustReason/Code/weakSignature``. (A root's signature on
+    /// itself proves nothing and is not judged.) Only for a deployment that must accept old
+    /// devices it cannot re-issue.
+    public var allowsWeakKeys: Bool
 
-    public init(policy: TrustPolicy, maximumIntermediates: Int = 8) {
+    public init(policy: TrustPolicy, maximumIntermediates: Int = 8, revocationLists: [RevocationList] = [], allowsWeakKeys: Bool = false) {
         self.policy = policy
         self.maximumIntermediates = maximumIntermediates
+        self.revocationLists = revocationLists
+        self.allowsWeakKeys = allowsWeakKeys
     }
+
+    /// OpenSSL's authentication level for the settings: 2 (112-bit security), or none.
+    var authenticationLevel: Int32 { allowsWeakKeys ? -1 : 2 }
+
+    /// The most certificates a peer may present: beyond it the chain is rejected unread.
+    var maximumPresented: Int { max(Certificate.maximumChainLength, maximumIntermediates + 2) }
 
     /// Judges `chain` (leaf first, then the intermediates the peer sent).
     /// - Parameters:
@@ -114,6 +134,11 @@ public struct TrustEvaluator: Sendable {
 
     private func evaluate(chain: [Certificate], expectedPeerID: PeerID?, role: PeerRole, at time: Date, rememberedOnly: Bool) -> TrustVerdict? {
         guard let leaf = chain.first else { return .rejected([TrustReason(.noCertificate, "the peer sent no certificate")]) }
+        guard chain.count <= maximumPresented else {
+            return .rejected([TrustReason(
+                .chainTooLong,
+                "the chain is longer than allowed: \(chain.count) certificates were presented, at most \(maximumPresented) are read (and at most \(maximumIntermediates) intermediate CA certificate\(maximumIntermediates == 1 ? "" : "s") may lie between leaf and anchor)")])
+        }
         var reasons: [TrustReason] = []
         if let expectedPeerID, leaf.peerID != expectedPeerID {
             reasons.append(TrustReason(
@@ -143,9 +168,13 @@ public struct TrustEvaluator: Sendable {
         switch policy {
         case .anchors(let anchors):
             guard !anchors.isEmpty else { return .failure(Failure(reasons: [TrustReason(.noAnchors, "no trusted anchors are configured")])) }
-            return verify(chain, anchors: anchors, systemRoots: false, role: role, time: time, checkSelfSignature: false, rememberedOnly: rememberedOnly)
+            return verify(
+                chain, anchors: anchors, systemRoots: false, role: role, time: time, checkSelfSignature: false, crls: revocationLists,
+                rememberedOnly: rememberedOnly)
         case .systemRoots:
-            return verify(chain, anchors: [], systemRoots: true, role: role, time: time, checkSelfSignature: false, rememberedOnly: rememberedOnly)
+            return verify(
+                chain, anchors: [], systemRoots: true, role: role, time: time, checkSelfSignature: false, crls: revocationLists,
+                rememberedOnly: rememberedOnly)
         case .pinned(let pins):
             guard pins.contains(leaf.peerID) else {
                 return .failure(Failure(reasons: [TrustReason(
@@ -156,7 +185,7 @@ public struct TrustEvaluator: Sendable {
             // still count.
             return verify(
                 [leaf], anchors: [leaf], systemRoots: false, role: role, time: time, checkSelfSignature: leaf.subject == leaf.issuer,
-                rememberedOnly: rememberedOnly)
+                crls: [], rememberedOnly: rememberedOnly)
         case .pinnedInStore(let store):
             // Reading the store is file I/O: never from the remembered-only path (an event loop).
             if rememberedOnly { return .failure(Failure(reasons: [], notRemembered: true)) }
@@ -194,13 +223,14 @@ public struct TrustEvaluator: Sendable {
 
     private func verify(
         _ chain: [Certificate], anchors: [Certificate], systemRoots: Bool, role: PeerRole, time: Date, checkSelfSignature: Bool,
-        rememberedOnly: Bool
+        crls: [RevocationList], rememberedOnly: Bool
     ) -> Result<[Certificate], Failure> {
         let outcome: OpenSSL.Verification
+        let key = OpenSSLMemo.VerificationKey(
+            leaf: chain[0].der, untrusted: chain.dropFirst().map(\.der), anchors: anchors.map(\.der), purpose: role.purpose.rawValue,
+            maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature, crls: crls.map(\.der),
+            authenticationLevel: authenticationLevel)
         if rememberedOnly {
-            let key = OpenSSLMemo.VerificationKey(
-                leaf: chain[0].der, untrusted: chain.dropFirst().map(\.der), anchors: anchors.map(\.der), purpose: role.purpose.rawValue,
-                maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature)
             guard !systemRoots, let known = OpenSSLMemo.shared.rememberedVerification(key, at: Int64(time.timeIntervalSince1970.rounded(.down))),
                 case .trusted(let ders) = known, let validated = Optional(ders.compactMap { Certificate.remembered(der: $0) }),
                 validated.count == ders.count
@@ -214,17 +244,17 @@ public struct TrustEvaluator: Sendable {
             let run = { () throws(PeerTrustError) -> OpenSSL.Verification in
                 try OpenSSL.verify(
                     leaf: chain[0].der, untrusted: chain.dropFirst().map(\.der), anchors: anchors.map(\.der), systemRoots: systemRoots,
-                    purpose: role.purpose, time: seconds, maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature)
+                    purpose: role.purpose, time: seconds, maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature,
+                    crls: crls.map(\.der), authenticationLevel: authenticationLevel)
             }
             if systemRoots {
                 outcome = try run()
             } else {
-                let key = OpenSSLMemo.VerificationKey(
-                    leaf: chain[0].der, untrusted: chain.dropFirst().map(\.der), anchors: anchors.map(\.der), purpose: role.purpose.rawValue,
-                    maximumIntermediates: maximumIntermediates, checkSelfSignature: checkSelfSignature)
-                outcome = try OpenSSLMemo.shared.verification(
-                    key, at: seconds, validity: (chain + anchors).map { (Int64($0.notBefore.timeIntervalSince1970), Int64($0.notAfter.timeIntervalSince1970)) },
-                    compute: run)
+                // A CRL's dates bound the outcome's interval as a certificate's do.
+                let validity =
+                    (chain + anchors).map { (Int64($0.notBefore.timeIntervalSince1970), Int64($0.notAfter.timeIntervalSince1970)) }
+                    + crls.map { (Int64($0.thisUpdate.timeIntervalSince1970), Int64(($0.nextUpdate ?? .distantFuture).timeIntervalSince1970)) }
+                outcome = try OpenSSLMemo.shared.verification(key, at: seconds, validity: validity, compute: run)
             }
         } catch {
             return .failure(Failure(reasons: [TrustReason(.verificationFailed, error.message)]))
@@ -275,6 +305,45 @@ public struct TrustEvaluator: Sendable {
             (code, message) = (.pathLengthExceeded, "\(name) is deeper in the chain than its CA's path length allows")
         case X509Error.invalidNonCA:
             (code, message) = (.unexpectedCA, "\(name) is marked as a CA where a leaf certificate was expected")
+        case X509Error.eeKeyTooSmall, X509Error.caKeyTooSmall:
+            let key = issue.key.isEmpty ? "" : " (\(issue.key))"
+            (code, message) = (
+                .weakKey,
+                "the key of \(position) \(name)\(key) is below the 112-bit security required (RSA and DSA keys need 2048 bits, elliptic curves 224); --allow-weak-keys accepts it"
+            )
+        case X509Error.caDigestTooWeak:
+            let digest = issue.digest.isEmpty ? "a weak digest" : issue.digest
+            (code, message) = (
+                .weakSignature,
+                "\(name) is signed with \(digest), which is below the 112-bit security required (MD5 and SHA-1 are broken for signatures); --allow-weak-keys accepts it"
+            )
+        case X509Error.certRevoked:
+            var words = "\(position) \(name) was revoked by \"\(commonName(of: issue.crl?.issuer ?? issue.issuer))\""
+            if let revokedAt = issue.revokedAt { words += " on \(day(revokedAt))" }
+            if let reason = issue.revocationReason { words += " (\(revocationReason(reason)))" }
+            if let crl = issue.crl { words += ", according to its CRL of \(day(crl.thisUpdate))" }
+            (code, message) = (.revoked, words)
+        case X509Error.crlHasExpired:
+            let crl = issue.crl
+            let issuer = commonName(of: crl?.issuer ?? issue.issuer)
+            let due = crl?.nextUpdate.map { " on \(day($0))" } ?? ""
+            (code, message) = (
+                .staleRevocationList,
+                "the CRL from \"\(issuer)\" expired\(due) (its next update was due then), so whether \(name) is revoked is unknown: get a current CRL from that CA"
+            )
+        case X509Error.crlNotYetValid:
+            let issuer = commonName(of: issue.crl?.issuer ?? issue.issuer)
+            let from = issue.crl.map { " until \(day($0.thisUpdate))" } ?? ""
+            (code, message) = (.staleRevocationList, "the CRL from \"\(issuer)\" is not valid\(from): check this machine's clock, or the CRL")
+        case X509Error.crlSignatureFailure, X509Error.unableToDecryptCRLSignature:
+            let issuer = commonName(of: issue.crl?.issuer ?? issue.issuer)
+            (code, message) = (
+                .badRevocationList,
+                "the CRL that names \"\(issuer)\" as its issuer is not signed by that CA's key (forged, damaged, or from another CA of the same name), so it proves nothing about \(name)"
+            )
+        case X509Error.keyUsageNoCRLSign:
+            let issuer = commonName(of: issue.crl?.issuer ?? issue.issuer)
+            (code, message) = (.badRevocationList, "\"\(issuer)\" may not sign CRLs (its key usage lacks cRLSign), so its CRL proves nothing about \(name)")
         default:
             code = .other
             message = "\(name): \(OpenSSL.verifyErrorText(issue.code))"
@@ -282,12 +351,31 @@ public struct TrustEvaluator: Sendable {
         return TrustReason(code, depth: issue.depth, message)
     }
 
-    private static func commonName(of subject: String) -> String {
+    static func commonName(of subject: String) -> String {
         for part in subject.split(separator: ",") where part.hasPrefix("CN=") { return String(part.dropFirst(3)) }
         return subject
     }
 
-    private static func day(_ seconds: Int64) -> String {
+    static func day(_ date: Date) -> String { day(Int64(date.timeIntervalSince1970)) }
+
+    /// RFC 5280's CRLReason codes in words.
+    static func revocationReason(_ code: Int) -> String {
+        switch code {
+        case 0: "reason unspecified"
+        case 1: "key compromise"
+        case 2: "CA compromise"
+        case 3: "affiliation changed"
+        case 4: "superseded"
+        case 5: "cessation of operation"
+        case 6: "on hold"
+        case 8: "removed from the CRL"
+        case 9: "privilege withdrawn"
+        case 10: "attribute authority compromise"
+        default: "reason code \(code)"
+        }
+    }
+
+    static func day(_ seconds: Int64) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
@@ -321,6 +409,17 @@ extension OpenKind where Owner == TrustReason {
     public static var pathLengthExceeded: Self { Self("pathLengthExceeded") }
     /// A certificate is marked as a CA where a leaf certificate was expected.
     public static var unexpectedCA: Self { Self("unexpectedCA") }
+    /// A key in the chain is below 112-bit security (RSA or DSA under 2048 bits, an elliptic
+    /// curve under 224 bits); see ``TrustEvaluator/allowsWeakKeys``.
+    public static var weakKey: Self { Self("weakKey") }
+    /// A certificate is signed with a digest below 112-bit security (MD5, SHA-1).
+    public static var weakSignature: Self { Self("weakSignature") }
+    /// A certificate in the chain was revoked by its issuer's CRL.
+    public static var revoked: Self { Self("revoked") }
+    /// The CRL that covers a certificate has expired or is not valid yet: revocation is unknown.
+    public static var staleRevocationList: Self { Self("staleRevocationList") }
+    /// The CRL that covers a certificate is not signed by its issuer (or may not be).
+    public static var badRevocationList: Self { Self("badRevocationList") }
     /// The leaf's peer ID is not among the pinned peers.
     public static var notPinned: Self { Self("notPinned") }
     /// The leaf's key is not the peer ID discovery announced.
@@ -339,7 +438,8 @@ extension OpenKind where Owner == TrustReason {
     static var all: [Self] {
         [
             .expired, .notYetValid, .unknownIssuer, .selfSignedNotTrusted, .untrustedRoot, .badSignature, .unreadableSignature,
-            .wrongUsage, .chainTooLong, .notACA, .pathLengthExceeded, .unexpectedCA, .notPinned, .peerIDMismatch, .noAnchors,
+            .wrongUsage, .chainTooLong, .notACA, .pathLengthExceeded, .unexpectedCA, .weakKey, .weakSignature, .revoked,
+            .staleRevocationList, .badRevocationList, .notPinned, .peerIDMismatch, .noAnchors,
             .nothingTrusted, .noCertificate, .verificationFailed, .other,
         ]
     }

@@ -15,6 +15,18 @@ struct TrustOptions: ParsableArguments {
     @Flag(name: .customLong("trust-on-first-use"), help: ArgumentHelp(
         "Pin a peer never seen before on its first connection, and say so (like ssh's accept-new). A peer whose name is pinned under another key is refused."))
     var trustOnFirstUse = false
+    @Option(name: .customLong("crl"), help: ArgumentHelp(
+        "Also check anchored chains against the CRLs in this file (PEM or DER; repeatable). The trust store's CRLs (nearby trust crl add) are always checked.",
+        valueName: "file"))
+    var crls: [String] = []
+    @Flag(name: .customLong("allow-weak-keys"), help: ArgumentHelp(
+        "Accept keys and signatures below 112-bit security (RSA/DSA under 2048 bits, curves under 224 bits, MD5 or SHA-1 signatures). Only for old devices that cannot be re-issued."))
+    var allowWeakKeys = false
+
+    /// The CRLs named by --crl, read now.
+    func revocationLists() throws -> [RevocationList] {
+        try RevocationFiles.read(crls, option: "--crl")
+    }
 
     /// Anchors (read from their files now) and system roots, as policies.
     func anchorsAndRoots() throws -> [TrustPolicy] {
@@ -39,11 +51,22 @@ struct TrustOptions: ParsableArguments {
         let fixed = try anchorsAndRoots()
         let usePins = pinned || trustOnFirstUse || fixed.isEmpty
         let tofu = trustOnFirstUse
+        let given = try revocationLists()
+        let weak = allowWeakKeys
+        _ = try RevocationFiles.stored(store)  // a damaged store is reported now, not at the first peer
         return { chain, expected, role in
             let pins = usePins ? ((try? store.pins()) ?? []) : []
             let parts = fixed + (usePins ? [TrustPolicy.pinned(Set(pins.map(\.peerID)))] : [])
-            let verdict = TrustEvaluator(policy: parts.count == 1 ? parts[0] : .anyOf(parts)).evaluate(
-                chain: chain, expectedPeerID: expected, role: role)
+            // The store's CRLs are read again when they changed (nearby trust crl add meanwhile).
+            let lists: [RevocationList]
+            do throws(PeerTrustError) {
+                lists = given + (try store.revocationLists())
+            } catch {
+                return .rejected([TrustReason(.verificationFailed, "the trust store's CRLs cannot be read: \(error.message)")])
+            }
+            let verdict = TrustEvaluator(
+                policy: parts.count == 1 ? parts[0] : .anyOf(parts), revocationLists: lists, allowsWeakKeys: weak
+            ).evaluate(chain: chain, expectedPeerID: expected, role: role)
             guard tofu, case .rejected(let reasons) = verdict, let leaf = chain.first else { return verdict }
             // Only a peer nobody has vouched for is pinned: not one whose key contradicts the
             // peer ID expected, and not one whose name is pinned under another key.
@@ -60,7 +83,7 @@ struct TrustOptions: ParsableArguments {
                 return .rejected(reasons + [TrustReason(.other, "could not pin it on first use: \(error)")])
             }
             announce(leaf.peerID, name)
-            return TrustEvaluator(policy: .pinned([leaf.peerID])).evaluate(chain: chain, expectedPeerID: expected, role: role)
+            return TrustEvaluator(policy: .pinned([leaf.peerID]), allowsWeakKeys: weak).evaluate(chain: chain, expectedPeerID: expected, role: role)
         }
     }
 }
@@ -132,4 +155,28 @@ func output(_ value: JSONValue) -> OutputValue { .raw(value.jsonText) }
 /// openingFailed, failed), `closeCode` (null without a close frame) and `byPeer`.
 func endMembers(_ end: ConnectionEnd) -> [(String, OutputValue)] {
     [("end", .string(end.kind.description)), ("closeCode", end.closeCode.map { .number(Double($0.value)) } ?? .null), ("byPeer", .bool(end.byPeer))]
+}
+
+/// Reading CRL files for the options that take them.
+enum RevocationFiles {
+    static func read(_ files: [String], option: String) throws -> [RevocationList] {
+        var lists: [RevocationList] = []
+        for file in files {
+            do {
+                lists += try RevocationList.lists(contentsOf: URL(fileURLWithPath: file))
+            } catch {
+                throw ValidationError("\(option): \(error.message)")  // the message names the file
+            }
+        }
+        return lists
+    }
+
+    /// The trust store's CRLs; a damaged store is a runtime failure with the file named.
+    static func stored(_ store: TrustStore) throws -> [RevocationList] {
+        do {
+            return try store.revocationLists()
+        } catch {
+            throw RuntimeFailure(error.message)
+        }
+    }
 }

@@ -10,23 +10,25 @@ struct TrustCommand: AsyncParsableCommand {
         abstract: "Trusted anchors and pinned peers, and checking a certificate chain against them.",
         discussion: """
             A peer is trusted when its chain leads to an anchor certificate (e.g. your \
-            organisation's CA), or when its peer ID is pinned (a person said yes once). `check` \
+            organisation's CA), or when its peer ID is pinned (a person said yes once). A CA's \
+            certificate revocation lists (CRLs) kept here revoke what it issued. `check` \
             judges a chain exactly as the connection broker does.
 
             Examples:
               nearby trust anchor add company-ca.pem
               nearby trust pin 3QX7KD-... --name "Build Box"
+              nearby trust crl add company-ca.crl
               nearby trust list
               nearby trust check peer.pem --role connecting
               nearby trust check peer.pem --anchor ca.pem --at 2027-01-01T00:00:00Z --json
             """,
-        subcommands: [TrustList.self, TrustAnchor.self, TrustPin.self, TrustRemove.self, TrustCheck.self]
+        subcommands: [TrustList.self, TrustAnchor.self, TrustPin.self, TrustRemove.self, TrustCRL.self, TrustCheck.self]
     )
 }
 
 struct TrustList: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "list", abstract: "List anchors and pins.",
+        commandName: "list", abstract: "List anchors, pins and CRLs.",
         discussion: """
             Examples:
               nearby trust list
@@ -39,9 +41,11 @@ struct TrustList: AsyncParsableCommand {
         try state.location.requireExisting()
         let anchors: [Certificate]
         let pins: [Pin]
+        let lists: [RevocationList]
         do {
             anchors = try state.trust.anchors()
             pins = try state.trust.pins()
+            lists = try state.trust.revocationLists()
         } catch {
             throw RuntimeFailure(error.message)
         }
@@ -55,12 +59,147 @@ struct TrustList: AsyncParsableCommand {
                 members.append(("pinnedAt", .string(iso8601(pin.pinnedAt))))
                 printLine(JSONText.object(members))
             }
+            for list in lists { printLine(JSONText.object([("kind", .string("crl"))] + crlMembers(list))) }
             return
         }
         printLine(anchors.isEmpty ? "anchors  (none)" : "anchors")
         for anchor in anchors { printLine("  \(anchor.peerID.short)  \(anchor.subject)  until \(iso8601(anchor.notAfter))") }
         printLine(pins.isEmpty ? "pins     (none)" : "pins")
         for pin in pins { printLine("  \(pin.peerID)  \(pin.name ?? "")  pinned \(iso8601(pin.pinnedAt))") }
+        if !lists.isEmpty {
+            printLine("crls")
+            for list in lists { printLine("  \(crlLine(list))") }
+        }
+    }
+}
+
+/// A CRL's facts as JSON members.
+func crlMembers(_ list: RevocationList) -> [(String, OutputValue)] {
+    [
+        ("issuer", .string(list.issuer)), ("thisUpdate", .string(iso8601(list.thisUpdate))),
+        ("nextUpdate", list.nextUpdate.map { .string(iso8601($0)) } ?? .null), ("revoked", .number(Double(list.revokedCount))),
+        ("current", .bool(list.isCurrent())),
+    ]
+}
+
+/// A CRL in one line: issuer, dates, how many it revokes, and whether it is stale.
+func crlLine(_ list: RevocationList) -> String {
+    let next = list.nextUpdate.map { "next update \(iso8601($0))" } ?? "no next update"
+    let stale = list.isCurrent() ? "" : list.thisUpdate > Date() ? "  NOT VALID YET" : "  EXPIRED: get a current one"
+    return "\"\(list.issuerName)\"  issued \(iso8601(list.thisUpdate)), \(next)  revokes \(list.revokedCount)\(stale)"
+}
+
+struct TrustCRL: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "crl", abstract: "Keep certificate revocation lists (CRLs) from the CAs you anchor.",
+        discussion: """
+            A CRL is a CA's signed list of the certificates it revoked. Kept here, it is checked \
+            on every connection whose chain leads to an anchor or a system root: a certificate \
+            its issuer revoked is rejected. One list per CA is kept, the newest; an older one is \
+            refused. A CRL that has expired (past its next update) rejects every chain it covers \
+            until a current one is added: keep them fresh (e.g. from cron). Pinned peers are \
+            revoked with `nearby trust remove`, not with CRLs.
+
+            Examples:
+              nearby trust crl add company-ca.crl
+              curl -s http://ca.example/ca.crl | nearby trust crl add /dev/stdin
+              nearby trust crl list
+              nearby trust crl remove "Example Company CA"
+            """,
+        subcommands: [TrustCRLAdd.self, TrustCRLList.self, TrustCRLRemove.self])
+}
+
+struct TrustCRLAdd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add", abstract: "Keep the CRLs in FILE (PEM or DER), replacing older ones from the same CA.",
+        discussion: """
+            Examples:
+              nearby trust crl add company-ca.crl
+              nearby trust crl add crls.pem --json
+            """)
+    @Argument(help: "CRL file: PEM (one or more X509 CRL blocks) or DER.")
+    var file: String
+    @OptionGroup var state: StateOptions
+
+    func run() async throws {
+        let lists = try RevocationFiles.read([file], option: "CRL file")
+        let changes: [RevocationListChange]
+        do {
+            changes = try state.trust.addRevocationLists(lists)
+        } catch {
+            throw RuntimeFailure(error.message)
+        }
+        for (list, change) in zip(lists, changes) {
+            let event: String
+            switch change {
+            case .added: event = "added"
+            case .replaced: event = "replaced"
+            case .unchanged: event = "present"
+            }
+            if state.json {
+                var members: [(String, OutputValue)] = [("event", .string(event))] + crlMembers(list)
+                if case .replaced(let older) = change { members.append(("replacedIssued", .string(iso8601(older)))) }
+                printLine(JSONText.object(members))
+            } else {
+                var line = "\(event.padding(toLength: 8, withPad: " ", startingAt: 0)) CRL \(crlLine(list))"
+                if case .replaced(let older) = change { line += "  (replaced the one issued \(iso8601(older)))" }
+                printLine(line)
+            }
+            if !list.isCurrent() {
+                status("warning: this CRL is not current (\(list.thisUpdate > Date() ? "not valid yet" : "past its next update")): chains it covers are rejected until a current one is added")
+            }
+        }
+    }
+}
+
+struct TrustCRLList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "List the CRLs kept.",
+        discussion: """
+            Examples:
+              nearby trust crl list
+              nearby trust crl list --json
+            """)
+    @OptionGroup var state: StateOptions
+
+    func run() async throws {
+        let lists = try RevocationFiles.stored(state.trust)
+        if state.json {
+            for list in lists { printLine(JSONText.object(crlMembers(list))) }
+            return
+        }
+        if lists.isEmpty { printLine("crls  (none)") }
+        for list in lists { printLine(crlLine(list)) }
+    }
+}
+
+struct TrustCRLRemove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Stop checking the CRL of the CA with this name.",
+        discussion: """
+            ISSUER is the CA's common name as `nearby trust crl list` shows it, or its whole name.
+
+            Examples:
+              nearby trust crl remove "Example Company CA"
+            """)
+    @Argument(help: "The issuing CA's common name (or whole name).")
+    var issuer: String
+    @OptionGroup var state: StateOptions
+
+    func run() async throws {
+        let removed: [RevocationList]
+        do {
+            removed = try state.trust.removeRevocationLists(issuer: issuer)
+        } catch {
+            throw RuntimeFailure(error.message)
+        }
+        guard !removed.isEmpty else {
+            let known = ((try? state.trust.revocationLists()) ?? []).map { "\"\($0.issuerName)\"" }
+            throw RuntimeFailure("no CRL from \"\(issuer)\" in the trust store\(known.isEmpty ? " (it holds none)" : "; it holds CRLs from \(known.joined(separator: ", "))")")
+        }
+        for list in removed {
+            printLine(state.json ? JSONText.object([("event", .string("removed"))] + crlMembers(list)) : "removed CRL \(crlLine(list))")
+        }
     }
 }
 

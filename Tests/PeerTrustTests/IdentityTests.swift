@@ -95,7 +95,7 @@ struct IdentityTests {
         #expect(imported.peerID == issued.leaf.certificate.peerID)
     }
 
-    @Test("hostile input: garbage, truncated PEM and DER, a 100-certificate chain, a foreign key, an encrypted key without a passphrase")
+    @Test("hostile input: garbage, truncated PEM and DER, a file of 4,097 certificates, a foreign key, an encrypted key without a passphrase")
     func hostileInput() throws {
         let identity = try PeerIdentity.generate()
         let certificatePEM = identity.certificate.pem
@@ -106,8 +106,9 @@ struct IdentityTests {
         #expect(throws: PeerTrustError.self) { try Certificate(der: identity.certificate.der + [0]) }
         let notBase64 = "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n"
         #expect(throws: PeerTrustError.self) { try Certificate.chain(pem: notBase64) }
-        let hundred = String(repeating: certificatePEM, count: 100)
-        #expect(throws: PeerTrustError(.malformed, "100 certificates; a chain may hold at most 32")) { try Certificate.chain(pem: hundred) }
+        // Counted before anything is parsed: 4,097 small blocks are refused at once.
+        let flood = String(repeating: "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n", count: 4097)
+        #expect(throws: PeerTrustError(.malformed, "4097 certificates; a file may hold at most 4096")) { try Certificate.chain(pem: flood) }
         let stranger = try PeerIdentity.generate()
         #expect(throws: PeerTrustError.self) {
             try PeerIdentity(certificateChainPEM: certificatePEM, privateKeyPEM: stranger.privateKey.pem)

@@ -241,7 +241,9 @@ struct TrustEvaluationTests {
             (10, .expired), (9, .notYetValid), (2, .unknownIssuer), (20, .unknownIssuer), (21, .unknownIssuer),
             (18, .selfSignedNotTrusted), (19, .untrustedRoot), (7, .badSignature), (4, .unreadableSignature),
             (6, .unreadableSignature), (26, .wrongUsage), (22, .chainTooLong), (79, .notACA), (25, .pathLengthExceeded),
-            (37, .unexpectedCA), (1, .other), (23, .other), (50, .other), (12_345, .other),
+            (37, .unexpectedCA), (66, .weakKey), (67, .weakKey), (68, .weakSignature), (23, .revoked), (12, .staleRevocationList),
+            (11, .staleRevocationList), (8, .badRevocationList), (5, .badRevocationList), (35, .badRevocationList),
+            (1, .other), (50, .other), (12_345, .other),
         ]
         for (number, code) in expected {
             let issue = OpenSSL.Issue(
@@ -256,7 +258,7 @@ struct TrustEvaluationTests {
     @Test("every code's description is distinct and lowerCamelCase")
     func codeNames() {
         let names = TrustReason.Code.all.map(\.description)
-        #expect(names.count == 19)
+        #expect(names.count == 24)
         #expect(Set(names).count == names.count, "\(names)")
         #expect(Set(TrustReason.Code.all).count == names.count)
         for name in names {

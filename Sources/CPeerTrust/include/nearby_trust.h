@@ -101,6 +101,13 @@ typedef struct {
     int64_t not_after;
     char subject[512];
     char issuer[512];
+    char key[64];           // the certificate's public key, e.g. "RSA 1024-bit", "EC P-192 (80-bit security)"
+    char digest[32];        // the digest its signature uses, e.g. "SHA1"
+    int64_t crl_this_update;  // the CRL involved (revoked, CRL expired, CRL signature...), 0 when none
+    int64_t crl_next_update;  // 0 when the CRL has no next update
+    int64_t revoked_at;       // for X509_V_ERR_CERT_REVOKED: the revocation date, 0 when unknown
+    int revocation_reason;    // its CRLReason code, -1 when the entry gives none
+    char crl_issuer[512];
 } nearby_verify_issue;
 
 /// How to verify a chain.
@@ -116,14 +123,34 @@ typedef struct {
     int64_t time;                   // verification time, seconds since 1970
     int max_intermediates;          // X509_VERIFY_PARAM_set_depth
     int check_self_signature;       // X509_V_FLAG_CHECK_SS_SIGNATURE
+    const uint8_t *crls;            // list: DER CRLs (may be NULL)
+    size_t crls_count;
+    int auth_level;                 // X509_VERIFY_PARAM_set_auth_level: 2 refuses keys and digests under 112 bits; -1 none
 } nearby_verify_request;
 
 /// Verifies with X509_verify_cert under X509_V_FLAG_X509_STRICT and X509_V_FLAG_PARTIAL_CHAIN,
 /// recording every problem (up to `capacity`) rather than stopping at the first. Returns 1 when
 /// trusted (then `chain` holds the validated chain, leaf first), 0 when rejected, -1 when the
 /// input is unusable.
+///
+/// With CRLs, every certificate of the chain whose issuer has one of them is checked against it
+/// (X509_V_FLAG_CRL_CHECK_ALL); a certificate whose issuer has none is not (OpenSSL's "unable to
+/// get certificate CRL" is passed over: revocation is checked where the caller holds a list).
+/// A CRL that has expired, is not valid yet or whose signature does not verify is a problem.
 int nearby_verify(const nearby_verify_request *request, nearby_verify_issue *issues, int capacity, int *issue_count,
                   nearby_buffer *chain, char *error, size_t error_size);
+
+/// What a CRL says about itself.
+typedef struct {
+    int64_t this_update;
+    int64_t next_update;    // 0 when absent
+    int revoked_count;
+    char issuer[512];       // RFC 2253 one-line form
+} nearby_crl_info;
+
+/// Parses one DER CRL (the whole buffer must be that CRL) and describes it. Returns 0, or -1
+/// with the reason in `error`.
+int nearby_crl_inspect(const uint8_t *der, size_t count, nearby_crl_info *info, char *error, size_t error_size);
 
 /// OpenSSL's words for an X509_V_ERR_* code.
 const char *nearby_verify_error_string(int code);
