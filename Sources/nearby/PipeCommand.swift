@@ -85,7 +85,7 @@ struct PipeCommand: AsyncParsableCommand {
         _ = nearby_tune_malloc_for_bulk()
         StandardOutput.sendEventsToStandardError()
         if listen {
-            var serve = try serve()
+            let serve = try serve()
             try await serve.run()
             if PipeSlot.shared.failed { throw ExitCode(1) }
             return

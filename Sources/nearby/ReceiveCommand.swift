@@ -48,7 +48,7 @@ struct ReceiveCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var serve = try serve()
+        let serve = try serve()
         try await serve.run()
     }
 }
