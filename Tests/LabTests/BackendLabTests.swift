@@ -328,7 +328,11 @@ struct BackendLabTests {
             let (process, _) = try await advertiser.advertise(in: "h1", advertiser.hostOption("mixed") + ["Mixed Box", "_openagents._tcp", "9901", "via=\(advertising)"])
             try await lab.withProcesses([process]) {
                 let output = try await browser.run("h2", ["browse", "_openagents._tcp", "--resolve", "--json", "--timeout", "3"])
-                let found = try #require(jsonLines(output).first { $0["event"] as? String == "found" && $0["name"] as? String == "Mixed Box" }, "\(output)")
+                // What the browse knew last: found, then updated as more arrived (through avahi,
+                // the AAAA answer may come later than the settle time after the A answer).
+                let events = jsonLines(output).filter { ["found", "updated"].contains($0["event"] as? String) && $0["name"] as? String == "Mixed Box" }
+                #expect(events.first?["event"] as? String == "found", "\(output)")
+                let found = try #require(events.last, "\(output)")
                 #expect(found["host"] as? String == advertiser.hostName(of: "h1", label: "mixed"))
                 #expect(found["port"] as? Int == 9901)
                 #expect((found["addresses"] as? [String])?.contains("198.18.1.1") == true)
