@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "ConnectionBroker", targets: ["ConnectionBroker"]),
         .library(name: "FileTransfer", targets: ["FileTransfer"]),
         .library(name: "NearbyQRCode", targets: ["NearbyQRCode"]),
+        .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
     dependencies: [
@@ -190,13 +191,23 @@ let package = Package(
             name: "nearby",
             dependencies: [
                 "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer", "CNearbySocket",
+                "PacketCapture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "PeerTrust", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        .testTarget(
+            name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "PeerTrust", "PacketCapture", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
+        // Capture files as `nearby decode` reads them: pcap and pcapng, the link layers mDNS is
+        // captured on (Ethernet and VLANs, Linux cooked, BSD loopback, raw IP, 802.11 and
+        // radiotap), IP fragments reassembled. Bytes in, frames out: no I/O, no dependencies.
+        .target(name: "PacketCapture", swiftSettings: strict),
+        // Synthesized captures for every rule, and the lab's real captures (Fixtures/captures,
+        // made by Tools/make-captures) compared with tshark's dissection of the same files.
+        .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture"], exclude: ["Fixtures"], swiftSettings: strict),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
         .testTarget(name: "LabTests", dependencies: ["DNSWire", "PeerTrust"], swiftSettings: strict),
         // Publishes many instances from one process, for Tools/bench-discovery.
