@@ -1,19 +1,8 @@
 import DNSWire
+import PacketCapture
 import Testing
 
 @testable import nearby
-
-/// A pcap file with one Ethernet/IPv4/UDP frame carrying `payload`.
-private func pcap(payload: [UInt8], source: [UInt8] = [198, 18, 1, 1], destination: [UInt8] = [224, 0, 0, 251]) -> [UInt8] {
-    func le32(_ value: Int) -> [UInt8] { (0..<4).map { UInt8((value >> (8 * $0)) & 0xFF) } }
-    let udpLength = 8 + payload.count
-    let udp: [UInt8] = [0x14, 0xE9, 0x14, 0xE9, UInt8(udpLength >> 8), UInt8(udpLength & 0xFF), 0, 0] + payload
-    let ipLength = 20 + udp.count
-    let ip: [UInt8] = [0x45, 0, UInt8(ipLength >> 8), UInt8(ipLength & 0xFF), 0, 0, 0, 0, 255, 17, 0, 0] + source + destination
-    let frame: [UInt8] = Array(repeating: 0xAA, count: 12) + [0x08, 0x00] + ip + udp
-    let header: [UInt8] = [0xD4, 0xC3, 0xB2, 0xA1, 2, 0, 4, 0] + le32(0) + le32(0) + le32(65535) + le32(1)
-    return header + le32(1_700_000_000) + le32(250_000) + le32(frame.count) + le32(frame.count) + frame
-}
 
 @Suite("nearby decode output")
 struct DecodeOutputTests {
@@ -23,30 +12,32 @@ struct DecodeOutputTests {
             ResourceRecord(name: "_openagents._tcp.local.", data: .ptr("Build\\032Box._openagents._tcp.local."), ttl: 4500),
             ResourceRecord(
                 name: "Build\\032Box._openagents._tcp.local.",
-                data: .txt(try! DiscoveryInfo(["version=0.2.2", "tls", "bin=\u{7}"]).txt), ttl: 0, cacheFlush: true),
+                data: .txt(try! TXTData(strings: [Array("version=0.2.2".utf8), Array("tls".utf8), [], Array("tls".utf8), Array("bin=\u{7}".utf8)])),
+                ttl: 0, cacheFlush: true),
         ])
 
-    @Test("pcap frames yield their UDP payloads with addresses")
-    func pcapDatagrams() throws {
-        let bytes = try announcement.encoded()
-        let datagrams = try Pcap.datagrams(in: pcap(payload: bytes))
-        #expect(datagrams.count == 1)
-        #expect(datagrams.first?.payload == bytes)
-        #expect(datagrams.first?.source == "198.18.1.1:5353")
-        #expect(datagrams.first?.destination == "224.0.0.251:5353")
-        #expect(Pcap.isPcap(pcap(payload: bytes)))
-        #expect(!Pcap.isPcap(bytes))
-        #expect(throws: PcapError.self) { try Pcap.datagrams(in: [0xD4, 0xC3, 0xB2, 0xA1, 0]) }
+    func shown(_ payload: [UInt8], frame: Int = 1, relative: Double? = nil, source: String = "", destination: String = "") -> Shown {
+        Shown(
+            frame: frame, time: relative.map { CaptureTime(seconds: 1_700_000_000 + Int64($0), nanoseconds: 5) }, relative: relative,
+            source: source, destination: destination, vlan: [], fragments: [], payload: payload)
     }
 
-    @Test("text output names the kind, aligns records and quotes TXT strings")
-    func text() throws {
-        let decoded = try Message.decode(try announcement.encoded())
-        let text = PacketText.packet(decoded, datagram: CapturedDatagram(time: 1.5, source: "198.18.1.1:5353", destination: "224.0.0.251:5353", payload: try announcement.encoded()), number: 3)
-        let lines = text.split(separator: "\n").map(String.init)
-        #expect(lines[0].hasPrefix("packet 3  t=1.500 s  198.18.1.1:5353 → 224.0.0.251:5353  response, authoritative"))
+    func text(_ decoded: DecodedMessage, _ shown: Shown) -> String {
+        var sink = OutputSink(collecting: true)
+        PacketText.write(decoded, shown: shown, into: &sink)
+        return sink.collected
+    }
+
+    @Test("text output names the frame and kind, aligns records and quotes TXT strings")
+    func textOutput() throws {
+        let bytes = try announcement.encoded()
+        let output = text(try Message.decode(bytes), shown(bytes, frame: 3, relative: 1.5, source: "198.18.1.1:5353", destination: "224.0.0.251:5353"))
+        let lines = output.split(separator: "\n").map(String.init)
+        #expect(lines[0].hasPrefix("frame 3  t=1.500 s  198.18.1.1:5353 → 224.0.0.251:5353  response, authoritative"))
         #expect(lines[1].contains("PTR  4500") && lines[1].hasSuffix(#"Build\032Box._openagents._tcp.local."#))
-        #expect(lines[2].contains("TXT  0 flush") && lines[2].hasSuffix(#""version=0.2.2" "tls" "bin=\007""#))
+        #expect(lines[2].contains("TXT  0 flush") && lines[2].hasSuffix(#""version=0.2.2" "tls" "" "tls" "bin=\007""#))
+        #expect(lines[1].firstIndex(of: "P").map { lines[1].distance(from: lines[1].startIndex, to: $0) }
+            == lines[2].firstIndex(of: "T").map { lines[2].distance(from: lines[2].startIndex, to: $0) }, "columns line up")
         #expect(lines.allSatisfy { !$0.hasSuffix(" ") })
     }
 
@@ -54,21 +45,55 @@ struct DecodeOutputTests {
     func kinds() throws {
         var goodbye = announcement
         goodbye.answers = goodbye.answers.map { var record = $0; record.ttl = 0; return record }
-        let decoded = try Message.decode(try goodbye.encoded())
-        #expect(PacketText.packet(decoded, datagram: CapturedDatagram(time: 0, source: "", destination: "", payload: []), number: 1).contains("goodbye"))
+        #expect(text(try Message.decode(try goodbye.encoded()), shown([])).contains("goodbye"))
         let query = Message(questions: [Question(name: "_openagents._tcp.local.", type: .ptr)], answers: [announcement.answers[0]])
-        let text = PacketText.packet(try Message.decode(try query.encoded()), datagram: CapturedDatagram(time: 0, source: "", destination: "", payload: []), number: 1)
-        #expect(text.contains("query with 1 known answer "))
+        #expect(text(try Message.decode(try query.encoded()), shown([])).contains("query with 1 known answer "))
     }
 
-    @Test("JSON output keeps its keys in order and shows TXT the CLI's way")
+    @Test("JSON carries frame, time, endpoints; names as shown and as labels with the instance, service and domain; TXT as strings and as key/value")
     func json() throws {
-        let decoded = try Message.decode(try announcement.encoded())
-        let line = JSONText.object(PacketJSON.packet(decoded, datagram: CapturedDatagram(time: 0, source: "", destination: "", payload: [1, 2]), number: 1, file: "x.bin"))
-        #expect(line.hasPrefix(#"{"packet":1,"file":"x.bin","size":2,"id":0,"response":true"#))
-        #expect(line.contains(#""txt":{"version":"0.2.2","tls":true,"bin":"\u0007"}"#))
+        let bytes = try announcement.encoded()
+        let decoded = try Message.decode(bytes)
+        let line = JSONText.object(PacketJSON.packet(decoded, shown: shown(bytes, frame: 7, relative: 2, source: "198.18.1.1:5353", destination: "224.0.0.251:5353"), file: "x.pcap"))
+        #expect(line.hasPrefix(#"{"frame":7,"file":"x.pcap","time":1700000002.000000005,"timestamp":"2023-11-14T22:13:22.000000005Z","relative":2,"source":"198.18.1.1:5353","destination":"224.0.0.251:5353","size":"#), "\(line)")
+        #expect(line.contains(#""name":"_openagents._tcp.local.","labels":["_openagents","_tcp","local"],"service":"_openagents._tcp","domain":"local","type":"PTR","class":"IN""#), "\(line)")
+        #expect(line.contains(#""target":"Build\\032Box._openagents._tcp.local.","targetLabels":["Build Box","_openagents","_tcp","local"]"#), "\(line)")
+        #expect(line.contains(#""labels":["Build Box","_openagents","_tcp","local"],"instance":"Build Box","service":"_openagents._tcp","domain":"local","type":"TXT""#), "\(line)")
+        #expect(line.contains(#""strings":["version=0.2.2","tls","","tls","bin=\u0007"],"txt":{"version":"0.2.2","tls":true,"bin":"\u0007"}"#), "\(line)")
         #expect(txtJSON(DiscoveryInfo(wireStrings: [Array("k=".utf8) + [0xFF, 0xFE]])).isBase64(of: [0xFF, 0xFE]))
         #expect(Base64.encode(Array("Nearby!".utf8)) == "TmVhcmJ5IQ==")
+    }
+
+    @Test("OPT shows as EDNS: payload size, extended rcode, version, DO and each option, never as a class and TTL")
+    func edns() throws {
+        let owner: [UInt8] = [0, 4, 0, 8, 0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77]
+        let opt = ResourceRecord(name: DomainName.root, data: .opt(owner), ttl: 0x0100_8000, class: RecordClass(1440))
+        let query = Message(questions: [Question(name: "_openagents._tcp.local.", type: .ptr)], additionals: [opt])
+        let decoded = try Message.decode(try query.encoded())
+        let line = JSONText.object(PacketJSON.packet(decoded, shown: shown([]), file: "q.bin"))
+        #expect(line.contains(#""type":"OPT","payloadSize":1440,"extendedRcode":1,"version":0,"dnssecOK":true,"options":[{"code":4,"name":"Owner","data":"0011223344556677"}]"#), "\(line)")
+        #expect(line.contains(#""edns":{"payloadSize":1440"#), "\(line)")
+        #expect(!line.contains(#""ttl":16809984"#))
+        let row = text(decoded, shown([])).split(separator: "\n").first { $0.contains("OPT") } ?? ""
+        #expect(row.hasPrefix("  additional") && row.hasSuffix("OPT      payload 1440, version 0, DO, extended rcode 1, Owner 0011223344556677"), "\(row)")
+    }
+
+    @Test("names that are not service names get labels only; a subtype name gets its subtype")
+    func nameViews() throws {
+        let host = JSONText.object(PacketJSON.name("build-box.local."))
+        #expect(host == #"{"name":"build-box.local.","labels":["build-box","local"]}"#)
+        let subtype = JSONText.object(PacketJSON.name("_printer._sub._http._tcp.local."))
+        #expect(subtype.contains(#""subtype":"_printer","service":"_http._tcp","domain":"local""#), "\(subtype)")
+    }
+
+    @Test("the summary says what was shown and what was not, and why")
+    func summary() {
+        #expect(Decode.summary(frames: 0, shown: 0, failed: 0, notShown: 0, notUDP: 0, fragments: 0, undecodable: 0, all: false)
+            == "the capture holds no frames")
+        #expect(Decode.summary(frames: 14, shown: 0, failed: 0, notShown: 0, notUDP: 14, fragments: 0, undecodable: 0, all: false)
+            == "14 frames, no mDNS/DNS-SD packets, 14 frames not UDP")
+        #expect(Decode.summary(frames: 50, shown: 30, failed: 1, notShown: 3, notUDP: 11, fragments: 4, undecodable: 2, all: false)
+            == "50 frames, 30 mDNS/DNS-SD packets shown (1 did not decode), 3 other UDP datagrams not shown (--all shows them), 11 frames not UDP, 4 IP fragments reassembled, 2 frames that cannot be read")
     }
 }
 
