@@ -95,7 +95,7 @@ public struct TrustEvaluator: Sendable {
     /// Accept keys and signatures below 112-bit security (NIST SP 800-57; OpenSSL's security
     /// level 2): RSA and DSA keys under 2048 bits, elliptic curves under 224 bits, and
     /// certificates signed with MD5 or SHA-1. Off by default: such a chain is rejected with
-    /// ``TrustReason/Code/weakKey`` or ``TrustReason/Code/weakSignature``. (A root's signature on
+    /// `weakKey` or `weakSignature` (``TrustReason/code``). (A root's signature on
     /// itself proves nothing and is not judged.) Only for a deployment that must accept old
     /// devices it cannot re-issue.
     public var allowsWeakKeys: Bool
