@@ -30,22 +30,30 @@ public struct TrustStore: Sendable, Hashable {
     /// The anchor certificates.
     /// - Throws: ``PeerTrustError`` (`damaged`) naming a file that cannot be read.
     public func anchors() throws(PeerTrustError) -> [Certificate] {
+        try Self.readEach(in: anchorDirectory, what: "anchor") { url throws(PeerTrustError) in try Certificate.chain(contentsOf: url) }
+    }
+
+    /// What every `.pem` file of a store directory holds, in file-name order; nothing when the
+    /// directory does not exist. A file that cannot be read is named, as `what`.
+    static func readEach<Item>(
+        in directory: URL, what: String, _ read: (URL) throws(PeerTrustError) -> [Item]
+    ) throws(PeerTrustError) -> [Item] {
         let names: [String]
         do {
-            names = try FileManager.default.contentsOfDirectory(atPath: anchorDirectory.path).filter { $0.hasSuffix(".pem") }.sorted()
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".pem") }.sorted()
         } catch {
             return []
         }
-        var anchors: [Certificate] = []
+        var items: [Item] = []
         for name in names {
-            let url = anchorDirectory.appendingPathComponent(name)
+            let url = directory.appendingPathComponent(name)
             do {
-                anchors += try Certificate.chain(contentsOf: url)
+                items += try read(url)
             } catch {
-                throw PeerTrustError(.damaged, "the trust store's anchor \(url.path) is damaged (\(error.message)); remove it")
+                throw PeerTrustError(.damaged, "the trust store's \(what) \(url.path) is damaged (\(error.message)); remove it")
             }
         }
-        return anchors
+        return items
     }
 
     /// Adds anchor certificates; returns those that were new.
@@ -81,9 +89,9 @@ public struct TrustStore: Sendable, Hashable {
         let version = PinFileVersion(
             device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
             modified: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec))
-        if let known = PinCache.shared.pins(at: pinFile.path, version: version) { return known }
+        if let known = pinCache.value(at: pinFile.path, version: version) { return known }
         let pins = try readPins()
-        PinCache.shared.remember(pins, at: pinFile.path, version: version)
+        pinCache.remember(pins, at: pinFile.path, version: version)
         return pins
     }
 
@@ -174,20 +182,25 @@ struct PinFileVersion: Hashable {
     var modified: Int64
 }
 
-/// The pin lists read so far, per file, with the version each was read from.
-final class PinCache: @unchecked Sendable {  // `entries` is touched only under `lock`.
-    static let shared = PinCache()
+/// What was read so far from files (pins) or directories (CRLs), per path, with the version
+/// each was read from: read again only when the version changed.
+final class VersionedCache<Value: Sendable>: @unchecked Sendable {  // `entries` is touched only under `lock`.
     private let lock = NSLock()
-    private var entries: [String: (version: PinFileVersion, pins: [Pin])] = [:]
+    private var entries: [String: (version: PinFileVersion, value: Value)] = [:]
 
-    func pins(at path: String, version: PinFileVersion) -> [Pin]? {
-        lock.withLock { entries[path].flatMap { $0.version == version ? $0.pins : nil } }
+    func value(at path: String, version: PinFileVersion) -> Value? {
+        lock.withLock { entries[path].flatMap { $0.version == version ? $0.value : nil } }
     }
 
-    func remember(_ pins: [Pin], at path: String, version: PinFileVersion) {
+    func remember(_ value: Value, at path: String, version: PinFileVersion) {
         lock.withLock {
             if entries.count >= 64 { entries.removeAll() }
-            entries[path] = (version, pins)
+            entries[path] = (version, value)
         }
     }
 }
+
+/// The pin lists read so far (`TrustStore.pins()`).
+let pinCache = VersionedCache<[Pin]>()
+/// The CRL directories read so far (`TrustStore.revocationLists()`).
+let revocationCache = VersionedCache<[RevocationList]>()

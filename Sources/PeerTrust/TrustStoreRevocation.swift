@@ -32,29 +32,14 @@ extension TrustStore {
         let version = PinFileVersion(
             device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_nlink),
             modified: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec))
-        if let known = RevocationCache.shared.lists(at: revocationDirectory.path, version: version) { return known }
+        if let known = revocationCache.value(at: revocationDirectory.path, version: version) { return known }
         let lists = try readRevocationLists()
-        RevocationCache.shared.remember(lists, at: revocationDirectory.path, version: version)
+        revocationCache.remember(lists, at: revocationDirectory.path, version: version)
         return lists
     }
 
     private func readRevocationLists() throws(PeerTrustError) -> [RevocationList] {
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: revocationDirectory.path).filter { $0.hasSuffix(".pem") }.sorted()
-        } catch {
-            return []
-        }
-        var lists: [RevocationList] = []
-        for name in names {
-            let url = revocationDirectory.appendingPathComponent(name)
-            do {
-                lists += try RevocationList.lists(contentsOf: url)
-            } catch {
-                throw PeerTrustError(.damaged, "the trust store's CRL \(url.path) is damaged (\(error.message)); remove it")
-            }
-        }
-        return lists
+        try Self.readEach(in: revocationDirectory, what: "CRL") { url throws(PeerTrustError) in try RevocationList.lists(contentsOf: url) }
     }
 
     /// Keeps CRLs in the store: per issuer, the newest list (by its issue date). A list older
@@ -106,23 +91,5 @@ extension TrustStore {
     static func revocationFileName(issuer: String) -> String {
         let digest = OpenSSL.sha256(Array(issuer.utf8)).prefix(8).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
         return "issuer-\(digest).pem"
-    }
-}
-
-/// The CRL lists read so far, per directory, with the directory version each was read from.
-final class RevocationCache: @unchecked Sendable {  // `entries` is touched only under `lock`.
-    static let shared = RevocationCache()
-    private let lock = NSLock()
-    private var entries: [String: (version: PinFileVersion, lists: [RevocationList])] = [:]
-
-    func lists(at path: String, version: PinFileVersion) -> [RevocationList]? {
-        lock.withLock { entries[path].flatMap { $0.version == version ? $0.lists : nil } }
-    }
-
-    func remember(_ lists: [RevocationList], at path: String, version: PinFileVersion) {
-        lock.withLock {
-            if entries.count >= 64 { entries.removeAll() }
-            entries[path] = (version, lists)
-        }
     }
 }
