@@ -13,10 +13,14 @@
 //     throws exactly when its first Section Header Block cannot be read (.truncatedHeader,
 //     .badHeader or .unsupportedVersion); the format read is the kind detected; an error's
 //     offset lies in the input. kind(of:) does not change when bytes after the first 512 do.
-//  C2 What it returns is consistent (checked on the input and on every capture C3 and C4
-//     write): frames are numbered 1...n in order; a frame's capturedLength is at most the
-//     input size, its file offset inside it, its interface an index of `interfaces`, its time's
-//     nanoseconds in 0..<10^9; a UDP payload that was not reassembled (fragmentFrames empty)
+//     The input placed after a valid pcap file header, and after a valid pcapng Section Header
+//     Block and Interface Description Block, reads without throwing (C2 is checked on both:
+//     so the fuzzer explores pcap records and pcapng blocks directly).
+//  C2 What it returns is consistent (checked on the input, on the input behind the headers of
+//     C1, and on every capture C3 and C4 write): frames are numbered 1...n in order; a frame's
+//     capturedLength is at most the input size, its file offset inside it, its interface an
+//     index of `interfaces`, its time's nanoseconds in 0..<10^9; a UDP payload that was not
+//     reassembled (fragmentFrames empty)
 //     occurs in the input, inside its frame's record; a reassembled one is at most 65,535
 //     bytes and lists at least 2 fragment frames, ascending, whose last is the frame itself and
 //     whose others hold `.fragment`; both endpoints are of one IP version, read "a.b.c.d:port"
@@ -64,6 +68,7 @@ struct FuzzPcap {
         if let capture = readAny() {  // C1
             checkCoherent(capture, of: bytes, "C2", "the input")  // C2
         }
+        checkBehindHeaders()  // C1, C2
         var random = FuzzRandom(seedingFrom: bytes)
         let plan = FuzzPlan(random: &random)
         checkWellFormed(plan, random: &random)  // C3
@@ -118,6 +123,42 @@ struct FuzzPcap {
                 }
             }
             return nil
+        }
+    }
+
+    /// The input as the records of a pcap and as the blocks of a pcapng section: after a valid
+    /// file header (pcap) or Section Header Block and Interface Description Block (pcapng), of
+    /// a link type chosen by the input's length, nothing throws and C2 holds. (Without this the
+    /// fuzzer would rarely build pcapng blocks from the pcap seeds.)
+    func checkBehindHeaders() {
+        let linkType = [1, 1, 113, 276, 0, 101, 105, 127, 228, 1][bytes.count % 10]
+        var pcap = FuzzWriter(little: true)
+        pcap.u32(0xA1B2_C3D4)
+        pcap.u16(2)
+        pcap.u16(4)
+        pcap.u64(0)
+        pcap.u32(262_144)
+        pcap.u32(UInt32(linkType))
+        pcap.append(bytes)
+        var pcapng = FuzzWriter(little: true)
+        for word: UInt32 in [0x0A0D_0D0A, 28, 0x1A2B_3C4D] { pcapng.u32(word) }
+        pcapng.u16(1)
+        pcapng.u16(0)
+        pcapng.u64(UInt64.max)
+        pcapng.u32(28)
+        for word: UInt32 in [1, 20, UInt32(linkType), 0, 20] { pcapng.u32(word) }
+        pcapng.append(bytes)
+        let files = [
+            (pcap.bytes, "the input behind a pcap file header"), (pcapng.bytes, "the input behind a pcapng SHB and IDB"),
+        ]
+        for (file, what) in files {
+            let capture: Capture
+            do throws(CaptureError) {
+                capture = try Capture.read(file)
+            } catch {
+                fail("C1", "\(what) (link type \(linkType)) threw \(error)")
+            }
+            checkCoherent(capture, of: file, "C2", "\(what) (link type \(linkType))")
         }
     }
 

@@ -6,6 +6,10 @@ byte order, micro/nanosecond times, Ethernet / Linux cooked / raw IP links, IPv4
 without options) and IPv6, frames that are not UDP and a record cut short. Each UDP payload is
 a small mDNS query. Run it again after editing; the .pcap files are committed alongside it.
 
+The lab-*.pcap and lab-*.pcapng seeds beside them are not made here: they are a few frames each
+of the lab captures in Tests/PacketCaptureTests/Fixtures/captures (editcap -r), so that the
+fuzzer starts from pcapng blocks, several interfaces, 802.11, radiotap, VLAN tags and fragments.
+
     python3 Tools/fuzz/make-seeds-pcap.py [OUTPUT_DIR]
 """
 
