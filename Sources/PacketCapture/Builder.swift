@@ -35,6 +35,7 @@ struct CaptureBuilder {
     ) {
         let number = nextFrameNumber
         let content: FrameContent
+        decoder.cutDatagram = nil
         if interface < 0 || interface >= interfaces.count {
             content = .undecodable("interface \(interface) does not exist")
         } else if let message = unsupported[interface] {
@@ -55,7 +56,7 @@ struct CaptureBuilder {
         frames.append(
             CapturedFrame(
                 number: number, time: time, interface: interface, capturedLength: captured, originalLength: original,
-                fileOffset: fileOffset, content: content))
+                fileOffset: fileOffset, content: content, cutDatagram: decoder.cutDatagram))
     }
 
     /// Adds a frame that is decided without decoding (a damaged record, a non-packet record

@@ -195,12 +195,19 @@ public struct CapturedFrame: Sendable, Equatable {
     public var fileOffset: Int
     /// What the frame holds.
     public var content: FrameContent
+    /// For a frame the snap length cut inside a UDP datagram (its ``content`` is then
+    /// `.undecodable`, saying so): what it holds of that datagram, when its IP and UDP headers
+    /// are whole: the endpoints and the payload bytes captured (fewer than the datagram had).
+    /// Also for the first fragment of a fragmented datagram (it holds the UDP header), not for
+    /// later ones.
+    public var cutDatagram: UDPDatagram?
 
     /// Makes a frame.
     public init(
         number: Int, time: CaptureTime?, interface: Int?, capturedLength: Int, originalLength: Int,
-        fileOffset: Int = 0, content: FrameContent
+        fileOffset: Int = 0, content: FrameContent, cutDatagram: UDPDatagram? = nil
     ) {
+        self.cutDatagram = cutDatagram
         self.number = number
         self.time = time
         self.interface = interface

@@ -41,7 +41,16 @@ extension FrameDecoder {
             return .undecodable(
                 "IPv4 total length \(totalLength) is less than its header length \(headerLength)\(meta.at(start))")
         } else if totalLength > present {
-            if meta.truncated { return .undecodable(meta.snapMessage) }
+            if meta.truncated {
+                // Whole, or the first fragment (it holds the UDP header).
+                let laterFragment = data.be16(start + 6) & 0x1FFF != 0
+                if !laterFragment, data[start + 9] == 17 {
+                    noteCut(
+                        data, udpStart: start + headerLength, end: end, source: IPEndpoint(v4: data.be32(start + 12), port: 0),
+                        destination: IPEndpoint(v4: data.be32(start + 16), port: 0), hopLimit: Int(data[start + 8]), vlans: vlans)
+                }
+                return .undecodable(meta.snapMessage)
+            }
             return .undecodable("IPv4 total length \(totalLength) exceeds the \(present) bytes present\(meta.at(start))")
         } else {
             datagramEnd = start + totalLength
@@ -98,7 +107,28 @@ extension FrameDecoder {
             // An empty payload, or (with bytes after the header) segmentation offload: read on.
             datagramEnd = end
         } else if payloadLength > present - 40 {
-            if meta.truncated { return .undecodable(meta.snapMessage) }
+            if meta.truncated {
+                // Past the extension headers that may come first (and a first fragment's header).
+                var header = nextHeader
+                var position = start + 40
+                walk: while position + 8 <= end {
+                    switch header {
+                    case 0, 43, 60:
+                        let length = (Int(data[position + 1]) + 1) * 8
+                        header = data[position]
+                        position += length
+                    case 44 where data.be16(position + 2) & 0xFFF8 == 0:
+                        header = data[position]
+                        position += 8
+                    default:
+                        break walk
+                    }
+                }
+                if header == 17 {
+                    noteCut(data, udpStart: position, end: end, source: source, destination: destination, hopLimit: hopLimit, vlans: vlans)
+                }
+                return .undecodable(meta.snapMessage)
+            }
             return .undecodable(
                 "IPv6 payload length \(payloadLength) exceeds the \(present - 40) bytes present\(meta.at(start))")
         } else {
@@ -225,6 +255,20 @@ extension FrameDecoder {
     }
 
     // MARK: UDP and the rest
+
+    /// Keeps what a frame cut by the snap length holds of its UDP datagram (endpoints, the
+    /// payload bytes captured), when its UDP header is whole: see ``CapturedFrame/cutDatagram``.
+    mutating func noteCut(
+        _ data: [UInt8], udpStart: Int, end: Int, source: IPEndpoint, destination: IPEndpoint, hopLimit: Int, vlans: [Int]
+    ) {
+        guard udpStart >= 0, udpStart + 8 <= end, end <= data.count else { return }
+        var from = source
+        from.port = UInt16(truncatingIfNeeded: data.be16(udpStart))
+        var to = destination
+        to.port = UInt16(truncatingIfNeeded: data.be16(udpStart + 2))
+        cutDatagram = UDPDatagram(
+            source: from, destination: to, payload: Array(data[(udpStart + 8)..<end]), vlanTags: vlans, hopLimit: hopLimit)
+    }
 
     /// The upper-layer protocol `protocolNumber` in `data[start ..< end]`.
     func transport(

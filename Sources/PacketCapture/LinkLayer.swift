@@ -47,6 +47,8 @@ enum LinkResult {
 /// Decodes one frame from the link layer up to UDP, holding fragments across frames.
 struct FrameDecoder {
     var reassembler = Reassembler()
+    /// What the frame being decoded holds of a UDP datagram the snap length cut, if anything.
+    var cutDatagram: UDPDatagram?
 
     /// Decodes `data[start ..< end]`, a frame of `linkType` (already checked to be supported).
     mutating func decode(

@@ -181,10 +181,17 @@ struct Decode: ParsableCommand {
             case .other:
                 notUDP += 1
             case .undecodable(let reason):
+                // A datagram the snap length cut: shown when its ports say mDNS or DNS (or --all).
+                let cut = frame.cutDatagram
+                if let cut, !all, !Self.isMulticastDNS(cut), cut.source.port != 53, cut.destination.port != 53 {
+                    notShown += 1
+                    continue
+                }
                 undecodable += 1
                 let item = Shown(
                     frame: frame.number, time: frame.time, relative: frame.time.flatMap { time in start.map { time.seconds(since: $0) } },
-                    source: "", destination: "", vlan: [], fragments: [], payload: [])
+                    source: cut?.source.description ?? "", destination: cut?.destination.description ?? "", vlan: cut?.vlanTags ?? [],
+                    fragments: [], payload: cut?.payload ?? [])
                 if json {
                     sink.write(JSONText.object(PacketJSON.undecoded(item, file: path, error: reason, frameError: true)))
                     sink.write("\n")

@@ -140,7 +140,8 @@ enum PacketText {
     }
 
     static func writeUnreadable(_ shown: Shown, reason: String, into sink: inout OutputSink) {
-        sink.write(head(shown) + "  CANNOT BE READ: \(reason)\n\n")
+        let captured = shown.source.isEmpty ? "" : "  \(shown.payload.count) bytes of UDP payload captured"
+        sink.write(head(shown) + "\(captured)\(extras(shown))  CANNOT BE READ: \(reason)\n\n")
     }
 
     /// Rows in columns two spaces apart (the last column as it is), each line indented by two.
@@ -346,7 +347,11 @@ enum PacketJSON {
     /// DNS port, so nothing is wrong), or a frame that cannot be read (`frameError`).
     static func undecoded(_ shown: Shown, file: String, error: String, frameError: Bool = false, notDNS: Bool = false) -> [(String, OutputValue)] {
         var members = frame(shown, file: file)
-        if !frameError { members.append(("size", .number(Double(shown.payload.count)))) }
+        if !frameError {
+            members.append(("size", .number(Double(shown.payload.count))))
+        } else if !shown.source.isEmpty {
+            members.append(("captured", .number(Double(shown.payload.count))))  // of a datagram the snap length cut
+        }
         if notDNS { members.append(("notDNS", .bool(true))) }
         members.append((frameError ? "frameError" : "error", .string(error)))
         return members

@@ -127,6 +127,18 @@ struct DecodeCaptureTests {
         #expect(fcs == 1 && fcsOutput.contains("frame 8  t=") && fcsOutput.contains("CANNOT BE READ: bad FCS"), "\(fcsOutput)")
         let (snap, snapOutput, _) = try Self.decode(["snaplen.pcap", "--json"])
         #expect(snap == 1 && snapOutput.contains(#""frameError":"cut short by the snap length: 120 of"#), "\(snapOutput.prefix(500))")
+        // Cut frames still say where they came from and went, as tshark does.
+        let snapshot = try #require(Self.all.first { $0.file == "snaplen.pcap" })
+        let cutFrames = snapOutput.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }.filter { $0["frameError"] != nil }
+        #expect(!cutFrames.isEmpty)
+        for packet in cutFrames {
+            let frame = try #require(packet["frame"] as? Int)
+            guard let expected = snapshot.dns.first(where: { $0.frame == frame }) else { continue }
+            #expect(packet["source"] as? String == expected.source && packet["destination"] as? String == expected.destination, "frame \(frame): \(packet)")
+            #expect((packet["captured"] as? Int ?? 0) > 0 && (packet["captured"] as? Int ?? 0) < expected.payloadLength, "frame \(frame): \(packet)")
+        }
     }
 
     @Test("by default only mDNS and DNS-SD are shown; --all adds the other UDP datagrams, frame numbers unchanged")

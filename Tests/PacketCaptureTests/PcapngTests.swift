@@ -56,6 +56,11 @@ struct PcapngTests {
         #expect(capture.frames[1].capturedLength == 64)
         #expect(capture.frames[1].originalLength == large.count)
         #expect(capture.frames[1].content.undecodableText == "cut short by the snap length: 64 of \(large.count) bytes captured")
+        // What the cut frame holds of its datagram: the endpoints, and the payload bytes captured.
+        let cut = try #require(capture.frames[1].cutDatagram)
+        #expect(cut.source.port == 5353 && cut.destination.port == 5353)
+        #expect(cut.payload == Array(Packet.payload(100).prefix(64 - 14 - 20 - 8)))
+        #expect(capture.frames[0].cutDatagram == nil && capture.frames[2].cutDatagram == nil)
         #expect(capture.frames[2].time == CaptureTime(seconds: 3))
         #expect(capture.frames[2].content.datagram?.payload == Packet.payload(10))
 
