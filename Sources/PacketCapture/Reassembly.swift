@@ -131,7 +131,13 @@ struct Reassembler {
             if low == offset && high == pieceEnd { covered = true }
         }
         if !covered {
-            set.pieces.append(Piece(offset: offset, bytes: Array(data[start..<end])))
+            // Kept in offset order, so finding a hole needs no sort per fragment.
+            var low = 0, high = set.pieces.count
+            while low < high {
+                let middle = (low + high) / 2
+                if set.pieces[middle].offset <= offset { low = middle + 1 } else { high = middle }
+            }
+            set.pieces.insert(Piece(offset: offset, bytes: Array(data[start..<end])), at: low)
             set.storedBytes += length
             if set.storedBytes > 2 * Self.maximumDatagram {
                 problems.append(
@@ -195,7 +201,7 @@ struct Reassembler {
     private static func firstHole(_ set: FragmentSet) -> Range<Int>? {
         let total = set.totalLength ?? Int.max
         var cursor = 0
-        for piece in set.pieces.sorted(by: { $0.offset < $1.offset }) {
+        for piece in set.pieces {  // in offset order
             if piece.offset > cursor { return cursor..<piece.offset }
             cursor = max(cursor, piece.end)
             if cursor >= total { return nil }
