@@ -239,7 +239,7 @@ struct Decode: ParsableCommand {
     static func isServiceDiscovery(_ datagram: UDPDatagram, _ message: Message) -> Bool {
         guard datagram.source.port == 53 || datagram.destination.port == 53 else { return false }
         func serviceName(_ name: DomainName) -> Bool {
-            name.labels.contains { $0 == Array("_tcp".utf8) || $0 == Array("_udp".utf8) || $0 == Array("_dns-sd".utf8) }
+            name.labels.contains { isLabel($0, "_tcp") || isLabel($0, "_udp") || isLabel($0, "_dns-sd") }
         }
         return message.questions.contains { serviceName($0.name) } || message.allRecords.contains { serviceName($0.name) }
     }

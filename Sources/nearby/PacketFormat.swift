@@ -90,8 +90,9 @@ enum PacketText {
     static func head(_ shown: Shown) -> String {
         var head = "frame \(shown.frame)"
         if let relative = shown.relative {
-            let milliseconds = Int((relative * 1000).rounded())
-            head += "  t=\(milliseconds / 1000).\(String(1000 + milliseconds % 1000).dropFirst()) s"
+            // A frame earlier than the first (captures need not be in time order) is negative.
+            let milliseconds = Int((abs(relative) * 1000).rounded())
+            head += "  t=\(relative < 0 ? "-" : "")\(milliseconds / 1000).\(String(1000 + milliseconds % 1000).dropFirst()) s"
         }
         if !shown.source.isEmpty { head += "  \(shown.source) → \(shown.destination)" }
         return head
@@ -271,6 +272,17 @@ struct EDNS {
     }
 }
 
+/// Whether a label is `text`, ignoring ASCII case (DNS names compare so).
+func isLabel(_ label: [UInt8], _ text: StaticString) -> Bool {
+    guard label.count == text.utf8CodeUnitCount else { return false }
+    return text.withUTF8Buffer { expected in
+        zip(label, expected).allSatisfy { pair in
+            let (a, b) = pair
+            return a == b || (a | 0x20 == b | 0x20 && (0x61...0x7A).contains(b | 0x20))
+        }
+    }
+}
+
 /// The JSON form of a packet.
 enum PacketJSON {
     /// Frame, file, time, source, destination, VLAN tags, fragments: what every packet carries.
@@ -365,12 +377,12 @@ enum PacketJSON {
             (key, .string(name.description)), ("labels", .array(labels.map { .string(String(decoding: $0, as: UTF8.self)) })),
         ]
         guard let at = labels.indices.dropLast().first(where: { index in
-            labels[index].first == UInt8(ascii: "_") && (labels[index + 1] == Array("_tcp".utf8) || labels[index + 1] == Array("_udp".utf8))
+            labels[index].first == UInt8(ascii: "_") && (isLabel(labels[index + 1], "_tcp") || isLabel(labels[index + 1], "_udp"))
         }) else { return members }
         let text = { (label: [UInt8]) in String(decoding: label, as: UTF8.self) }
         if at == 1 {
             members.append(("instance", .string(text(labels[0]))))
-        } else if at == 2, labels[1] == Array("_sub".utf8) {
+        } else if at == 2, isLabel(labels[1], "_sub") {
             members.append(("subtype", .string(text(labels[0]))))
         } else if at != 0 {
             return members  // something else that happens to hold a service label

@@ -22,6 +22,12 @@ struct DecodeOutputTests {
             source: source, destination: destination, vlan: [], fragments: [], payload: payload)
     }
 
+    @Test("a frame earlier than the capture's first says so with a minus sign")
+    func negativeTime() throws {
+        let bytes = try announcement.encoded()
+        #expect(text(try Message.decode(bytes), shown(bytes, frame: 2, relative: -1.5)).hasPrefix("frame 2  t=-1.500 s"))
+    }
+
     func text(_ decoded: DecodedMessage, _ shown: Shown) -> String {
         var sink = OutputSink(collecting: true)
         PacketText.write(decoded, shown: shown, into: &sink)
@@ -84,6 +90,10 @@ struct DecodeOutputTests {
         #expect(host == #"{"name":"build-box.local.","labels":["build-box","local"]}"#)
         let subtype = JSONText.object(PacketJSON.name("_printer._sub._http._tcp.local."))
         #expect(subtype.contains(#""subtype":"_printer","service":"_http._tcp","domain":"local""#), "\(subtype)")
+        // DNS names compare without regard to ASCII case.
+        let shouted = JSONText.object(PacketJSON.name("Box._HTTP._TCP.local."))
+        #expect(shouted.contains(#""instance":"Box","service":"_HTTP._TCP","domain":"local""#), "\(shouted)")
+        #expect(isLabel(Array("_Tcp".utf8), "_tcp") && !isLabel(Array("_tc".utf8), "_tcp") && !isLabel(Array("_tcq".utf8), "_tcp"))
     }
 
     @Test("the summary says what was shown and what was not, and why")
