@@ -81,14 +81,7 @@ public struct TrustStore: Sendable, Hashable {
             if errno == ENOENT { return [] }
             return try readPins()  // Let the read say what is wrong.
         }
-        #if canImport(Darwin)
-            let modified = status.st_mtimespec
-        #else
-            let modified = status.st_mtim
-        #endif
-        let version = PinFileVersion(
-            device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
-            modified: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec))
+        let version = PinFileVersion(status, size: Int64(status.st_size))
         if let known = pinCache.value(at: pinFile.path, version: version) { return known }
         let pins = try readPins()
         pinCache.remember(pins, at: pinFile.path, version: version)
@@ -180,6 +173,20 @@ struct PinFileVersion: Hashable {
     var inode: UInt64
     var size: Int64
     var modified: Int64
+
+    /// The version `stat` found, with `size` standing for what changes with the contents (a
+    /// file's size, a directory's link count).
+    init(_ status: stat, size: Int64) {
+        #if canImport(Darwin)
+            let modified = status.st_mtimespec
+        #else
+            let modified = status.st_mtim
+        #endif
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
+        self.size = size
+        self.modified = Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec)
+    }
 }
 
 /// What was read so far from files (pins) or directories (CRLs), per path, with the version

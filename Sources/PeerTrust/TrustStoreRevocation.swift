@@ -24,14 +24,7 @@ extension TrustStore {
     public func revocationLists() throws(PeerTrustError) -> [RevocationList] {
         var status = stat()
         guard stat(revocationDirectory.path, &status) == 0 else { return [] }
-        #if canImport(Darwin)
-            let modified = status.st_mtimespec
-        #else
-            let modified = status.st_mtim
-        #endif
-        let version = PinFileVersion(
-            device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_nlink),
-            modified: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec))
+        let version = PinFileVersion(status, size: Int64(status.st_nlink))
         if let known = revocationCache.value(at: revocationDirectory.path, version: version) { return known }
         let lists = try readRevocationLists()
         revocationCache.remember(lists, at: revocationDirectory.path, version: version)
