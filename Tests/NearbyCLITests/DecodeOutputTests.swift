@@ -96,6 +96,23 @@ struct DecodeOutputTests {
         #expect(isLabel(Array("_Tcp".utf8), "_tcp") && !isLabel(Array("_tc".utf8), "_tcp") && !isLabel(Array("_tcq".utf8), "_tcp"))
     }
 
+    @Test("shown by default: port 5353 either side, and port 53 messages about services (DNS-SD in a DNS zone), not other DNS")
+    func defaultSelection() throws {
+        func datagram(_ sourcePort: UInt16, _ destinationPort: UInt16) throws -> UDPDatagram {
+            UDPDatagram(
+                source: try #require(IPEndpoint(address: [198, 18, 2, 6], port: sourcePort)),
+                destination: try #require(IPEndpoint(address: [198, 18, 2, 53], port: destinationPort)), payload: [])
+        }
+        let both = try datagram(5353, 5353), toMDNS = try datagram(40000, 5353), fromMDNS = try datagram(5353, 40000), dns = try datagram(53, 40000)
+        #expect(Decode.isMulticastDNS(both) && Decode.isMulticastDNS(toMDNS) && Decode.isMulticastDNS(fromMDNS) && !Decode.isMulticastDNS(dns))
+        let browse = Message(questions: [Question(name: "_openagents._tcp.lab.example.test.", type: .ptr)])
+        let address = Message(questions: [Question(name: "ns.lab.example.test.", type: .a)])
+        let enumeration = Message(questions: [Question(name: "b._dns-sd._udp.lab.example.test.", type: .ptr)])
+        let query = try datagram(40000, 53), other = try datagram(40000, 5300)
+        #expect(Decode.isServiceDiscovery(query, browse) && Decode.isServiceDiscovery(dns, enumeration))
+        #expect(!Decode.isServiceDiscovery(query, address) && !Decode.isServiceDiscovery(other, browse))
+    }
+
     @Test("the summary says what was shown and what was not, and why")
     func summary() {
         #expect(Decode.summary(frames: 0, shown: 0, failed: 0, notShown: 0, notUDP: 0, fragments: 0, undecodable: 0, all: false)
