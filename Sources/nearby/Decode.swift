@@ -139,7 +139,9 @@ struct Decode: ParsableCommand {
         for frame in capture.frames {
             switch frame.content {
             case .udp(let datagram):
-                let decoded = try? Message.decode(datagram.payload)
+                // Decoded only when it may be shown: other traffic (QUIC, SSDP) is not parsed for nothing.
+                let dnsPort = datagram.source.port == 53 || datagram.destination.port == 53
+                let decoded = all || dnsPort || Self.isMulticastDNS(datagram) ? try? Message.decode(datagram.payload) : nil
                 guard all || Self.isMulticastDNS(datagram) || (decoded.map { Self.isServiceDiscovery(datagram, $0.message) } ?? false) else {
                     notShown += 1
                     continue
@@ -160,8 +162,8 @@ struct Decode: ParsableCommand {
                 } else {
                     // Only a datagram on a DNS port is a DNS message that failed; others (--all)
                     // are simply not DNS.
-                    let dnsPort = Self.isMulticastDNS(datagram) || datagram.source.port == 53 || datagram.destination.port == 53
-                    if dnsPort { failed += 1 }
+                    let onDNSPort = dnsPort || Self.isMulticastDNS(datagram)
+                    if onDNSPort { failed += 1 }
                     let reason: String
                     do {
                         _ = try Message.decode(datagram.payload)
@@ -170,10 +172,10 @@ struct Decode: ParsableCommand {
                         reason = error.description
                     }
                     if json {
-                        sink.write(JSONText.object(PacketJSON.undecoded(item, file: path, error: reason, notDNS: !dnsPort)))
+                        sink.write(JSONText.object(PacketJSON.undecoded(item, file: path, error: reason, notDNS: !onDNSPort)))
                         sink.write("\n")
                     } else {
-                        PacketText.writeUndecoded(item, reason: reason, notDNS: !dnsPort, into: &sink)
+                        PacketText.writeUndecoded(item, reason: reason, notDNS: !onDNSPort, into: &sink)
                     }
                 }
             case .fragment:
