@@ -156,6 +156,7 @@ actor BrokerLoop {
             logger.debug(
                 "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.map(\.description).joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
+            raceNews?.yield(.news)
             for (_, waiting) in announcementWaiters { waiting.waiter.resume() }
             announcementWaiters = [:]
         case .lost:
@@ -424,8 +425,10 @@ actor BrokerLoop {
 
     // MARK: Measuring
 
-    /// The compatible candidates announced within the gathering window, measured.
-    func measureCandidates(timeout: Duration) async throws(BrokerError) -> [MeasuredPeer] {
+    /// The compatible candidates announced while gathering, each measured as soon as it is
+    /// announced, until the nearest is certain (``NearestRace``): nearest first, then the
+    /// others as far as they were measured.
+    func measureCandidates(timeout: Duration) async throws(BrokerError) -> (nearest: MeasuredPeer?, candidates: [MeasuredPeer]) {
         let end = clock.now + timeout
         while compatibleAnnouncements().isEmpty, clock.now < end { await waitForAnnouncement(until: end) }
         guard !compatibleAnnouncements().isEmpty else {
@@ -433,8 +436,70 @@ actor BrokerLoop {
         }
         let gather = Nearest.gatheringEnds(
             browseStarted: browseStarted ?? clock.now, firstAnswer: clock.now, window: configuration.answerWindow, deadline: end)
-        while clock.now < gather { await waitForAnnouncement(until: gather) }
-        return await measure(compatibleAnnouncements())
+        return await race(NearestRace(gatheringEnds: gather, deadline: end))
+    }
+
+    /// What wakes the race: news from discovery or a probe, or its own alarm.
+    private enum RaceInput: Sendable {
+        case event(NearestRace.Event, at: Duration)
+        case news
+    }
+
+    /// Where discovery's news goes while a race runs.
+    private var raceNews: AsyncStream<RaceInput>.Continuation?
+
+    /// Runs the race: measures candidates as they join, and returns its verdict the moment it
+    /// is given; probes still under way are cancelled (their connections closed) on the way out.
+    private func race(_ start: NearestRace) async -> (nearest: MeasuredPeer?, candidates: [MeasuredPeer]) {
+        var race = start
+        let (inputs, sink) = AsyncStream.makeStream(of: RaceInput.self)
+        raceNews = sink
+        defer {
+            raceNews = nil
+            sink.finish()
+        }
+        let (clock, limiter, timeout) = (clock, dials, configuration.probeTimeout)
+        return await withTaskGroup(of: Void.self) { group in
+            defer { group.cancelAll() }
+            var alarm: Duration?
+            sink.yield(.news)
+            for await input in inputs {
+                if case .event(let event, let time) = input { race.handle(event, at: time) }
+                let now = clock.now
+                if race.isGathering(at: now) {
+                    for (peer, announcement) in compatibleAnnouncements() where !race.contains(peer) {
+                        let plan = DialPlan.schedule(announcement.addresses)
+                        race.handle(.joined(peer, name: announcement.name, addresses: plan.count), at: now)
+                        group.addTask {
+                            await limiter.acquire()
+                            let (rtt, address) = await HappyEyeballs.measure(plan, port: announcement.port, timeout: timeout) { progress in
+                                sink.yield(.event(.progress(peer, progress), at: clock.now))
+                            }
+                            await limiter.release()
+                            sink.yield(.event(.measured(peer, rtt: rtt, address: address?.description), at: clock.now))
+                        }
+                    }
+                }
+                switch race.verdict(at: now) {
+                case .decided(let nearest, let candidates):
+                    let after = browseStarted.map { " \((now - $0).formatted(.units(allowed: [.milliseconds])))" } ?? ""
+                    let farther = candidates.filter { $0.rttExceeds != nil }.count
+                    logger.debug(
+                        "nearest decided\(after) after browsing began: \(nearest?.name ?? "none") of \(candidates.count) candidate(s)\(farther > 0 ? ", \(farther) not waited for" : "")")
+                    return (nearest, candidates)
+                case .wait(let until):
+                    guard let until, until != alarm else { continue }
+                    alarm = until
+                    group.addTask {
+                        try? await clock.sleep(until: until)
+                        sink.yield(.news)
+                    }
+                }
+            }
+            // Cancelled: whatever is known.
+            if case .decided(let nearest, let candidates) = race.verdict(at: race.deadline) { return (nearest, candidates) }
+            return (nil, [])
+        }
     }
 
     /// Everything announced within `duration`, compatible or not; compatible peers measured.

@@ -217,16 +217,20 @@ public final class ConnectionBroker: Sendable {
 
     /// The nearest compatible peer: every candidate discovered (until
     /// ``BrokerConfiguration/answerWindow`` after browsing began, and at least 100 ms after the
-    /// first answer) is measured with a round-trip probe (8 at most at once, each peer's addresses
-    /// happy-eyeballs style); the lowest RTT wins, RTTs within 10 % or 1 ms are ties that go to
-    /// the smaller peer ID. Returns the connection and the candidates as measured, nearest first.
+    /// first answer) is measured with a round-trip probe as soon as it is announced (8 at most
+    /// at once, each peer's addresses happy-eyeballs style); the lowest RTT wins, RTTs within
+    /// 10 % or 1 ms are ties that go to the smaller peer ID. The choice is made as soon as it
+    /// cannot change: once gathering is over and the best RTT is known, a candidate that has not
+    /// answered within that RTT plus the tie margin (at least 5 ms) is farther, and is not waited
+    /// for (its ``MeasuredPeer/rttExceeds`` says how long it was given). Returns the connection
+    /// and the candidates as measured, nearest first.
     public func connectNearest(timeout: Duration = .seconds(10)) async throws(BrokerError) -> (PeerConnection, [MeasuredPeer]) {
-        let candidates = try await loop.measureCandidates(timeout: timeout)
-        guard let nearest = Nearest.pick(candidates) else {
+        let (chosen, candidates) = try await loop.measureCandidates(timeout: timeout)
+        guard let nearest = chosen else {
             throw BrokerError(.unreachable, "\(candidates.count) peer(s) found, none answered a round-trip probe within \(loop.configuration.probeTimeout)")
         }
         let connection = try await loop.connect(peerID: nearest.peerID, timeout: timeout)
-        return (connection, Nearest.ranked(candidates))
+        return (connection, candidates)
     }
 
     /// The peers discovered within `timeout`, compatible or not (and why not); compatible ones

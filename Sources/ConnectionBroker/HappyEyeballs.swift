@@ -30,15 +30,29 @@ enum HappyEyeballs {
         return .failure(errors.first { $0.code != .unreachable } ?? errors.first ?? PeerConnectionError(.unreachable, "no address answered"))
     }
 
-    /// The round-trip time of the first address to answer a probe, and that address.
-    static func measure(_ plan: [(address: PeerAddress, after: Duration)], port: Int, samples: Int = 3, timeout: Duration) async -> (Duration?, PeerAddress?) {
+    /// The round-trip time of the first address to answer a probe, and that address. `progress`
+    /// hears each address's dial, first question and silence as they happen; cancelling the
+    /// task ends every probe at once.
+    static func measure(
+        _ plan: [(address: PeerAddress, after: Duration)], port: Int, samples: Int = 3, timeout: Duration,
+        progress: (@Sendable (ProbeProgress) -> Void)? = nil
+    ) async -> (Duration?, PeerAddress?) {
         await withTaskGroup(of: (Duration?, PeerAddress).self) { group in
             let won = Flag()
             for (address, after) in plan {
                 group.addTask {
                     if after > .zero { try? await Task.sleep(for: after) }
-                    guard !won.isSet else { return (nil, address) }
-                    return (await PeerConnection.measureRoundTrip(host: address.description, port: port, samples: samples, timeout: timeout), address)
+                    guard !won.isSet, !Task.isCancelled else {
+                        progress?(.silent(address))
+                        return (nil, address)
+                    }
+                    progress?(.dialing(address))
+                    var asked: (@Sendable () -> Void)?
+                    if let progress { asked = { progress(.asked(address)) } }
+                    let rtt = await PeerConnection.measureRoundTrip(
+                        host: address.description, port: port, samples: samples, timeout: timeout, asked: asked)
+                    if rtt == nil { progress?(.silent(address)) }
+                    return (rtt, address)
                 }
             }
             for await (rtt, address) in group where rtt != nil {

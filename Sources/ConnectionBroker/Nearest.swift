@@ -8,12 +8,16 @@ public struct MeasuredPeer: Hashable, Sendable {
     public var rtt: Duration?
     /// The address that answered fastest.
     public var address: String?
+    /// Set when measuring stopped before this peer answered because the nearest peer was already
+    /// certain: it had not answered within this long, so it is at least this far (`rtt` is nil).
+    public var rttExceeds: Duration?
 
-    public init(peerID: PeerID, name: String, rtt: Duration?, address: String? = nil) {
+    public init(peerID: PeerID, name: String, rtt: Duration?, address: String? = nil, rttExceeds: Duration? = nil) {
         self.peerID = peerID
         self.name = name
         self.rtt = rtt
         self.address = address
+        self.rttExceeds = rttExceeds
     }
 }
 
@@ -42,8 +46,12 @@ enum Nearest {
     static func pick(_ candidates: [MeasuredPeer]) -> MeasuredPeer? {
         let answered = candidates.filter { $0.rtt != nil }
         guard let best = answered.compactMap(\.rtt).min() else { return nil }
-        let margin = max(best * tieFraction, tieFloor)
-        return answered.filter { ($0.rtt ?? .zero) <= best + margin }.min { $0.peerID < $1.peerID }
+        return answered.filter { ($0.rtt ?? .zero) <= best + margin(best) }.min { $0.peerID < $1.peerID }
+    }
+
+    /// RTTs up to this much above `best` tie with it.
+    static func margin(_ best: Duration) -> Duration {
+        max(best * tieFraction, tieFloor)
     }
 
     /// Candidates in the order to show them: nearest first, then by RTT, unanswered last.
@@ -52,7 +60,7 @@ enum Nearest {
         return candidates.sorted { a, b in
             if a.peerID == chosen?.peerID { return true }
             if b.peerID == chosen?.peerID { return false }
-            switch (a.rtt, b.rtt) {
+            switch (a.rtt ?? a.rttExceeds, b.rtt ?? b.rttExceeds) {
             case (let x?, let y?): return x == y ? a.peerID < b.peerID : x < y
             case (.some, nil): return true
             case (nil, .some): return false
@@ -81,5 +89,125 @@ enum DialPlan {
             if index < v4.count { ordered.append(v4[index]) }
         }
         return ordered.enumerated().map { ($0.element, stagger * $0.offset) }
+    }
+}
+
+/// What a round-trip probe of one candidate's addresses reports while it runs.
+enum ProbeProgress: Hashable, Sendable {
+    /// A TCP connection to the address began.
+    case dialing(PeerAddress)
+    /// The first question went out on it.
+    case asked(PeerAddress)
+    /// The address gave no answer (refused, closed, timed out, abandoned).
+    case silent(PeerAddress)
+}
+
+/// The nearest-peer decision as a pure state machine, fed with the candidates as they are
+/// announced and with their probes' progress, and asked for its verdict at a time of the
+/// broker's clock. Measuring overlaps gathering: a candidate is probed as soon as it is announced.
+///
+/// The verdict comes as soon as it cannot change: gathering is over, the best RTT among the
+/// finished candidates is known, and every unfinished candidate has let more than that RTT plus
+/// the patience (``Nearest/margin(_:)``, at least ``patience``) pass on each of its addresses
+/// without answering, after its first question (or, still connecting, after its SYN: the kernel
+/// answers a SYN, so a connection slower than that is a path at least that long). Such a
+/// candidate's first sample can only come later than any tie, so it is farther. Then
+/// ``Nearest/pick(_:)`` decides among the finished candidates, by the same rule as ever.
+struct NearestRace {
+    /// An unfinished candidate stays in the running for at least this long past the best RTT,
+    /// more than the tie margin itself: a first sample can be slowed by the peer setting up its
+    /// end of the connection, and later samples of the same peer may still tie.
+    static let patience: Duration = .milliseconds(5)
+
+    enum Event: Hashable, Sendable {
+        /// A candidate announced while gathering: it is measured at `addresses` addresses.
+        case joined(PeerID, name: String, addresses: Int)
+        case progress(PeerID, ProbeProgress)
+        /// The candidate's measurement is over (nil: no address answered).
+        case measured(PeerID, rtt: Duration?, address: String?)
+    }
+
+    enum Verdict: Equatable {
+        /// Nothing is certain yet: ask again at this time or at the next event (nil: only at an event).
+        case wait(until: Duration?)
+        /// The nearest (nil: no candidate answered) and every candidate as measured, nearest first.
+        case decided(MeasuredPeer?, [MeasuredPeer])
+    }
+
+    private struct Candidate {
+        let peerID: PeerID
+        let name: String
+        let addresses: Int
+        /// When each address began: its SYN, then its first question.
+        var since: [PeerAddress: Duration] = [:]
+        var silent: Set<PeerAddress> = []
+        var result: MeasuredPeer?
+    }
+
+    /// Candidates join until then.
+    let gatheringEnds: Duration
+    /// The caller's deadline: whatever is known then is the verdict.
+    let deadline: Duration
+    private var candidates: [Candidate] = []
+
+    init(gatheringEnds: Duration, deadline: Duration) {
+        self.gatheringEnds = min(gatheringEnds, deadline)
+        self.deadline = deadline
+    }
+
+    /// Whether `peer` has joined.
+    func contains(_ peer: PeerID) -> Bool {
+        candidates.contains { $0.peerID == peer }
+    }
+
+    /// Whether a candidate announced at `time` may still join.
+    func isGathering(at time: Duration) -> Bool {
+        time < gatheringEnds
+    }
+
+    mutating func handle(_ event: Event, at time: Duration) {
+        switch event {
+        case .joined(let peer, let name, let addresses):
+            guard isGathering(at: time), !contains(peer) else { return }
+            candidates.append(Candidate(peerID: peer, name: name, addresses: addresses))
+        case .progress(let peer, let progress):
+            guard let index = candidates.firstIndex(where: { $0.peerID == peer }), candidates[index].result == nil else { return }
+            switch progress {
+            case .dialing(let address): candidates[index].since[address] = candidates[index].since[address] ?? time
+            case .asked(let address): candidates[index].since[address] = time
+            case .silent(let address): candidates[index].silent.insert(address)
+            }
+        case .measured(let peer, let rtt, let address):
+            guard let index = candidates.firstIndex(where: { $0.peerID == peer }), candidates[index].result == nil else { return }
+            candidates[index].result = MeasuredPeer(peerID: peer, name: candidates[index].name, rtt: rtt, address: address)
+        }
+    }
+
+    func verdict(at now: Duration) -> Verdict {
+        guard now >= gatheringEnds else { return .wait(until: gatheringEnds) }
+        let finished = candidates.compactMap(\.result)
+        let unfinished = candidates.filter { $0.result == nil }
+        guard now < deadline, !unfinished.isEmpty else { return decide() }
+        guard let best = finished.compactMap(\.rtt).min() else { return .wait(until: deadline) }
+        let bound = best + max(Nearest.margin(best), Self.patience)
+        var wake: Duration?
+        for candidate in unfinished {
+            // An address not yet tried could still answer at any speed.
+            guard Set(candidate.since.keys).union(candidate.silent).count >= candidate.addresses else { return .wait(until: deadline) }
+            for (address, since) in candidate.since where !candidate.silent.contains(address) && now - since <= bound {
+                // Strictly more than the bound: an answer at the bound itself would still tie.
+                wake = min(wake ?? deadline, since + bound + .microseconds(1))
+            }
+        }
+        if let wake { return .wait(until: wake) }
+        return decide(bound: bound)
+    }
+
+    /// The verdict from what is known: unfinished candidates are farther than `bound` (nil: unknown).
+    private func decide(bound: Duration? = nil) -> Verdict {
+        let measured = candidates.map { candidate in
+            candidate.result ?? MeasuredPeer(peerID: candidate.peerID, name: candidate.name, rtt: nil, rttExceeds: bound)
+        }
+        return .decided(Nearest.pick(measured), Nearest.ranked(measured))
     }
 }

@@ -78,32 +78,47 @@ extension PeerConnection {
     /// `samples` questions one after another; the fastest answer counts (noise only ever adds to
     /// a sample). A peer that does not speak the probe (a server that is not Nearby's) still
     /// reacts to the first question, with a TLS alert or a close; that reaction is timed the same
-    /// way. Returns nil when nothing answers within `timeout`.
-    public static func measureRoundTrip(host: String, port: Int, samples: Int = 3, timeout: Duration = .seconds(2)) async -> Duration? {
-        guard (1...65535).contains(port), let address = try? literalAddress(host, port: port) else { return nil }
-        let done = NIOLockedValueBox<EventLoopPromise<Duration?>?>(nil)
+    /// way. Returns nil when nothing answers within `timeout`, or at once when the task is
+    /// cancelled. `asked`, when given, is called as the first question goes out (on the
+    /// connection's event loop: it must not block).
+    public static func measureRoundTrip(
+        host: String, port: Int, samples: Int = 3, timeout: Duration = .seconds(2), asked: (@Sendable () -> Void)? = nil
+    ) async -> Duration? {
+        guard (1...65535).contains(port), !Task.isCancelled, let address = try? literalAddress(host, port: port) else { return nil }
+        let done = NIOLockedValueBox<(promise: EventLoopPromise<Duration?>, channel: any Channel)?>(nil)
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.nanoseconds(nanoseconds(timeout)))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let promise = channel.eventLoop.makePromise(of: Duration?.self)
-                    done.withLockedValue { $0 = promise }
+                    done.withLockedValue { $0 = (promise, channel) }
                     try channel.pipeline.syncOperations.addHandler(
-                        ProbeAsker(answered: promise, samples: max(1, min(samples, ProbeResponder.maximumSamples)), timeout: timeout))
+                        ProbeAsker(
+                            answered: promise, samples: max(1, min(samples, ProbeResponder.maximumSamples)), timeout: timeout, asked: asked))
                 }
             }
-        let channel: any Channel
-        do { channel = try await bootstrap.connect(to: address).get() } catch {
-            // The initializer may have run (and made the promise) before the connect failed.
-            done.withLockedValue { $0 }?.succeed(nil)
-            return nil
+        // Cancelling closes the channel, connecting or connected: the asker then finishes with
+        // what it has (nothing, if no answer came yet).
+        return await withTaskCancellationHandler {
+            let channel: any Channel
+            do { channel = try await bootstrap.connect(to: address).get() } catch {
+                // The initializer may have run (and made the promise) before the connect failed.
+                done.withLockedValue { $0 }?.promise.succeed(nil)
+                return nil
+            }
+            defer { channel.close(promise: nil) }
+            guard let promise = done.withLockedValue({ $0 })?.promise else { return nil }
+            if Task.isCancelled { channel.close(promise: nil) }
+            return (try? await promise.futureResult.get()) ?? nil
+        } onCancel: {
+            done.withLockedValue { $0 }?.channel.pipeline.fireUserInboundEventTriggered(ProbeCancelled())
         }
-        defer { channel.close(promise: nil) }
-        guard let promise = done.withLockedValue({ $0 }) else { return nil }
-        return (try? await promise.futureResult.get()) ?? nil
     }
 }
+
+/// Sent to the asker when its caller was cancelled: the question in flight is no sample.
+struct ProbeCancelled: Sendable {}
 
 /// Connecting side: asks `samples` times, one question after each answer, and keeps the
 /// fastest; a peer that closes or answers otherwise ends the measurement with what it has.
@@ -113,22 +128,25 @@ final class ProbeAsker: ChannelInboundHandler {
     let answered: EventLoopPromise<Duration?>
     let samples: Int
     let timeout: Duration
+    let asked: (@Sendable () -> Void)?
     private var askedAt: NIODeadline?
     private var fastest: Duration?
     private var received = 0
     private var pending: [UInt8] = []
     private var timer: Scheduled<Void>?
 
-    init(answered: EventLoopPromise<Duration?>, samples: Int, timeout: Duration) {
+    init(answered: EventLoopPromise<Duration?>, samples: Int, timeout: Duration, asked: (@Sendable () -> Void)? = nil) {
         self.answered = answered
         self.samples = samples
         self.timeout = timeout
+        self.asked = asked
     }
 
     func channelActive(context: ChannelHandlerContext) {
         let answered = self.answered
         timer = context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds(timeout))) { answered.succeed(nil) }
         ask(context)
+        asked?()
         context.fireChannelActive()
     }
 
@@ -171,6 +189,13 @@ final class ProbeAsker: ChannelInboundHandler {
         } else if askedAt == nil {
             ask(context)
         }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ProbeCancelled else { return context.fireUserInboundEventTriggered(event) }
+        askedAt = nil
+        finish()
+        context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -94,7 +94,7 @@ struct TargetOptions: ParsableArguments {
                         .object([
                             ("peerID", .string(candidate.peerID.description)), ("name", .string(candidate.name)),
                             ("rttMs", candidate.rtt.map { .number(milliseconds($0)) } ?? .null),
-                        ])
+                        ] + (candidate.rttExceeds.map { [("rttExceedsMs", .number(milliseconds($0)))] } ?? []))
                     })),
                 ]
                 return ConnectedPeer(connection: chosen, extra: extra, shutdown: shutdown)

@@ -111,3 +111,39 @@ struct DialCancellationTests {
         try await silent.close()
     }
 }
+
+extension ProbeTests {
+    @Test("a probe is told when its first question went out, and cancelling it ends it at once with no sample (the unanswered question is no RTT)")
+    func askedAndCancelled() async throws {
+        // A TCP server that reads and never answers: a peer too far to wait for.
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Swallow()) } }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        let (asked, askedSink) = AsyncStream.makeStream(of: Void.self)
+        // A 60 s time-out: without cancellation the test would wait that long, then see nil anyway;
+        // what is checked is that cancelling gives nil although a question was in flight.
+        let probe = Task { await PeerConnection.measureRoundTrip(host: "127.0.0.1", port: port, timeout: .seconds(60), asked: { askedSink.yield() }) }
+        var questions = 0
+        for await _ in asked {
+            questions += 1
+            break
+        }
+        #expect(questions == 1)
+        probe.cancel()
+        #expect(await probe.value == nil)
+        // Cancelled before it began: nothing is dialed, nil.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await PeerConnection.measureRoundTrip(host: "127.0.0.1", port: port, asked: { Issue.record("asked although cancelled") })
+        }
+        #expect(await early.value == nil)
+        try await silent.close()
+    }
+}
+
+/// Reads everything and says nothing.
+private final class Swallow: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
