@@ -64,6 +64,8 @@ public final class MDNSCore {
     public internal(set) var hostNameOwnedElsewhere = false { didSet { recordsEpoch += 1 } }
     var nextID = 1
     var conflicts = ConflictLimiter()
+    /// When the probes of the sets starting now go out (see ``restartProbing(_:delay:extraDelay:)``).
+    var probeTrain: Duration?
     /// When each record (name, type, data) was last multicast on each interface.
     var responses = ResponseScheduler()
 
@@ -74,7 +76,25 @@ public final class MDNSCore {
     /// unicast reply to only one of the sockets, so asking for unicast replies (QU) would lose
     /// some of them. The engine then asks for multicast replies only (RFC 6762 §15.1).
     public var unicastRepliesReachUs = true
-    var queries: [Int: ContinuousQuery] = [:]
+    var queries: [Int: ContinuousQuery] = [:] {
+        didSet { queriesByName = nil }
+    }
+    /// The ids of ``queries`` by question name, in id order: a cache change reaches the
+    /// queries for its name without visiting every query (a browse of 1,000 services
+    /// resolves with thousands of them). Made again after ``queries`` changes.
+    private var queriesByName: [DomainName: [Int]]?
+
+    /// The queries asking about `name`, in the order they were started.
+    func queries(named name: DomainName) -> [ContinuousQuery] {
+        if queriesByName == nil {
+            var index: [DomainName: [Int]] = [:]
+            for id in queries.keys.sorted() {
+                if let query = queries[id] { index[query.question.name, default: []].append(id) }
+            }
+            queriesByName = index
+        }
+        return (queriesByName?[name] ?? []).compactMap { queries[$0] }
+    }
     var cache = RecordCache()
 
     /// What the engine chose not to send, for logs and tests.
@@ -95,10 +115,11 @@ public final class MDNSCore {
         hostSetID.flatMap { recordSets[$0]?.name } ?? .root
     }
 
-    /// Messages to send, in order; taking them empties the outbox.
+    /// Messages to send, in order, packed: what goes to the same place at the same moment
+    /// shares packets (see ``OutgoingMessage/packed(_:limit:)``). Taking them empties the outbox.
     public func takeOutgoing() -> [OutgoingMessage] {
         defer { outbox.removeAll() }
-        return outbox
+        return OutgoingMessage.packed(outbox)
     }
 
     /// Events, in order; taking them empties the queue.
@@ -166,6 +187,9 @@ public struct EngineStatistics: Sendable, Equatable {
     /// Unicast responses not taken in: no QU question of ours asked for them in the last two
     /// seconds, or they came from off the link (§6, §11).
     public var unicastResponsesRefused = 0
+    /// Our queries not sent on an interface because a unique record we hold there answers
+    /// them, and we would list it as known (so only a rival could answer).
+    public var answeredQueriesSkipped = 0
     public init() {}
 }
 

@@ -48,3 +48,97 @@ public struct OutgoingMessage: Sendable {
         self.interface = interface
     }
 }
+
+extension OutgoingMessage {
+    /// Packs messages that go to the same place at the same moment into as few packets as the
+    /// size limit allows (RFC 6762 §8.1 asks this of probes, and §6 lets a responder aggregate
+    /// answers). A host with 1,000 services otherwise sends 1,000 probes and 1,000
+    /// announcements, each in a packet of its own.
+    ///
+    /// - Probes join probes: their questions and proposed records (authority section) stay in
+    ///   one packet, which the simultaneous-probe tiebreak needs (§8.2), so a probe group is
+    ///   closed before it would outgrow `limit`.
+    /// - Multicast responses join multicast responses: answers are merged (each once), and
+    ///   additional records that are already answers, or listed before, are left out; the
+    ///   encoder splits what exceeds `limit` into more packets.
+    /// - Queries with known answers, legacy-unicast responses (they echo the question and the
+    ///   ID), truncated messages and anything sent to one host alone go as they are.
+    ///
+    /// Order is kept among the messages for one destination; each packed message takes the
+    /// place of its first part.
+    public static func packed(_ messages: [OutgoingMessage], limit: Int = Message.defaultMaximumPacketSize) -> [OutgoingMessage] {
+        guard messages.count > 1 else { return messages }
+        var result: [OutgoingMessage] = []
+        /// Where the open group of each kind and place is in `result`, and its size so far.
+        var open: [GroupKey: (index: Int, size: Int)] = [:]
+        /// The answers and additionals of each response group so far, by its index in `result`.
+        var listed: [Int: (answers: Set<ResourceRecord>, additionals: Set<ResourceRecord>)] = [:]
+        for outgoing in messages {
+            guard let kind = Kind(outgoing) else {
+                result.append(outgoing)
+                continue
+            }
+            let key = GroupKey(kind: kind, destination: outgoing.destination, interface: outgoing.interface)
+            switch kind {
+            case .probe:
+                // Its size alone, less the header the group already has.
+                let size = ((try? outgoing.message.encoded().count) ?? limit + 1) - 12
+                if let group = open[key], group.size + size <= limit {
+                    result[group.index].message.questions += outgoing.message.questions
+                    result[group.index].message.authorities += outgoing.message.authorities
+                    open[key] = (group.index, group.size + size)
+                } else {
+                    open[key] = (result.count, size + 12)
+                    result.append(outgoing)
+                }
+            case .response:
+                let index: Int
+                if let group = open[key] {
+                    index = group.index
+                } else {
+                    index = result.count
+                    open[key] = (index, 0)
+                    var empty = outgoing
+                    empty.message.answers = []
+                    empty.message.additionals = []
+                    result.append(empty)
+                    listed[index] = ([], [])
+                }
+                // In place: a copy of the sets per message would make packing quadratic.
+                for answer in outgoing.message.answers where listed[index, default: ([], [])].answers.insert(answer).inserted {
+                    result[index].message.answers.append(answer)
+                }
+                for extra in outgoing.message.additionals where listed[index, default: ([], [])].additionals.insert(extra).inserted {
+                    result[index].message.additionals.append(extra)
+                }
+            }
+        }
+        // An additional record that became an answer of its group goes once, as the answer.
+        for (index, seen) in listed where !seen.additionals.isDisjoint(with: seen.answers) {
+            result[index].message.additionals.removeAll { seen.answers.contains($0) }
+        }
+        return result
+    }
+
+    private enum Kind: Hashable {
+        case probe, response
+
+        init?(_ outgoing: OutgoingMessage) {
+            let message = outgoing.message
+            guard message.header.id == 0, !message.header.isTruncated, case .multicast = outgoing.destination else { return nil }
+            if message.isProbe, message.answers.isEmpty, message.additionals.isEmpty {
+                self = .probe
+            } else if message.header.isResponse, message.questions.isEmpty, message.authorities.isEmpty {
+                self = .response
+            } else {
+                return nil
+            }
+        }
+    }
+
+    private struct GroupKey: Hashable {
+        var kind: Kind
+        var destination: Destination
+        var interface: NetworkInterface
+    }
+}

@@ -20,7 +20,19 @@ extension MDNSCore {
     func restartProbing(_ set: RecordSet, delay: Bool, extraDelay: Duration = .zero) {
         set.generation += 1
         set.state = .probing(step: 0)
-        var wait = delay ? random.duration(in: MDNSTiming.probeInitialDelay) : .zero
+        var wait = Duration.zero
+        if delay {
+            // §8.1: sets that start probing while another's random start is still ahead join
+            // it, so that their probes (and then their announcements) go out together and are
+            // packed into a few packets (`takeOutgoing()`), as the RFC asks of a host probing
+            // several names; the random start still sets this host apart from others.
+            if let train = probeTrain, train >= now {
+                wait = train - now
+            } else {
+                wait = random.duration(in: MDNSTiming.probeInitialDelay)
+                probeTrain = now + wait
+            }
+        }
         wait += extraDelay
         if rateLimited { wait = max(wait, MDNSTiming.conflictBackoff) }
         scheduler.schedule(.probe(set.id, generation: set.generation), at: now + wait)

@@ -48,7 +48,13 @@ enum CacheChange {
 /// refresh (§5.2), goodbyes (§10.1), cache-flush (§10.2) and failure detection (§10.5). Time
 /// comes in as arguments; what changed goes out as ``CacheChange``s.
 struct RecordCache {
-    private var entries: [CacheKey: [CacheEntry]] = [:]
+    private var entries: [CacheKey: [CacheEntry]] = [:] {
+        didSet { deadline = DeadlineMemo() }
+    }
+    /// ``nextDeadline``, remembered until the entries change: it is asked after every packet,
+    /// and finding it means visiting every entry (thousands, when 1,000 services are cached).
+    /// A new box on each change, so that a copy of the cache never sees the other's value.
+    private var deadline = DeadlineMemo()
 
     /// The cached lists that answer `question`: one lookup for a type, a scan only for ANY.
     func matching(_ question: Question) -> [(key: CacheKey, value: [CacheEntry])] {
@@ -60,6 +66,15 @@ struct RecordCache {
     /// The entries under `key` that are not on their way out.
     func live(_ key: CacheKey) -> [CacheEntry] {
         (entries[key] ?? []).filter { !$0.doomed }
+    }
+
+    /// Whether a unique record (sent with the cache-flush bit) answers `question` on
+    /// `interface` and would be listed as a known answer: then only a rival could answer.
+    func holdsUniqueAnswer(to question: Question, on interface: NetworkInterface, at now: Duration) -> Bool {
+        guard question.type != .any, question.type != .ptr else { return false }
+        return (entries[CacheKey(name: question.name, type: question.type)] ?? []).contains {
+            $0.interface == interface && $0.record.cacheFlush && $0.isKnownAnswer(at: now)
+        }
     }
 
     /// Takes in a response's records, received on `interface` at `now`.
@@ -191,6 +206,13 @@ struct RecordCache {
     /// decision (ten seconds after an unanswered query; by then the entry is doomed or has
     /// dropped that query, so this deadline always moves on).
     var nextDeadline: Duration? {
+        if let known = deadline.value { return known }
+        let earliest = earliestDeadline()
+        deadline.value = .some(earliest)
+        return earliest
+    }
+
+    private func earliestDeadline() -> Duration? {
         var earliest: Duration?
         for list in entries.values {
             for entry in list {
@@ -202,4 +224,10 @@ struct RecordCache {
         }
         return earliest
     }
+}
+
+/// A value remembered by ``RecordCache`` between changes (a reference, so that a read can
+/// fill it).
+final class DeadlineMemo {
+    var value: Duration??
 }
