@@ -128,6 +128,18 @@ struct BrowseStateMachine {
     private var dirty: Set<InstanceKey> = []
     private var allDirty = true
     private var waiting: Set<InstanceKey> = []
+    /// The watches each instance needs (its SRV and TXT; its host's addresses once its SRV is
+    /// known), and how many instances need each watch: a batch recomputes only the instances
+    /// it touched (``watchDirty``), so that browsing 1,000 services is not quadratic.
+    private var needs: [InstanceKey: Set<DiscoveryWatch>] = [:]
+    private var needed: [DiscoveryWatch: Int] = [:]
+    /// Instances whose needs may have changed since they were last computed.
+    private var watchDirty: Set<InstanceKey> = []
+    /// Instance labels by full name, parsed once ("Build Box" of `Build\032Box._http._tcp.local.`):
+    /// reports are made often, and parsing a name checks its service type as text.
+    private var instanceLabels: [DomainName: String] = [:]
+    /// The instances whose SRV (latest) names each host, for a change of the host's addresses.
+    private var placedOn: [DomainName: Set<InstanceKey>] = [:]
 
     init(type: ServiceType, mode: Mode, settleTime: Duration = .zero, reappearGrace: Duration = .seconds(3)) {
         self.type = type
@@ -194,23 +206,39 @@ struct BrowseStateMachine {
         case .instanceAdded(let name, let interface):
             guard case .browse = mode else { return [] }
             let key = InstanceKey(name: name, interface: interface)
+            if instanceLabels[name] == nil, let parsed = try? ServiceInstanceName(domainName: name) {
+                // Names of instances long gone are dropped now and then (amortised: rarely).
+                if instanceLabels.count >= 2 * (instances.count + reported.count) + 64 {
+                    let live = Set(instances.keys.map(\.name)).union(reported.keys.map(\.name))
+                    instanceLabels = instanceLabels.filter { live.contains($0.key) }
+                }
+                instanceLabels[name] = parsed.instance
+            }
             instances[key, default: Tally()].add(0, sequence: sequence)
             stale.remove(key)
-            dirty.insert(key)
+            mark(key)
         case .instanceRemoved(let name, let interface):
             let key = InstanceKey(name: name, interface: interface)
             if instances[key]?.remove(0) == true { instances[key] = nil }
-            dirty.insert(key)
-        case .srvAdded(let name, let interface, let data): Self.change(&srv, name, interface, adding: data, sequence: sequence)
-        case .srvRemoved(let name, let interface, let data): Self.change(&srv, name, interface, removing: data)
+            mark(key)
+        case .srvAdded(let name, let interface, let data):
+            let sequence = sequence
+            changeSRV(InstanceKey(name: name, interface: interface)) { Self.change(&$0, name, interface, adding: data, sequence: sequence) }
+        case .srvRemoved(let name, let interface, let data):
+            changeSRV(InstanceKey(name: name, interface: interface)) { Self.change(&$0, name, interface, removing: data) }
         case .txtAdded(let name, let interface, let data): Self.change(&txt, name, interface, adding: data, sequence: sequence)
         case .txtRemoved(let name, let interface, let data): Self.change(&txt, name, interface, removing: data)
         case .addressAdded(let host, let interface, let address):
-            addresses[InstanceKey(name: host, interface: interface), default: Tally()].add(address, sequence: sequence)
-            markHost(host)
+            let key = InstanceKey(name: host, interface: interface)
+            let known = addresses[key]?.contains(address) == true
+            addresses[key, default: Tally()].add(address, sequence: sequence)
+            // The same address again (over the other IP family, or refreshed) changes no
+            // report: marking every service on the host for it made large browses quadratic.
+            if !known { markHost(host) }
         case .addressRemoved(let host, let interface, let address):
-            addresses[InstanceKey(name: host, interface: interface)]?.remove(address)
-            markHost(host)
+            let key = InstanceKey(name: host, interface: interface)
+            addresses[key]?.remove(address)
+            if addresses[key]?.contains(address) != true { markHost(host) }
         case .interrupted(let error):
             // What the backend said is void; what was reported stays reported until the
             // grace after restoration has passed without it coming back.
@@ -220,6 +248,7 @@ struct BrowseStateMachine {
             if case .browse = mode { stale.formUnion(reported.keys) }
             instances = [:]
             srv = [:]
+            placedOn = [:]
             txt = [:]
             addresses = [:]
             allDirty = true
@@ -241,6 +270,19 @@ struct BrowseStateMachine {
         return []
     }
 
+    /// Changes the SRV table under `key` and keeps ``placedOn`` in step with its latest target.
+    private mutating func changeSRV(_ key: InstanceKey, _ change: (inout [InstanceKey: Tally<SRVData>]) -> Void) {
+        let before = srv[key]?.latest?.target
+        change(&srv)
+        let after = srv[key]?.latest?.target
+        guard before != after else { return }
+        if let before {
+            placedOn[before]?.remove(key)
+            if placedOn[before]?.isEmpty == true { placedOn[before] = nil }
+        }
+        if let after { placedOn[after, default: []].insert(key) }
+    }
+
     /// Adds or removes one of an instance's SRV or TXT values.
     private static func change<Value: Hashable>(
         _ table: inout [InstanceKey: Tally<Value>], _ name: DomainName, _ interface: NetworkInterface?,
@@ -254,13 +296,19 @@ struct BrowseStateMachine {
     /// An instance's SRV or TXT changed: its report may change, under its own interface or
     /// any interface.
     private mutating func markService(_ name: DomainName, _ interface: NetworkInterface?) {
-        dirty.insert(InstanceKey(name: name, interface: interface))
-        if interface != nil { dirty.insert(InstanceKey(name: name, interface: nil)) }
+        mark(InstanceKey(name: name, interface: interface))
+        if interface != nil { mark(InstanceKey(name: name, interface: nil)) }
+    }
+
+    /// `key`'s report, and what it needs watched, may have changed.
+    private mutating func mark(_ key: InstanceKey) {
+        dirty.insert(key)
+        watchDirty.insert(key)
     }
 
     /// A host's addresses changed: so may the report of every instance whose SRV names it.
     private mutating func markHost(_ host: DomainName) {
-        for (key, tally) in srv where tally.latest?.target == host {
+        for key in placedOn[host] ?? [] {
             markService(key.name, key.interface)
         }
     }
@@ -271,13 +319,14 @@ struct BrowseStateMachine {
     /// found or updated when `settled` (else a settle deadline is set).
     private mutating func reconcile(settled: Bool) -> [Action] {
         var actions: [Action] = []
-        let wanted = interrupted ? [] : wantedWatches()
-        for watch in watching.subtracting(wanted).sorted(by: Self.order) {
+        let (stop, start) = updateWatches()
+        for watch in stop {
             actions.append(.unwatch(watch))
+            watching.remove(watch)
             // Stopping a watch forgets what it taught; starting it again teaches it afresh.
             switch watch {
             case .service(let name, let interface):
-                for key in srv.keys where key.name == name && (interface == nil || key.interface == interface) { srv[key] = nil }
+                for key in srv.keys where key.name == name && (interface == nil || key.interface == interface) { changeSRV(key) { $0[key] = nil } }
                 for key in txt.keys where key.name == name && (interface == nil || key.interface == interface) { txt[key] = nil }
                 markService(name, interface)
             case .host(let name, let interface):
@@ -287,8 +336,10 @@ struct BrowseStateMachine {
                 }
             }
         }
-        for watch in wanted.subtracting(watching).sorted(by: Self.order) { actions.append(.watch(watch)) }
-        watching = wanted
+        for watch in start {
+            actions.append(.watch(watch))
+            watching.insert(watch)
+        }
 
         // Only the instances something happened to (or all, after an interruption).
         let changed: [InstanceKey]
@@ -344,24 +395,53 @@ struct BrowseStateMachine {
         }
     }
 
-    private func wantedWatches() -> Set<DiscoveryWatch> {
-        var wanted: Set<DiscoveryWatch> = []
+    /// Recomputes the needs of the instances touched since last time (all of them after an
+    /// interruption), and returns the watches to stop and to start, each in a fixed order.
+    private mutating func updateWatches() -> (stop: [DiscoveryWatch], start: [DiscoveryWatch]) {
+        if interrupted {
+            needs = [:]
+            needed = [:]
+            watchDirty = []
+            return (watching.sorted(by: Self.order), [])
+        }
+        let keys: Set<InstanceKey> = allDirty ? Set(needs.keys).union(instances.keys).union(presentKeys()).union(watchDirty) : watchDirty
+        watchDirty = []
+        var touched: Set<DiscoveryWatch> = []
+        for key in keys {
+            let now = needs(of: key)
+            let before = needs[key] ?? []
+            guard now != before else { continue }
+            for watch in before.subtracting(now) {
+                needed[watch, default: 0] -= 1
+                if needed[watch] == 0 { needed[watch] = nil }
+                touched.insert(watch)
+            }
+            for watch in now.subtracting(before) {
+                needed[watch, default: 0] += 1
+                touched.insert(watch)
+            }
+            needs[key] = now.isEmpty ? nil : now
+        }
+        // A watch still held although nothing needs it (a stray left by an interruption).
+        if allDirty { touched.formUnion(watching) }
+        let stop = touched.filter { needed[$0] == nil && watching.contains($0) }.sorted(by: Self.order)
+        let start = touched.filter { needed[$0] != nil && !watching.contains($0) }.sorted(by: Self.order)
+        return (stop, start)
+    }
+
+    /// What `key` needs watched: its SRV and TXT while it is followed, and the addresses of
+    /// the host its SRV names.
+    private func needs(of key: InstanceKey) -> Set<DiscoveryWatch> {
         switch mode {
         case .browse(resolve: false):
             return []
         case .browse(resolve: true):
-            for key in instances.keys { wanted.insert(.service(key.name, key.interface)) }
+            guard instances[key] != nil else { return [] }
         case .resolve(let name):
-            wanted.insert(.service(name, nil))
+            guard key.name == name, key.interface == nil else { return [] }
         }
-        let keys: [InstanceKey] = switch mode {
-        case .browse: Array(instances.keys)  // a set is made of them: no order needed
-        case .resolve(let name): [InstanceKey(name: name, interface: nil)]
-        }
-        for key in keys {
-            guard let (interface, data) = location(key) else { continue }
-            wanted.insert(.host(data.target, interface))
-        }
+        var wanted: Set<DiscoveryWatch> = [.service(key.name, key.interface)]
+        if let (interface, data) = location(key) { wanted.insert(.host(data.target, interface)) }
         return wanted
     }
 
@@ -410,7 +490,7 @@ struct BrowseStateMachine {
     }
 
     private func service(_ key: InstanceKey) -> DiscoveredService {
-        let name = (try? ServiceInstanceName(domainName: key.name).instance) ?? key.name.description
+        let name = instanceLabels[key.name] ?? (try? ServiceInstanceName(domainName: key.name).instance) ?? key.name.description
         return DiscoveredService(name: name, type: type, interface: key.interface ?? NetworkInterface(index: 0, name: ""))
     }
 
@@ -465,6 +545,8 @@ struct Tally<Value: Hashable> {
         }
         return counts.isEmpty
     }
+
+    func contains(_ value: Value) -> Bool { counts[value] != nil }
 
     /// The value added most recently among those present.
     var latest: Value? { lastSeen.max { $0.value < $1.value }?.key }

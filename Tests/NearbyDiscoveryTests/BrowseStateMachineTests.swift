@@ -726,3 +726,32 @@ struct BrowseStateMachineTests {
         #expect(plain.unresolved().isEmpty)
     }
 }
+
+extension BrowseStateMachineTests {
+    @Test("300 services on one host: one watch of the host, one per service; the host's address again changes nothing; all gone, every watch stops")
+    func manyServicesOneHost() throws {
+        var machine = browser()
+        let names = try (1...300).map { try DomainName(parsing: "Service \($0)._openagents._tcp.local.") }
+        var actions: [Action] = []
+        // The host's addresses first, then each service's records in a batch of its own.
+        actions += machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(0))
+        for name in names {
+            actions += machine.handle([.instanceAdded(name, lan1), .srvAdded(name, lan1, srv), .txtAdded(name, lan1, txtA)], at: ms(1))
+        }
+        let watched = actions.compactMap { if case .watch(let watch) = $0 { watch } else { nil } }
+        #expect(watched.filter { if case .host = $0 { true } else { false } } == [.host(boxHost, lan1)])
+        #expect(watched.count == 301)
+        #expect(actions.filter { if case .report(let event) = $0 { event.kind == .found } else { false } }.count == 300)
+        // The same address once more (over IPv6 transport, or refreshed): no report, no watch.
+        #expect(machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(2)).isEmpty)
+        // A new address of the host updates every service on it.
+        let more = machine.handle([.addressAdded(boxHost, lan1, v4b)], at: ms(3))
+        #expect(more.filter { if case .report(let event) = $0 { event.kind == .updated } else { false } }.count == 300)
+        var gone: [Action] = []
+        for name in names { gone += machine.handle([.instanceRemoved(name, lan1)], at: ms(4)) }
+        #expect(gone.filter { if case .report(let event) = $0 { event.kind == .lost } else { false } }.count == 300)
+        let unwatched = gone.compactMap { if case .unwatch(let watch) = $0 { watch } else { nil } }
+        #expect(Set(unwatched) == Set(watched))
+        #expect(unwatched.count == watched.count)
+    }
+}

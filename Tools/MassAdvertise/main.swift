@@ -35,12 +35,12 @@ signal(SIGTERM, SIG_IGN)
 let done = DispatchSemaphore(value: 0)
 let sources = [SIGINT, SIGTERM].map { number in
     let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-    source.setEventHandler { done.signal() }
+    source.setEventHandler { @Sendable in done.signal() }
     source.resume()
     return source
 }
 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-    DispatchQueue.global().async {
+    DispatchQueue.global().async { @Sendable in
         done.wait()
         continuation.resume()
     }
