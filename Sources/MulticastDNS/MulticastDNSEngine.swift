@@ -288,7 +288,7 @@ public actor MulticastDNSEngine {
         let now = elapsed
         for outgoing in core.takeOutgoing() {
             guard let info = interfaceInfo[outgoing.interface.index],
-                let packets = try? outgoing.message.encodedPackets()
+                let packets = try? outgoing.message.encodedPackets(maximumPacketSize: outgoing.packetLimit)
             else { continue }
             for packet in packets {
                 transport.send(packet, to: outgoing.destination, on: info)

@@ -50,6 +50,18 @@ public struct OutgoingMessage: Sendable {
 }
 
 extension OutgoingMessage {
+    /// The largest UDP payload for this message's destination on a 1500-byte MTU: 1472 bytes
+    /// over IPv4, 1452 over IPv6 (its header is 20 bytes longer). A larger IPv6 datagram is
+    /// not sent whole, and a burst of them was lost in the lab (RFC 6762 §17: stay within the
+    /// interface MTU).
+    public var packetLimit: Int {
+        switch destination {
+        case .multicast(.v6): Message.defaultMaximumPacketSize - 20
+        case .multicast(.v4): Message.defaultMaximumPacketSize
+        case .unicast(let address): address.address.isIPv6 ? Message.defaultMaximumPacketSize - 20 : Message.defaultMaximumPacketSize
+        }
+    }
+
     /// Packs messages that go to the same place at the same moment into as few packets as the
     /// size limit allows (RFC 6762 §8.1 asks this of probes, and §6 lets a responder aggregate
     /// answers). A host with 1,000 services otherwise sends 1,000 probes and 1,000
@@ -57,16 +69,16 @@ extension OutgoingMessage {
     ///
     /// - Probes join probes: their questions and proposed records (authority section) stay in
     ///   one packet, which the simultaneous-probe tiebreak needs (§8.2), so a probe group is
-    ///   closed before it would outgrow `limit`.
+    ///   closed before it would outgrow ``packetLimit``.
     /// - Multicast responses join multicast responses: answers are merged (each once), and
     ///   additional records that are already answers, or listed before, are left out; the
-    ///   encoder splits what exceeds `limit` into more packets.
+    ///   encoder splits what exceeds ``packetLimit`` into more packets.
     /// - Queries with known answers, legacy-unicast responses (they echo the question and the
     ///   ID), truncated messages and anything sent to one host alone go as they are.
     ///
     /// Order is kept among the messages for one destination; each packed message takes the
     /// place of its first part.
-    public static func packed(_ messages: [OutgoingMessage], limit: Int = Message.defaultMaximumPacketSize) -> [OutgoingMessage] {
+    public static func packed(_ messages: [OutgoingMessage]) -> [OutgoingMessage] {
         guard messages.count > 1 else { return messages }
         var result: [OutgoingMessage] = []
         /// Where the open group of each kind and place is in `result`, and its size so far.
@@ -81,6 +93,7 @@ extension OutgoingMessage {
             let key = GroupKey(kind: kind, destination: outgoing.destination, interface: outgoing.interface)
             switch kind {
             case .probe:
+                let limit = outgoing.packetLimit
                 // Its size alone, less the header the group already has.
                 let size = ((try? outgoing.message.encoded().count) ?? limit + 1) - 12
                 if let group = open[key], group.size + size <= limit {

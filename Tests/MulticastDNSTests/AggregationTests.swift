@@ -149,3 +149,25 @@ struct AggregationTests {
         #expect(asked.filter { $0.name == instanceName("Nobody") }.count == 3)  // at 0, 1 and 3 s
     }
 }
+
+extension AggregationTests {
+    @Test("packets stay within a 1500-byte MTU: 1472 bytes of UDP payload over IPv4, 1452 over IPv6")
+    func packetLimits() throws {
+        var v6 = Self.probe("x")
+        v6.destination = .multicast(.v6)
+        #expect(v6.packetLimit == 1452)
+        #expect(Self.probe("x").packetLimit == 1472)
+        let probes = (1...300).map { index in
+            var probe = Self.probe("Service \(index)")
+            probe.destination = .multicast(.v6)
+            return probe
+        }
+        for outgoing in OutgoingMessage.packed(probes) {
+            #expect(try outgoing.message.encoded().count <= 1452)
+        }
+        var announcements = (1...100).map { Self.announcement("Service \($0)") }
+        for index in announcements.indices { announcements[index].destination = .multicast(.v6) }
+        let merged = try #require(OutgoingMessage.packed(announcements).first)
+        for packet in try merged.message.encodedPackets(maximumPacketSize: merged.packetLimit) { #expect(packet.count <= 1452) }
+    }
+}

@@ -79,7 +79,7 @@ final class SimulatedLAN {
                 for item in outgoing {
                     quiet = false
                     wire.append((now, sender.name, item.destination, item.message, item.interface.name))
-                    let packets = (try? item.message.encodedPackets()) ?? []
+                    let packets = (try? item.message.encodedPackets(maximumPacketSize: item.packetLimit)) ?? []
                     for packet in packets {
                         guard let message = try? Message(decoding: packet) else { continue }
                         for receiver in recipients(of: item.destination, from: sender) {
