@@ -84,33 +84,33 @@ struct RecordCache {
         var changes: [CacheChange] = []
         // Cache-flush (§10.2): records of the same name and type received over a second ago
         // and not in this response go in one second.
+        // Lists are changed in place (`entries[key, default: []]`): taking a list out and
+        // putting it back copied it for every record of every packet.
         for record in records where record.cacheFlush && record.class == .internet {
             let key = CacheKey(name: record.name, type: record.type)
-            guard var list = entries[key] else { continue }
-            for index in list.indices where list[index].interface == interface
-                && now - list[index].received > MDNSTiming.flushDelay
-                && !records.contains(where: { $0.name == record.name && $0.data == list[index].record.data }) {
-                list[index].expireInOneSecond(from: now)
+            guard let list = entries[key] else { continue }
+            let stale = list.indices.filter { index in
+                list[index].interface == interface && now - list[index].received > MDNSTiming.flushDelay
+                    && !records.contains(where: { $0.name == record.name && $0.data == list[index].record.data })
             }
-            entries[key] = list
+            for index in stale { entries[key, default: []][index].expireInOneSecond(from: now) }
         }
         for record in records where record.class == .internet && record.type != .opt {
             let key = CacheKey(name: record.name, type: record.type)
-            var list = entries[key] ?? []
-            if let index = list.firstIndex(where: { $0.interface == interface && $0.record.data == record.data }) {
+            if let index = entries[key]?.firstIndex(where: { $0.interface == interface && $0.record.data == record.data }) {
                 if record.ttl == 0 {
-                    list[index].expireInOneSecond(from: now)  // goodbye (§10.1)
+                    entries[key, default: []][index].expireInOneSecond(from: now)  // goodbye (§10.1)
                 } else {
-                    let changedCase = list[index].record.name.labels != record.name.labels
-                    list[index] = Self.entry(record, on: interface, at: now, random: &random)
-                    if changedCase { changes.append(.added(key, list[index])) }
+                    let entry = Self.entry(record, on: interface, at: now, random: &random)
+                    let changedCase = entries[key]?[index].record.name.labels != record.name.labels
+                    entries[key, default: []][index] = entry
+                    if changedCase { changes.append(.added(key, entry)) }
                 }
             } else if record.ttl > 0 {
                 let entry = Self.entry(record, on: interface, at: now, random: &random)
-                list.append(entry)
+                entries[key, default: []].append(entry)
                 changes.append(.added(key, entry))
             }
-            entries[key] = list.isEmpty ? nil : list
         }
         return changes
     }

@@ -342,12 +342,17 @@ struct BrowseStateMachine {
         }
 
         // Only the instances something happened to (or all, after an interruption).
+        // Instances already waiting for the settle window are looked at again only when it
+        // ends: looking at all of them for every batch of a burst was quadratic again.
         let changed: [InstanceKey]
         if allDirty {
-            changed = Array(Set(reported.keys).union(instances.keys).union(presentKeys())).sorted(by: Self.order)
-        } else {
+            changed = Array(Set(reported.keys).union(instances.keys).union(presentKeys()).union(waiting)).sorted(by: Self.order)
+        } else if settled {
             changed = dirty.union(waiting).sorted(by: Self.order)
+        } else {
+            changed = dirty.subtracting(waiting).sorted(by: Self.order)
         }
+        if settled || allDirty { waiting = [] }
         allDirty = false
         dirty = []
         for key in changed where reported[key] != nil && instances[key] == nil && !stale.contains(key) {
@@ -356,8 +361,7 @@ struct BrowseStateMachine {
                 actions.append(.report(.lost(service(key))))
             }
         }
-        var pending = false
-        waiting = []
+        var pending = !waiting.isEmpty
         for key in changed where isPresent(key) {
             let resolving = mode != .browse(resolve: false)
             let current = resolving ? resolution(key) : nil
