@@ -240,6 +240,8 @@ def mass(count=int(os.environ.get("BENCH_INSTANCES", "1000")), rounds=int(os.env
     mass_binary = os.environ.get("NEARBY_MASS_BIN") or os.path.join(os.path.dirname(NEARBY), "nearby-mass-advertise")
     publisher_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "avahi_mass_publish.py")
     tools = ("nearby (one process)", "avahi-daemon (one client)")
+    if os.environ.get("BENCH_MASS_NEARBY_ONLY"):
+        tools = tools[:1]
     results = {name: [] for name in tools}
     # Rounds alternate the tools, so that a slow moment of the machine does not land on one.
     for _ in range(rounds):
