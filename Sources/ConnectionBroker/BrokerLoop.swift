@@ -152,7 +152,7 @@ actor BrokerLoop {
                     name: service.name, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
                     addresses: [], port: Int(resolved.port)),
                 on: Self.place(service), at: resolved.addresses.map(PeerAddress.init))
-            let after = browseStarted.map { " \((clock.now - $0).formatted(.units(allowed: [.milliseconds])))" } ?? ""
+            let after = browseStarted.map { " \(millisecondsText(clock.now - $0))" } ?? ""
             logger.debug(
                 "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.map(\.description).joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
@@ -482,7 +482,7 @@ actor BrokerLoop {
                 }
                 switch race.verdict(at: now) {
                 case .decided(let nearest, let candidates):
-                    let after = browseStarted.map { " \((now - $0).formatted(.units(allowed: [.milliseconds])))" } ?? ""
+                    let after = browseStarted.map { " \(millisecondsText(now - $0))" } ?? ""
                     let farther = candidates.filter { $0.rttExceeds != nil }.count
                     logger.debug(
                         "nearest decided\(after) after browsing began: \(nearest?.name ?? "none") of \(candidates.count) candidate(s)\(farther > 0 ? ", \(farther) not waited for" : "")")

@@ -1,5 +1,9 @@
 import CNearbySocket
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
 import NIOPosix
 
@@ -212,7 +216,7 @@ final class LocalFile: Sendable {
     static let umask: mode_t = {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
-            let value = mode_t(line.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8)
+            let value = mode_t(line.dropFirst(6).trimmingBlanks(), radix: 8)
         else { return 0o022 }
         return value
     }()

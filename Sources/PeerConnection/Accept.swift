@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import NIOPosix
 public import PeerTrust
 
@@ -151,7 +155,7 @@ extension PeerConnection {
         }
         if let impostor = failures.first(where: { $0.error.reasons.contains { $0.code == .peerIDMismatch } }) {
             let reason = impostor.error.reasons.first { $0.code == .peerIDMismatch }?.message ?? ""
-            let key = reason.components(separatedBy: "the certificate's key is ").last ?? "another key"
+            let key = reason.split(separator: "the certificate's key is ", omittingEmptySubsequences: false).last.map(String.init) ?? "another key"
             return PeerConnectionError(
                 .untrusted,
                 "the peer at \(at(impostor.index)) is not the inviter: its key is \(key), the invitation is for \(invitation.peerID.short); nothing was sent to it")

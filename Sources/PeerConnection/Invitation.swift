@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 public import NearbyBasics
 public import PeerTrust
 
@@ -156,9 +160,7 @@ struct InvitationBook: Sendable {
     }
 
     static func time(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
+        CivilTime.internetDateTime(sinceReferenceDate: date.timeIntervalSinceReferenceDate)
     }
 }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import NearbyBasics
 public import PeerTrust
 
@@ -155,7 +159,7 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     ///   invitation, a version this code does not read, or which field is damaged.
     public init(parsing input: String) throws(PeerConnectionError) {
         let upper = input.uppercased()
-        guard let start = upper.range(of: "NEARBY:") else {
+        guard let start = upper.firstRange(of: "NEARBY:") else {
             throw PeerConnectionError(
                 .invalidInput, "this is not a Nearby invitation: an invitation link begins with NEARBY:1/ (nearby invite prints one)")
         }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A JSON-RPC 2.0 request id: a string or an integer.
 public enum JSONRPCID: Hashable, Sendable, CustomStringConvertible {

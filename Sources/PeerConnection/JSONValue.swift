@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// Any JSON value: what JSON-RPC params, results and error data are before the app decodes them
 /// into its own `Codable` types.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Decodes a `Decodable` type straight from a ``JSONValue`` tree, with JSONDecoder's default
 /// rules (numbers must fit the type exactly, `Data` is base64 text, `URL` a string, `Date`

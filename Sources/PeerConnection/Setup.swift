@@ -134,8 +134,8 @@ enum Setup {
         let text = "\(error)"
         if error is NIOSSLError || text.contains("SSL") || text.contains("TLS") {
             // BoringSSL's reason is the upper-case word after "OPENSSL_internal:".
-            let reason = text.components(separatedBy: "OPENSSL_internal:").dropFirst().first?
-                .prefix(while: { $0.isUppercase || $0.isNumber || $0 == "_" }).lowercased().replacingOccurrences(of: "_", with: " ")
+            let reason = text.split(separator: "OPENSSL_internal:", omittingEmptySubsequences: false).dropFirst().first
+                .map { String($0.prefix(while: { $0.isUppercase || $0.isNumber || $0 == "_" }).lowercased().map { $0 == "_" ? " " : $0 }) }
             let detail = reason.map { "BoringSSL: \($0)" } ?? text
             if text.contains("VERSION") || text.contains("UNSUPPORTED_PROTOCOL") {
                 return PeerConnectionError(.tls, "the peer does not speak TLS 1.3 (\(detail))")

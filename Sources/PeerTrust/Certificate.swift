@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// An X.509 certificate: its DER bytes, checked on the way in, and what it says.
 public struct Certificate: Hashable, Sendable, CustomStringConvertible {
@@ -116,7 +120,7 @@ enum PEM {
         var body = ""
         var headers: [String] = []
         for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            let line = rawLine.trimmingBlanks()
             if let current = label {
                 if line.hasPrefix("-----END ") {
                     guard line == "-----END \(current)-----" else {

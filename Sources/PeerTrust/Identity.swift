@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import NetworkPlatform
 
 /// A private key, kept as PKCS#8 DER. Never printed.
@@ -31,7 +35,7 @@ public struct PeerIdentity: Sendable, Equatable {
         }
         self.certificateChain = certificateChain
         self.privateKey = privateKey
-        let configured = displayName?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let configured = displayName?.trimmingBlanks(newlines: true)
         self.displayName = configured.flatMap { $0.isEmpty ? nil : $0 } ?? (leaf.commonName.isEmpty ? Self.defaultDisplayName() : leaf.commonName)
     }
 
@@ -106,7 +110,7 @@ public struct PeerIdentity: Sendable, Equatable {
     public static func defaultDisplayName() -> String {
         guard var name = NetworkPlatform.hostName() else { return "Nearby peer" }
         if name.lowercased().hasSuffix(".local") { name.removeLast(6) }
-        name = name.trimmingCharacters(in: .whitespaces)
+        name = name.trimmingBlanks()
         return name.isEmpty || name == "localhost" ? "Nearby peer" : name
     }
 

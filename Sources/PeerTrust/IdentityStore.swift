@@ -1,4 +1,15 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Where this peer's identity lives between runs: `identity.pem` (the private key, then the
 /// certificate chain; mode 0600) in a directory of mode 0700, by default
@@ -114,7 +125,7 @@ enum Storage {
             }
             guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
                 let reason = String(cString: strerror(errno))
-                let parent = (path as NSString).deletingLastPathComponent
+                let parent = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? ""
                 throw PeerTrustError(
                     .storage, "cannot create the directory \(url.path): making \(path) failed (\(reason)); choose a directory you can write to\(parent.isEmpty ? "" : ", or check \(parent)")")
             }

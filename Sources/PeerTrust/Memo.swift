@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import NearbyBasics
 
 /// Remembers the results of OpenSSL's two costly pure functions, so that a peer seen again
 /// (a reconnect, a broker's probe) is not parsed and verified from scratch each time. With
@@ -38,7 +43,7 @@ final class OpenSSLMemo: @unchecked Sendable {  // Its dictionaries are touched 
         var until: Int64
     }
 
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var facts: [[UInt8]: OpenSSL.CertificateFacts] = [:]
     private var verifications: [VerificationKey: VerificationEntry] = [:]
 

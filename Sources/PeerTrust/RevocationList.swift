@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// A certificate revocation list (RFC 5280 §5): the serial numbers a CA has revoked, signed by
 /// that CA, valid from ``thisUpdate`` until ``nextUpdate``.

@@ -1,5 +1,9 @@
 public import NearbyBasics
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// Which side of a connection the peer being judged is on.
 public enum PeerRole: String, Sendable, CaseIterable {
@@ -376,11 +380,9 @@ public struct TrustEvaluator: Sendable {
     }
 
     static func day(_ seconds: Int64) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm 'UTC'"
-        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+        // What DateFormatter's "yyyy-MM-dd HH:mm 'UTC'" (en_US_POSIX, UTC) wrote.
+        let time = CivilTime(secondsSince1970: seconds)
+        return "\(time.dateText) \(CivilTime.pad(time.hour, 2)):\(CivilTime.pad(time.minute, 2)) UTC"
     }
 }
 

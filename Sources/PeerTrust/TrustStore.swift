@@ -1,4 +1,16 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
+import NearbyBasics
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A peer a person said yes to.
 public struct Pin: Hashable, Sendable, Codable {
@@ -95,7 +107,7 @@ public struct TrustStore: Sendable, Hashable {
         do {
             return try decoder.decode([Pin].self, from: Data(bytes))
         } catch {
-            throw PeerTrustError(.damaged, "the pin list \(pinFile.path) is damaged (\(error.localizedDescription)); fix or remove it")
+            throw PeerTrustError(.damaged, "the pin list \(pinFile.path) is damaged (\(foundationDescription(of: error))); fix or remove it")
         }
     }
 
@@ -145,7 +157,7 @@ public struct TrustStore: Sendable, Hashable {
         do {
             data = try encoder.encode(pins)
         } catch {
-            throw PeerTrustError(.storage, "cannot encode the pins: \(error.localizedDescription)")
+            throw PeerTrustError(.storage, "cannot encode the pins: \(foundationDescription(of: error))")
         }
         try Storage.writeFile([UInt8](data), to: pinFile, mode: 0o600, exclusive: false)
     }
@@ -192,7 +204,7 @@ struct PinFileVersion: Hashable {
 /// What was read so far from files (pins) or directories (CRLs), per path, with the version
 /// each was read from: read again only when the version changed.
 final class VersionedCache<Value: Sendable>: @unchecked Sendable {  // `entries` is touched only under `lock`.
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var entries: [String: (version: PinFileVersion, value: Value)] = [:]
 
     func value(at path: String, version: PinFileVersion) -> Value? {

@@ -3,7 +3,11 @@ public import Logging
 import NearbyBasics
 import NIOCore
 import NIOPosix
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Asks DNS servers questions and sends them signed UPDATEs: the I/O around the exchange (a pure state machine),
 /// which makes every decision. UDP from a fresh socket (so a random source port) and a random ID

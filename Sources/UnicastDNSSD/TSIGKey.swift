@@ -46,7 +46,7 @@ public struct TSIGKey: Hashable, Sendable, CustomStringConvertible {
         let lines = trimmed.split(whereSeparator: \.isNewline).map { line -> Substring in
             var line = Substring(line)
             if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
-            if let range = line.range(of: "//") { line = line[..<range.lowerBound] }
+            if let range = line.firstRange(of: "//") { line = line[..<range.lowerBound] }
             return line
         }
         let tokens = Self.tokens(lines.joined(separator: " "))

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NearbyBasics
 import PeerConnection
 
@@ -159,7 +163,7 @@ actor AdmissionDesk {
         if json {
             printLine(JSONText.object(members))
         } else {
-            FileHandle.standardError.write(Data("nearby: \(text)\n".utf8))
+            writeToStandardError("nearby: \(text)\n")
         }
     }
 }

@@ -1,6 +1,11 @@
 import ArgumentParser
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import NearbyBasics
 import Logging
 import NearbyDiscovery
 
@@ -103,7 +108,7 @@ struct Browse: AsyncParsableCommand {
             return JSONText.object(members)
         }
         let place = service.domain == ServiceType.localDomain ? service.interface.name : String(service.domain.description.dropLast())
-        var line = kind.padding(toLength: 8, withPad: " ", startingAt: 0) + "\"\(service.name)\"  \(service.type)  \(place)"
+        var line = kind.padded(toUTF16Length: 8) + "\"\(service.name)\"  \(service.type)  \(place)"
         if let resolved {
             line += "  \(resolved.host.description.dropLast()):\(resolved.port)  \(addressesText(resolved).joined(separator: " "))"
             if !resolved.info.isEmpty { line += "  \(resolved.info)" }

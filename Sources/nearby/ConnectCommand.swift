@@ -1,5 +1,10 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import NearbyBasics
 import ConnectionBroker
 import Logging
 import NearbyDiscovery
@@ -83,7 +88,7 @@ struct ConnectCommand: AsyncParsableCommand {
         // purpose: a child would keep the command from ending).
         Task {
             while let line = await LineReader.standardInput.next() {
-                guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+                guard !line.trimmingBlanks().isEmpty else { continue }
                 due.sending(line)
                 do { try await connection.send(text: line) } catch {
                     ending.yield(.lost)
@@ -121,7 +126,7 @@ struct ConnectCommand: AsyncParsableCommand {
 
 /// Requests sent from stdin whose answers have not arrived yet.
 final class DueReplies: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var ids: Set<JSONRPCID> = []
 
     func sending(_ line: String) {

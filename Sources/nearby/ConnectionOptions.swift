@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import PeerConnection
 import PeerTrust
@@ -137,7 +141,7 @@ struct ChannelOptions: ParsableArguments {
                        text: "pinned \"\(name)\" (peer ID \(peerID)) on first use")
         }
         if insecure {
-            FileHandle.standardError.write(Data("nearby: warning: --insecure: plain ws:// without TLS; anyone on the path can read and change the messages, and nothing proves who the peer is\n".utf8))
+            writeToStandardError("nearby: warning: --insecure: plain ws:// without TLS; anyone on the path can read and change the messages, and nothing proves who the peer is\n")
         }
         return configuration
     }

@@ -1,6 +1,10 @@
 import ArgumentParser
 import DNSWire
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import PacketCapture
 
 #if canImport(Glibc)
@@ -66,8 +70,7 @@ struct Decode: ParsableCommand {
     }
 
     private func read(_ path: String) throws -> [UInt8] {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+        if fileStatus(path).isDirectory {
             throw ValidationError("\(path) is a directory; name capture files")
         }
         guard let data = FileManager.default.contents(atPath: path) else {
@@ -247,7 +250,7 @@ struct Decode: ParsableCommand {
     }
 
     private func note(_ text: String) {
-        FileHandle.standardError.write(Data("nearby: \(text)\n".utf8))
+        writeToStandardError("nearby: \(text)\n")
     }
 }
 

@@ -65,7 +65,7 @@ struct DomainsCommand: AsyncParsableCommand {
                     ("source", .string(row.source)),
                 ]))
             } else {
-                printLine("\(row.domain.padding(toLength: max(24, row.domain.count + 2), withPad: " ", startingAt: 0))\(row.roles.joined(separator: ", "))  (from \(row.source))")
+                printLine("\(row.domain.padded(toUTF16Length: max(24, row.domain.count + 2)))\(row.roles.joined(separator: ", "))  (from \(row.source))")
             }
         }
     }

@@ -1,6 +1,10 @@
 import ArgumentParser
 import DNSWire
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NearbyDiscovery
 
 /// `--dry-run` for advertise and serve: what would be published, with nothing sent.

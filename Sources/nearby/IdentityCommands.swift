@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import PeerTrust
 
 // MARK: - identity
@@ -234,7 +238,7 @@ struct IdentityExport: AsyncParsableCommand {
             }
             return
         }
-        if key { FileHandle.standardError.write(Data("nearby: warning: the output holds the private key\n".utf8)) }
+        if key { writeToStandardError("nearby: warning: the output holds the private key\n") }
         StandardOutput.shared.enqueue(identity.pem(includingPrivateKey: key))
     }
 }

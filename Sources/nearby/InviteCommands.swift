@@ -1,5 +1,16 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import NearbyBasics
 import NearbyQRCode
 import PeerConnection
@@ -51,14 +62,13 @@ struct InvitationOptions: ParsableArguments {
             do {
                 try Data(code.png()).write(to: URL(fileURLWithPath: qrFile), options: .atomic)
             } catch {
-                throw RuntimeFailure("cannot write the QR code to \(qrFile): \(error.localizedDescription)")
+                throw RuntimeFailure("cannot write the QR code to \(qrFile): \(writeFailureDescription(error))")
             }
         }
-        let formatter = ISO8601DateFormatter()
         if json {
             printLine(JSONText.object([
                 ("event", .string("invitationLink")), ("link", .string(link.text)), ("peerID", .string(link.peerID.description)),
-                ("name", .string(name)), ("expires", .string(formatter.string(from: link.expires))), ("uses", .number(Double(uses))),
+                ("name", .string(name)), ("expires", .string(iso8601(link.expires))), ("uses", .number(Double(uses))),
                 ("addresses", .array(link.addresses.map { .string($0.description) })), ("qrVersion", .number(Double(code.version))),
                 ("qrFile", qrFile.map { .string($0) } ?? .null),
             ]))
@@ -320,4 +330,14 @@ struct AcceptCommand: AsyncParsableCommand {
         if error.code == .invitation, error.message.hasPrefix("no address of the invitation answered") { return "unreachable" }
         return error.code.description
     }
+}
+
+/// What Foundation's `localizedDescription` said for a failure to write a file (a
+/// `CocoaError`: "The operation could not be completed. You don’t have permission.").
+func writeFailureDescription(_ error: any Error) -> String {
+    if let error = error as? CocoaError { return foundationDescription(domain: "NSCocoaErrorDomain", code: error.code.rawValue) }
+    if let error = error as? POSIXError {
+        return "The operation could not be completed. \(String(cString: strerror(error.code.rawValue)))"
+    }
+    return foundationDescription(of: error)
 }

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import NearbyBasics
 
 /// Standard input, line by line, for async code: a thread of its own blocks in `readLine`
 /// (never a thread of the cooperative pool), and callers get lines in turn, oldest first,
@@ -16,7 +21,7 @@ final class LineReader: @unchecked Sendable {
         let arrived: ContinuousClock.Instant
     }
 
-    private let lock = NSCondition()
+    private let lock = ThreadCondition()
     private var lines: [Line] = []
     private var waiting: [CheckedContinuation<Line?, Never>] = []
     private var finished = false
@@ -37,12 +42,10 @@ final class LineReader: @unchecked Sendable {
     private func startLocked() {
         guard !started else { return }
         started = true
-        let thread = Thread { [self] in
+        startThread(name: "nearby-stdin") { [self] in
             while let line = readLine(strippingNewline: true) { deliver(Line(text: line, arrived: .now)) }
             finish()
         }
-        thread.name = "nearby-stdin"
-        thread.start()
     }
 
     /// The next line with its arrival time, or nil at the end of input.

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `nearby`: find and connect to peers on the local network with mDNS/DNS-SD.
 @main
@@ -53,18 +57,18 @@ struct Nearby: AsyncParsableCommand {
                 exit(withError: error)  // --help, --version
             }
             if let failure = error as? RuntimeFailure {
-                FileHandle.standardError.write(Data("nearby: \(failure.description)\n".utf8))
-                Foundation.exit(1)
+                writeToStandardError("nearby: \(failure.description)\n")
+                exitProcess(1)
             }
             if error is ValidationError {
                 // Raised after parsing (a file that cannot be read, …): one line is enough.
-                FileHandle.standardError.write(Data("nearby: \(message(for: error))\n".utf8))
-                Foundation.exit(2)
+                writeToStandardError("nearby: \(message(for: error))\n")
+                exitProcess(2)
             }
             if code == .validationFailure {
                 // A malformed command line: one line saying what is wrong and where to look.
-                FileHandle.standardError.write(Data("nearby: \(plain(message(for: error))) (see \(helpCommand(for: arguments)))\n".utf8))
-                Foundation.exit(2)
+                writeToStandardError("nearby: \(plain(message(for: error))) (see \(helpCommand(for: arguments)))\n")
+                exitProcess(2)
             }
             exit(withError: error)
         }
@@ -136,7 +140,7 @@ struct Nearby: AsyncParsableCommand {
     /// ArgumentParser's "The value 'abc' is invalid for '<port>': port abc is not a whole
     /// number; use 1-65535" without its preamble, when a check of ours says it all.
     static func plain(_ message: String) -> String {
-        guard message.hasPrefix("The value '"), let range = message.range(of: "': ", options: .backwards) else { return message }
+        guard message.hasPrefix("The value '"), let range = message.ranges(of: "': ").last else { return message }
         return String(message[range.upperBound...])
     }
 

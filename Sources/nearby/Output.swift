@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NearbyDiscovery
 
 // What the discovery commands print: lines on stdout, addresses and resolutions as text and JSON.
@@ -17,7 +21,7 @@ func alignedLines(_ rows: [[String]]) -> [String] {
     for row in rows { for column in 0..<min(columns, row.count) { widths[column] = max(widths[column], row[column].count) } }
     return rows.map { row in
         let cells = row.enumerated().map { index, cell in
-            index < widths.count && index < row.count - 1 ? cell.padding(toLength: widths[index], withPad: " ", startingAt: 0) : cell
+            index < widths.count && index < row.count - 1 ? cell.padded(toUTF16Length: widths[index]) : cell
         }
         let line = "  " + cells.joined(separator: "  ")
         return String(line.reversed().drop(while: { $0 == " " }).reversed())
@@ -27,7 +31,7 @@ func alignedLines(_ rows: [[String]]) -> [String] {
 /// What a command is waiting for, on stderr (text mode only), so that a silent wait is never a
 /// mystery and stdout keeps only results.
 func status(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    writeToStandardError((text + "\n"))
 }
 
 /// Addresses as text; a link-local IPv6 address names its interface (`fe80::1%eth0`).

@@ -28,7 +28,7 @@ enum PeerIDInput {
         case 0:
             // Say why it is not a whole peer ID too, in case it was meant as one (PeerTrust's
             // words without the text repeated).
-            let why = whole.message.range(of: "is not a peer ID: ").map { String(whole.message[$0.upperBound...]) } ?? whole.message
+            let why = whole.message.firstRange(of: "is not a peer ID: ").map { String(whole.message[$0.upperBound...]) } ?? whole.message
             throw ValidationError("\(what) \"\(text)\" is neither a whole peer ID (\(why)) nor the beginning of one in \(place)")
         default:
             let listed = matches.map { "\($0.id)" + ($0.label.isEmpty ? "" : " (\($0.label))") }.joined(separator: ", ")

@@ -1,6 +1,10 @@
 import ArgumentParser
 import ConnectionBroker
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NearbyDiscovery
 import PeerConnection
@@ -71,7 +75,7 @@ struct PeersCommand: AsyncParsableCommand {
                     + (trusted == true ? ", trusted" : trusted == false ? ", not trusted" : ""))
         }
         if peers.isEmpty, !json {
-            FileHandle.standardError.write(Data("nearby: no peer offering \(type) answered within \(timeout) s\n".utf8))
+            writeToStandardError("nearby: no peer offering \(type) answered within \(timeout) s\n")
         }
     }
 }

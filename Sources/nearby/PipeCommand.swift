@@ -1,6 +1,19 @@
 import ArgumentParser
 import CNearbySocket
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
+import NearbyBasics
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import PeerConnection
 import PeerTrust
@@ -129,7 +142,7 @@ enum PipeEnding: Sendable, Equatable {
 final class PipeSlot: @unchecked Sendable {
     static let shared = PipeSlot()
     static let label = "nearby.pipe/1"
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var taken = false
     private(set) var failed = false
 
@@ -216,7 +229,7 @@ enum StandardInputChunks {
 
 /// A continuation resumed once, by whichever comes first: the answer, or a cancellation.
 final class OneAnswer<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var continuation: CheckedContinuation<Value, Never>?
     /// The first value given, when it came before anyone waited.
     private var given: [Value] = []

@@ -1,7 +1,11 @@
 import ArgumentParser
 import CNearbySocket
 import FileTransfer
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import PeerConnection
 
@@ -69,7 +73,7 @@ struct SendCommand: AsyncParsableCommand {
     /// `--limit-rate`: bytes a second, with an optional K, M or G (powers of 1024).
     static func rate(_ text: String) throws -> Int {
         let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
-        var digits = text.trimmingCharacters(in: .whitespaces)
+        var digits = text.trimmingBlanks()
         var unit = 1
         if let last = digits.last?.uppercased().first, let scale = units[last] {
             unit = scale

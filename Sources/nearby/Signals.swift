@@ -1,5 +1,17 @@
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import NearbyBasics
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import PeerConnection
 
 /// Waits for SIGINT or SIGTERM, or until `timeout` has passed.
@@ -24,7 +36,7 @@ func waitForTermination(timeout: Duration? = nil) async {
 /// Keeps signal sources alive for the life of the process.
 enum Signals {
     nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
-    private static let lock = NSLock()
+    private static let lock = ThreadLock()
     static func keep(_ source: any DispatchSourceSignal) {
         lock.lock()
         sources.append(source)
@@ -33,7 +45,7 @@ enum Signals {
 }
 
 final class ResumeOnce: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var continuation: CheckedContinuation<Void, Never>?
     init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
     func resume() {

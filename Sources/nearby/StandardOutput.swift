@@ -1,4 +1,15 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import NearbyBasics
 
 /// Standard output, written by a thread of its own. When stdout is a pipe that nobody reads,
@@ -27,7 +38,7 @@ final class StandardOutput: @unchecked Sendable {
     let exitPatience: Duration = .seconds(2)
 
     private let descriptor: Int32
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var queue: [Data] = []
     private var queuedBytes = 0
     private var waiting: [CheckedContinuation<Void, Never>] = []
@@ -97,7 +108,7 @@ final class StandardOutput: @unchecked Sendable {
         var lastProgress = ContinuousClock.now
         var lastQueued = queuedBytes
         while queuedBytes > 0 && !broken {
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.05))
+            _ = condition.wait(seconds: 0.05)
             if queuedBytes != lastQueued {
                 lastQueued = queuedBytes
                 lastProgress = .now
@@ -115,9 +126,7 @@ final class StandardOutput: @unchecked Sendable {
         } else {
             atexit { StandardOutput.shared.drain() }
         }
-        let thread = Thread { [self] in writeForever() }
-        thread.name = "nearby-stdout"
-        thread.start()
+        startThread(name: "nearby-stdout") { [self] in writeForever() }
     }
 
     private func writeForever() {
@@ -170,4 +179,28 @@ final class StandardOutput: @unchecked Sendable {
             return true
         }
     }
+}
+
+/// Writes `text` to stderr now, all of it (what `FileHandle.standardError.write` did; a
+/// failure is ignored: there is nowhere left to tell).
+func writeToStandardError(_ text: String) {
+    var bytes = Array(text.utf8)
+    bytes.withUnsafeMutableBytes { raw in
+        guard var base = raw.baseAddress else { return }
+        var left = raw.count
+        while left > 0 {
+            let count = write(STDERR_FILENO, base, left)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            base += count
+            left -= count
+        }
+    }
+}
+
+/// Ends the process with `status` (atexit handlers run: queued output is written first).
+func exitProcess(_ status: Int32) -> Never {
+    exit(status)
 }

@@ -1,5 +1,17 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import NearbyBasics
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import PeerTrust
 
 /// Where the identity and the trust store live.
@@ -17,11 +29,11 @@ struct StateDirectory: ParsableArguments {
     /// store. (The default directory may be missing: nothing was stored yet.)
     func requireExisting() throws {
         guard let stateDirectory else { return }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: stateDirectory, isDirectory: &isDirectory) else {
+        let found = fileStatus(stateDirectory)
+        guard found.exists else {
             throw ValidationError("--state-dir \(stateDirectory) does not exist (nearby identity create --state-dir \(stateDirectory) makes one)")
         }
-        guard isDirectory.boolValue else { throw ValidationError("--state-dir \(stateDirectory) is not a directory") }
+        guard found.isDirectory else { throw ValidationError("--state-dir \(stateDirectory) is not a directory") }
     }
 }
 
@@ -39,13 +51,40 @@ struct StateOptions: ParsableArguments {
 
 /// Reads a whole file named on the command line ("-": standard input); bad input exits 2.
 func readInput(_ path: String, what: String) throws -> [UInt8] {
-    if path == "-" { return [UInt8](FileHandle.standardInput.readDataToEndOfFile()) }
-    // FileHandle, not FileManager: it also reads pipes such as <(echo secret).
-    guard let handle = FileHandle(forReadingAtPath: path) else {
-        throw ValidationError("cannot read \(what) \(path) (no such file, or not readable)")
+    let unreadable = ValidationError("cannot read \(what) \(path) (no such file, or not readable)")
+    if path == "-" {
+        guard let bytes = readToEnd(STDIN_FILENO) else { throw unreadable }
+        return bytes
     }
-    defer { try? handle.close() }
-    return [UInt8](handle.readDataToEndOfFile())
+    // open and read, not FileManager: it also reads pipes such as <(echo secret).
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { throw unreadable }
+    defer { close(descriptor) }
+    guard let bytes = readToEnd(descriptor) else { throw unreadable }
+    return bytes
+}
+
+/// Everything left to read from `descriptor`, or nil when reading fails (a directory, say).
+func readToEnd(_ descriptor: Int32) -> [UInt8]? {
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        if count < 0 {
+            if errno == EINTR { continue }
+            return nil
+        }
+        if count == 0 { return bytes }
+        bytes += chunk[..<count]
+    }
+}
+
+/// Whether `path` names something, and whether that is a directory (symbolic links followed):
+/// what FileManager's fileExists(atPath:isDirectory:) said.
+func fileStatus(_ path: String) -> (exists: Bool, isDirectory: Bool) {
+    var status = stat()
+    guard stat(path, &status) == 0 else { return (false, false) }
+    return (true, status.st_mode & S_IFMT == S_IFDIR)
 }
 
 /// A passphrase from --passphrase-file (first line), else $NEARBY_PASSPHRASE.
@@ -57,20 +96,27 @@ func passphrase(from file: String?) throws -> String? {
     return ProcessInfo.processInfo.environment["NEARBY_PASSPHRASE"]
 }
 
+/// `2026-11-25T07:28:10Z`: the time in UTC to the second (rounded to the millisecond first).
 func iso8601(_ date: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime]
-    return formatter.string(from: date)
+    CivilTime.internetDateTime(sinceReferenceDate: date.timeIntervalSinceReferenceDate)
 }
 
 /// Parses an ISO 8601 time: `2026-11-22T07:30:00Z`, with fractions or an offset, or a date.
+/// A fraction counts to the millisecond (more digits are dropped), as ISO8601DateFormatter did.
 func parseTime(_ text: String) -> Date? {
-    let formatter = ISO8601DateFormatter()
-    for options: ISO8601DateFormatter.Options in [
-        [.withInternetDateTime], [.withInternetDateTime, .withFractionalSeconds], [.withFullDate],
-    ] {
-        formatter.formatOptions = options
-        if let date = formatter.date(from: text) { return date }
+    var text = Substring(text)
+    if let point = text.firstIndex(of: "."), text[..<point].contains("T") {
+        let digits = text[text.index(after: point)...].prefix(while: { $0.isASCII && $0.isNumber })
+        if digits.count > 3 { text.removeSubrange(digits.index(digits.startIndex, offsetBy: 3)..<digits.endIndex) }
+    }
+    let styles = [
+        Date.ISO8601FormatStyle(), Date.ISO8601FormatStyle(includingFractionalSeconds: true), Date.ISO8601FormatStyle().year().month().day(),
+    ]
+    for style in styles {
+        if let date = try? style.parse(String(text)) {
+            // Whole milliseconds since 1970, as the formatter counted.
+            return Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
+        }
     }
     return nil
 }

@@ -1,6 +1,10 @@
 import ArgumentParser
 import ConnectionBroker
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NearbyDiscovery
 import PeerConnection
@@ -121,7 +125,7 @@ struct TargetOptions: ParsableArguments {
             if let refusal = error.connectionError {
                 printNotConnected(json, to: "the \(type) peer", error: refusal)
             } else {
-                FileHandle.standardError.write(Data("nearby: \(error.message)\n".utf8))
+                writeToStandardError("nearby: \(error.message)\n")
             }
             await shutdown()
             throw ExitCode(1)

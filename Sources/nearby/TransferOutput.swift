@@ -1,5 +1,17 @@
 import FileTransfer
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import NearbyBasics
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// How transfers are shown: `--json` events on stdout (`progress`, `done`, `failed`), or on a
 /// terminal one line per file on stderr that redraws itself (percent, bytes, rate, time left),
@@ -78,11 +90,11 @@ struct TransferOutput: Sendable {
         let eta = progress.secondsLeft.map { "  ETA \(Self.duration($0))" } ?? ""
         let name = progress.name.count > 30 ? String(progress.name.prefix(29)) + "…" : progress.name
         let line = "\(name)  \(percent)%  \(Self.bytes(progress.done)) / \(Self.bytes(progress.size))\(rate)\(eta)"
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+        writeToStandardError("\r\u{1B}[K\(line)")
     }
 
     private func clearLine() {
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        writeToStandardError("\r\u{1B}[K")
     }
 
     /// 1023 B, 1.5 KiB, 482.1 MiB, 1.0 GiB.
@@ -94,12 +106,12 @@ struct TransferOutput: Sendable {
             value /= 1024
             unit += 1
         }
-        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+        return unit == 0 ? "\(count) B" : "\(fixedPoint(value, digits: 1)) \(units[unit])"
     }
 
     /// 0.4 s, 12 s, 3 min 20 s.
     static func duration(_ seconds: Double) -> String {
-        if seconds < 10 { return String(format: "%.1f s", seconds) }
+        if seconds < 10 { return "\(fixedPoint(seconds, digits: 1)) s" }
         let whole = Int(seconds.rounded())
         return whole < 60 ? "\(whole) s" : "\(whole / 60) min \(whole % 60) s"
     }

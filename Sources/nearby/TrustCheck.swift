@@ -1,5 +1,9 @@
 public import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import PeerTrust
 
 extension PeerRole: ExpressibleByArgument {}

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import PeerTrust
 
 // MARK: - trust
@@ -141,7 +145,7 @@ struct TrustCRLAdd: AsyncParsableCommand {
                 if case .replaced(let older) = change { members.append(("replacedIssued", .string(iso8601(older)))) }
                 printLine(JSONText.object(members))
             } else {
-                var line = "\(event.padding(toLength: 8, withPad: " ", startingAt: 0)) CRL \(crlLine(list))"
+                var line = "\(event.padded(toUTF16Length: 8)) CRL \(crlLine(list))"
                 if case .replaced(let older) = change { line += "  (replaced the one issued \(iso8601(older)))" }
                 printLine(line)
             }

@@ -5,8 +5,33 @@
 //   nearby-mass-advertise COUNT TYPE [--host LABEL]
 
 import Dispatch
-import Foundation
 import NearbyDiscovery
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Writes all of `text` to `descriptor` now (unbuffered, as FileHandle did).
+func writeAll(_ descriptor: Int32, _ text: String) {
+    var bytes = Array(text.utf8)
+    bytes.withUnsafeMutableBytes { raw in
+        guard var base = raw.baseAddress else { return }
+        var left = raw.count
+        while left > 0 {
+            let count = write(descriptor, base, left)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            base += count
+            left -= count
+        }
+    }
+}
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var host: String?
@@ -15,7 +40,7 @@ if let index = arguments.firstIndex(of: "--host"), index + 1 < arguments.count {
     arguments.removeSubrange(index...(index + 1))
 }
 guard arguments.count == 2, let count = Int(arguments[0]), count > 0, let type = try? ServiceType(parsing: arguments[1]) else {
-    FileHandle.standardError.write(Data("usage: nearby-mass-advertise COUNT TYPE [--host LABEL]\n".utf8))
+    writeAll(STDERR_FILENO, "usage: nearby-mass-advertise COUNT TYPE [--host LABEL]\n")
     exit(2)
 }
 
@@ -28,7 +53,7 @@ let advertisements = try await withThrowingTaskGroup(of: Advertisement.self) { g
     for try await ad in group { all.append(ad) }
     return all
 }
-FileHandle.standardOutput.write(Data("advertised \(advertisements.count)\n".utf8))
+writeAll(STDOUT_FILENO, "advertised \(advertisements.count)\n")
 
 signal(SIGINT, SIG_IGN)
 signal(SIGTERM, SIG_IGN)
