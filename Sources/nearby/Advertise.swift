@@ -1,6 +1,10 @@
 import ArgumentParser
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NearbyDiscovery
 
@@ -99,7 +103,7 @@ struct Advertise: AsyncParsableCommand {
     func run() async throws {
         let serviceType = try parseType(type)
         let info = try discoveryInfo()
-        for warning in info.warnings { FileHandle.standardError.write(Data("nearby: warning: \(warning)\n".utf8)) }
+        for warning in info.warnings { writeToStandardError("nearby: warning: \(warning)\n") }
         if dryRun {
             try DryRun.show(name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes, ttl: ttl.map(UInt32.init),
                             network: network, hostName: host)
@@ -137,11 +141,17 @@ struct Advertise: AsyncParsableCommand {
         let reloads = txtFile != nil ? hangUps() : nil
         let command = self
         let published = ads
+        let idle = QuietRelease(logger: network.logger)
+        idle.activity()
         _ = await untilTermination {
             await withDiscardingTaskGroup { group in
+                group.addTask { await idle.run() }
                 for ad in published {
                     group.addTask {
-                        for await event in ad.events { printLine(command.render(event, type: ad.type)) }
+                        for await event in ad.events {
+                            idle.activity()
+                            printLine(command.render(event, type: ad.type))
+                        }
                     }
                 }
                 guard let reloads else { return }
@@ -152,7 +162,7 @@ struct Advertise: AsyncParsableCommand {
                             let info = try command.discoveryInfo()
                             for ad in published { await ad.update(info: info) }
                         } catch {
-                            FileHandle.standardError.write(Data("nearby: TXT not updated: \(error)\n".utf8))
+                            writeToStandardError("nearby: TXT not updated: \(error)\n")
                         }
                     }
                 }

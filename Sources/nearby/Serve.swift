@@ -2,7 +2,19 @@ import ArgumentParser
 import CNearbySocket
 import ConnectionBroker
 import FileTransfer
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import NearbyBasics
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import NearbyDiscovery
 import Logging
 import PeerConnection
@@ -131,8 +143,7 @@ struct Serve: AsyncParsableCommand {
             try invitation.validateAddresses()
         }
         if let receiveInto {
-            var isFolder: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: receiveInto, isDirectory: &isFolder), isFolder.boolValue else {
+            guard fileStatus(receiveInto).isDirectory else {
                 throw ValidationError("--receive \(receiveInto): no such folder (make it first)")
             }
             guard !channel.insecure else { throw ValidationError("--receive needs TLS: files are taken only from peers whose keys are proven") }
@@ -228,11 +239,16 @@ struct Serve: AsyncParsableCommand {
                 throw error
             }
         }
+        let idle = QuietRelease(logger: network.logger)
+        idle.activity()
         let serving = ServingLoop {
             // Discarding: a finished connection's task is freed at once (a plain group keeps every
             // child until it is awaited, which this loop never does: memory grew per connection).
             await withDiscardingTaskGroup { group in
+                group.addTask { await idle.run() }
+                defer { group.cancelAll() }
                 for await event in listener.events {
+                    idle.activity()
                     switch event {
                     case .rejected(let rejection):
                         printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
@@ -332,11 +348,16 @@ struct Serve: AsyncParsableCommand {
                 throw error
             }
         }
+        let idle = QuietRelease(logger: network.logger)
+        idle.activity()
         let serving = ServingLoop {
             // Discarding: a finished connection's task is freed at once (a plain group keeps every
             // child until it is awaited, which this loop never does: memory grew per connection).
             await withDiscardingTaskGroup { group in
+                group.addTask { await idle.run() }
+                defer { group.cancelAll() }
                 for await event in broker.events {
+                    idle.activity()
                     switch event {
                     case .connected(let connection, let initiator):
                         printConnected(json, connection, extra: [("initiator", .string(initiator.description))])
@@ -478,7 +499,7 @@ func printConnected(_ json: Bool, _ connection: PeerConnection, extra: [(String,
             ("protocolVersion", .string(peer.protocolVersion.description)), (infoKey, output(peer.info)),
             ("ms", .number(ms)),
         ] + extra,
-        text: "Connected to \"\(peer.displayName ?? "?")\" (peer ID \(peer.peerID?.description ?? "none: insecure"), \(connection.remoteAddress) port \(connection.remotePort), protocol \(peer.protocolVersion), \(connection.role.rawValue), \(String(format: "%.1f", ms)) ms, connection \(connection.id))"
+        text: "Connected to \"\(peer.displayName ?? "?")\" (peer ID \(peer.peerID?.description ?? "none: insecure"), \(connection.remoteAddress) port \(connection.remotePort), protocol \(peer.protocolVersion), \(connection.role.rawValue), \(fixedPoint(ms, digits: 1)) ms, connection \(connection.id))"
     )
 }
 

@@ -56,4 +56,6 @@ int nearby_rename_noreplace(const char *from, const char *to);
 /// system has no such call).
 int nearby_start_write_back(int fd, int64_t offset, int64_t count);
 
+#include "nearby_memory.h"
+
 #endif

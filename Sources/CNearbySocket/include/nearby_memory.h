@@ -1,0 +1,25 @@
+// Giving back the pages a long-running command needed only to start.
+#ifndef NEARBY_MEMORY_H
+#define NEARBY_MEMORY_H
+
+#include <stdint.h>
+
+/// What one release of start-up pages did.
+typedef struct {
+    /// Bytes of mapped segments the kernel was asked to reclaim.
+    int64_t advised;
+    /// Loaded objects (the executable and its libraries) whose segments were visited.
+    int objects;
+    /// 0, or the errno of the first madvise that failed (EINVAL: a kernel before 5.4).
+    int error;
+} nearby_release_result;
+
+/// Asks the kernel to reclaim the pages of every loaded object's segments (code, symbol and
+/// relocation tables, read-only data) with MADV_PAGEOUT. That is not destructive: clean file
+/// pages are dropped and read again from the file when next used; pages written since they
+/// were mapped (relocated data) cannot be reclaimed without swap and simply stay; pages other
+/// processes also map are left alone by the kernel. A process that is idle after starting up
+/// holds mostly code and tables it used once; this gives them back.
+nearby_release_result nearby_release_mapped_pages(void);
+
+#endif
