@@ -33,8 +33,7 @@ extension Message {
 
     /// Decodes a packet held in memory the caller owns for the duration of the call.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DNSWireError) -> DecodedMessage {
-        var reader = WireReader(bytes)
-        return try reader.readMessage()
+        try WireReader.reading(bytes) { (reader) throws(DNSWireError) in try reader.readMessage() }
     }
 }
 
@@ -46,12 +45,19 @@ struct WireReader {
     static let minimumRecordLength = 11
 
     let bytes: UnsafeRawBufferPointer
+    /// Room to gather one name's labels from the pieces its pointers lead to.
+    let scratch: UnsafeMutableRawBufferPointer
     var position = 0
     /// Pointer targets visited while reading the current name; reused so names allocate once.
     private var visited: [Int] = []
     /// Names already decoded, by the offset they start at. A compression pointer to one of them
     /// reuses it, so a name that is only a pointer (most owner names) costs no allocation.
-    private var decodedNames: [DecodedName] = []
+    /// Held on the stack for the duration of one decode; when full, further names are not
+    /// remembered (pointers to them then copy their labels again).
+    private let decodedNames: UnsafeMutableBufferPointer<DecodedName>
+    private var decodedNameCount = 0
+    /// How many names one decode remembers: 32 entries stay within what Swift keeps on the stack.
+    static let decodedNameCapacity = 32
 
     struct DecodedName {
         var offset: Int
@@ -59,8 +65,30 @@ struct WireReader {
         var name: DomainName
     }
 
-    init(_ bytes: UnsafeRawBufferPointer) {
+    /// Runs `body` with a reader of `bytes` whose scratch space is on the stack.
+    static func reading<T>(
+        _ bytes: UnsafeRawBufferPointer, _ body: (inout WireReader) throws(DNSWireError) -> T
+    ) throws(DNSWireError) -> T {
+        let result = withUnsafeTemporaryAllocation(byteCount: DomainName.maximumWireLength, alignment: 1) { scratch in
+            withUnsafeTemporaryAllocation(of: DecodedName.self, capacity: decodedNameCapacity) { names in
+                var reader = WireReader(bytes, scratch: scratch, names: names)
+                let result = Result { () throws(DNSWireError) -> T in try body(&reader) }
+                _ = UnsafeMutableBufferPointer(rebasing: names[0..<reader.decodedNameCount]).deinitialize()
+                return result
+            }
+        }
+        return try result.get()
+    }
+
+    /// `scratch` must hold at least ``DomainName/maximumWireLength`` bytes; `names` is room for
+    /// the names to remember, and ``reading(_:_:)`` deinitializes those it holds.
+    private init(
+        _ bytes: UnsafeRawBufferPointer, scratch: UnsafeMutableRawBufferPointer,
+        names: UnsafeMutableBufferPointer<DecodedName>
+    ) {
         self.bytes = bytes
+        self.scratch = scratch
+        self.decodedNames = names
     }
 
     var count: Int { bytes.count }
@@ -241,7 +269,7 @@ struct WireReader {
                 throw DNSWireError(
                     .badRecordData, "a TXT string runs past the record's end", at: start)
             }
-            return .txt(TXTData(validatedRDATA: Array(bytes[start..<end])))
+            return .txt(TXTData(validatedRDATA: copy(from: start, to: end)))
         case .hinfo:
             var strings: [[UInt8]] = []
             var index = start
@@ -280,20 +308,28 @@ struct WireReader {
                 }
                 lastWindow = window
                 for offset in 0..<bitmapLength {
-                    let bits = byte(index + 2 + offset)
-                    if bits == 0 { continue }
-                    for bit in 0..<8 where bits & (0x80 >> UInt8(bit)) != 0 {
+                    // Only the bits that are set: the most significant is the window's
+                    // type offset * 8 (RFC 4034 §4.1.2).
+                    var bits = byte(index + 2 + offset)
+                    while bits != 0 {
+                        let bit = bits.leadingZeroBitCount
                         nsec.insert(RecordType(UInt16(window << 8 | offset << 3 | bit)))
+                        bits &= ~(0x80 >> UInt8(bit))
                     }
                 }
                 index += 2 + bitmapLength
             }
             return .nsec(nsec)
         case .opt:
-            return .opt(Array(bytes[start..<end]))
+            return .opt(copy(from: start, to: end))
         default:
-            return .unknown(type, Array(bytes[start..<end]))
+            return .unknown(type, copy(from: start, to: end))
         }
+    }
+
+    /// The bytes from `start` to `end`, which the caller has checked, in an array of their own.
+    func copy(from start: Int, to end: Int) -> [UInt8] {
+        Array(UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
     }
 
     /// Reads a name that must end exactly at `end`.
@@ -314,30 +350,26 @@ struct WireReader {
     /// `limit` bounds the bytes read in place (a name inside RDATA must not run past it);
     /// after a compression pointer the whole packet may be read. Returns the name and the
     /// offset just after its in-place part.
+    ///
+    /// Two passes: the first follows the name through its pointers and checks every rule,
+    /// counting its bytes; the second copies the labels into storage of exactly that size. A
+    /// name that is only a pointer to a name decoded before shares that name's storage, and a
+    /// name whose tail is one copies it from there, so most names in a packet cost at most one
+    /// allocation and many none.
     mutating func readName(at start: Int, limit: Int) throws(DNSWireError) -> (DomainName, Int) {
-        let (name, labels, end) = try readNameUncached(at: start, limit: limit)
-        if start <= 0x3FFF && !name.isRoot {
-            if decodedNames.isEmpty { decodedNames.reserveCapacity(16) }
-            decodedNames.append(DecodedName(offset: start, labels: labels, name: name))
-        }
-        return (name, end)
-    }
-
-    private func decodedName(at offset: Int) -> (name: DomainName, labels: Int)? {
-        for entry in decodedNames where entry.offset == offset { return (entry.name, entry.labels) }
-        return nil
-    }
-
-    private mutating func readNameUncached(at start: Int, limit: Int) throws(DNSWireError)
-        -> (DomainName, Int, Int)
-    {
-        var storage: [UInt8] = []
         var index = start
         var bound = limit
-        var end: Int? = nil
+        var end = -1
         var labels = 0
-        visited.removeAll(keepingCapacity: true)
-        while true {
+        // Bytes of labels (length bytes included), without the final zero.
+        var total = 0
+        // The cached name this one ends in, if the walk met a pointer to one.
+        var tail: DomainName? = nil
+        // Pointer targets followed so far; the first two are held here, the rest in `visited`.
+        var firstTarget = -1
+        var secondTarget = -1
+        var jumps = 0
+        walk: while true {
             guard index < bound else {
                 throw DNSWireError(.truncated, "name starting at \(start) is cut short", at: index)
             }
@@ -345,9 +377,8 @@ struct WireReader {
             switch length & 0xC0 {
             case 0x00:
                 if length == 0 {
-                    if end == nil { end = index + 1 }
-                    if storage.isEmpty { return (.root, 0, end ?? index + 1) }
-                    return (DomainName(uncheckedStorage: storage), labels, end ?? index + 1)
+                    if end < 0 { end = index + 1 }
+                    break walk
                 }
                 let next = index + 1 + Int(length)
                 guard next <= bound else {
@@ -357,22 +388,19 @@ struct WireReader {
                 }
                 labels += 1
                 guard labels <= DomainName.maximumLabelCount else {
-                    throw DNSWireError(
-                        .tooManyLabels, "name has more than 128 labels", at: index)
+                    throw DNSWireError(.tooManyLabels, "name has more than 128 labels", at: index)
                 }
-                guard storage.count + 1 + Int(length) + 1 <= DomainName.maximumWireLength else {
-                    throw DNSWireError(
-                        .nameTooLong, "name is longer than the 255-byte limit", at: index)
+                total += 1 + Int(length)
+                guard total + 1 <= DomainName.maximumWireLength else {
+                    throw DNSWireError(.nameTooLong, "name is longer than the 255-byte limit", at: index)
                 }
-                if storage.isEmpty { storage.reserveCapacity(64) }
-                storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<next]))
                 index = next
             case 0xC0:
                 guard index + 1 < bound else {
                     throw DNSWireError(.truncated, "compression pointer is cut short", at: index)
                 }
                 let target = Int(length & 0x3F) << 8 | Int(byte(index + 1))
-                if end == nil { end = index + 2 }
+                if end < 0 { end = index + 2 }
                 guard target != index else {
                     throw DNSWireError(.selfPointer, "compression pointer points at itself", at: index)
                 }
@@ -385,30 +413,43 @@ struct WireReader {
                 }
                 if let known = decodedName(at: target) {
                     // The rest of this name was decoded before, loop-free by construction.
-                    let pointerEnd = end ?? index + 2
-                    if storage.isEmpty { return (known.name, known.labels, pointerEnd) }
+                    if total == 0 { return (known.name, end) }
                     guard labels + known.labels <= DomainName.maximumLabelCount else {
                         throw DNSWireError(.tooManyLabels, "name has more than 128 labels", at: index)
                     }
-                    guard storage.count + known.name.storage.count + 1 <= DomainName.maximumWireLength
-                    else {
-                        throw DNSWireError(
-                            .nameTooLong, "name is longer than the 255-byte limit", at: index)
+                    guard total + known.name.storage.count + 1 <= DomainName.maximumWireLength else {
+                        throw DNSWireError(.nameTooLong, "name is longer than the 255-byte limit", at: index)
                     }
-                    storage.append(contentsOf: known.name.storage)
-                    return (DomainName(uncheckedStorage: storage), labels + known.labels, pointerEnd)
+                    labels += known.labels
+                    tail = known.name
+                    break walk
                 }
-                guard !visited.contains(target) else {
+                let seen: Bool
+                switch jumps {
+                case 0: seen = false
+                case 1: seen = target == firstTarget
+                case 2: seen = target == firstTarget || target == secondTarget
+                default: seen = target == firstTarget || target == secondTarget || visited.contains(target)
+                }
+                guard !seen else {
                     throw DNSWireError(
                         .pointerLoop,
                         "compression pointer to \(target) loops back into the same name", at: index)
                 }
-                guard visited.count < DomainName.maximumLabelCount else {
+                guard jumps < DomainName.maximumLabelCount else {
                     throw DNSWireError(
                         .tooManyPointers, "name follows more than 128 compression pointers",
                         at: index)
                 }
-                visited.append(target)
+                switch jumps {
+                case 0: firstTarget = target
+                case 1: secondTarget = target
+                case 2:
+                    visited.removeAll(keepingCapacity: true)
+                    visited.append(target)
+                default: visited.append(target)
+                }
+                jumps += 1
                 index = target
                 bound = count
             default:
@@ -417,5 +458,54 @@ struct WireReader {
                     "label type 0x\(String(length & 0xC0, radix: 16)) is reserved", at: index)
             }
         }
+        let tailCount = tail?.storage.count ?? 0
+        let name: DomainName
+        if total == 0 && tailCount == 0 {
+            name = .root
+        } else if jumps == 0 && tailCount == 0 {
+            // All in place: one copy straight from the packet.
+            name = DomainName(uncheckedStorage: Array(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + total)])))
+        } else {
+            // Gather the pieces in the scratch space (a name is at most 255 bytes), then copy
+            // once. The walk above checked every byte this reads.
+            var from = start
+            var to = 0
+            while to < total {
+                let length = Int(bytes[from])
+                if length & 0xC0 == 0xC0 {
+                    from = (length & 0x3F) << 8 | Int(bytes[from + 1])
+                    continue
+                }
+                let run = 1 + length
+                UnsafeMutableRawBufferPointer(rebasing: scratch[to..<(to + run)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<(from + run)]))
+                to += run
+                from += run
+            }
+            if let tail {
+                tail.storage.withUnsafeBytes { source in
+                    UnsafeMutableRawBufferPointer(rebasing: scratch[total..<(total + tailCount)])
+                        .copyMemory(from: source)
+                }
+            }
+            name = DomainName(uncheckedStorage: Array(UnsafeRawBufferPointer(rebasing: scratch[0..<(total + tailCount)])))
+        }
+        // A name with labels is kept for the pointers that may point at its start; one that is
+        // only a pointer returned above, and is found through its target.
+        if total > 0 && start <= 0x3FFF {
+            if decodedNameCount < decodedNames.count {
+                decodedNames.initializeElement(
+                    at: decodedNameCount, to: DecodedName(offset: start, labels: labels, name: name))
+                decodedNameCount += 1
+            }
+        }
+        return (name, end)
+    }
+
+    private func decodedName(at offset: Int) -> (name: DomainName, labels: Int)? {
+        for index in 0..<decodedNameCount where decodedNames[index].offset == offset {
+            return (decodedNames[index].name, decodedNames[index].labels)
+        }
+        return nil
     }
 }

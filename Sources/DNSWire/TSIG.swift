@@ -127,8 +127,7 @@ public struct TSIGRecord: Hashable, Sendable {
     public static func split(_ message: [UInt8]) throws(DNSWireError) -> (unsigned: [UInt8], record: TSIGRecord)? {
         let result = message.withUnsafeBytes { raw in
             Result { () throws(DNSWireError) -> (Int, DomainName, [UInt8])? in
-                var reader = WireReader(raw)
-                return try reader.lastRecord(ofType: .tsig)
+                try WireReader.reading(raw) { (reader) throws(DNSWireError) in try reader.lastRecord(ofType: .tsig) }
             }
         }
         guard let (start, name, rdata) = try result.get() else { return nil }
