@@ -14,8 +14,11 @@ NEARBY_BIN. Every packet stays inside the lab's namespaces.
    in h2): advertised by `nearby advertise`, `avahi-publish`, python-zeroconf and
    `nearby advertise --backend system` (through avahi-daemon) in h1, from
    spawning the advertiser to the browser's line.
-3. Resident memory (VmRSS) of an idle advertiser, 5 s after it started: `nearby advertise`
-   vs a python-zeroconf responder (zeroconf_peer.py register).
+3. Resident memory (VmRSS, and its anonymous and file-backed parts) of an idle advertiser, 5 s
+   after it started: `nearby advertise` vs a python-zeroconf responder (zeroconf_peer.py
+   register); and of a server 5 s after five peers connected: `nearby serve` (advertised) in
+   h1 vs a Python websockets + ssl server (ws_peer.py), each holding five connections that one
+   Python websockets client in h2 opened (ws_peer.py bench idle).
 4. 1,000 instances published by one process (nearby-mass-advertise, or one D-Bus client of
    avahi-daemon): time until a running `nearby browse --resolve` in h2 has found and
    resolved all of them, and the mDNS packets and bytes on the wire meanwhile (tcpdump in h2),
@@ -174,17 +177,28 @@ def time_to_visible():
            [(name, *summary(samples)) for name, samples in results.items()])
 
 
-def rss_kib(root_pid):
-    """VmRSS of the process tree's biggest member (the advertiser itself, not its wrappers)."""
-    best = 0
+def memory_kib(root_pid):
+    """VmRSS, RssAnon, RssFile and Pss (KiB) of the process tree's biggest member (the
+    advertiser or server itself, not its wrappers). Anonymous: what the process made; file:
+    pages of its executable and libraries, which other processes mapping the same files share
+    (Pss divides each shared page among the processes that map it)."""
+    best = {"VmRSS": 0, "RssAnon": 0, "RssFile": 0, "Pss": 0}
     pending = [root_pid]
     while pending:
         pid = pending.pop()
         try:
+            fields = {}
             with open(f"/proc/{pid}/status") as status:
                 for line in status:
-                    if line.startswith("VmRSS:"):
-                        best = max(best, int(line.split()[1]))
+                    key = line.split(":", 1)[0]
+                    if key in best:
+                        fields[key] = int(line.split()[1])
+            if fields.get("VmRSS", 0) > best["VmRSS"]:
+                with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                    for line in rollup:
+                        if line.startswith("Pss:"):
+                            fields["Pss"] = int(line.split()[1])
+                best = {key: fields.get(key, 0) for key in best}
             with open(f"/proc/{pid}/task/{pid}/children") as children:
                 pending += [int(child) for child in children.read().split()]
         except OSError:
@@ -192,7 +206,49 @@ def rss_kib(root_pid):
     return best
 
 
+def lab_address(host):
+    """The host's IPv4 address on the lab's first LAN."""
+    text = lab("exec", host, "--", "ip", "-4", "-o", "addr", "show", "dev", "lan1").stdout
+    return text.split(" inet ", 1)[1].split("/", 1)[0]
+
+
+def identities(work):
+    """A server and a client identity that pin each other; returns the client's trust PEM path."""
+    for side in ("server", "client"):
+        subprocess.run([NEARBY, "identity", "create", "--name", f"memory {side}", "--state-dir", f"{work}/{side}"],
+                       check=True, capture_output=True)
+        with open(f"{work}/{side}.crt", "w") as out:
+            subprocess.run([NEARBY, "identity", "export", "--state-dir", f"{work}/{side}"], check=True, stdout=out)
+    ids = {side: subprocess.run([NEARBY, "identity", "show", "--id", "--state-dir", f"{work}/{side}"],
+                                check=True, capture_output=True, text=True).stdout.strip() for side in ("server", "client")}
+    subprocess.run([NEARBY, "trust", "pin", ids["client"], "--state-dir", f"{work}/server"], check=True, capture_output=True)
+    subprocess.run([NEARBY, "trust", "pin", ids["server"], "--state-dir", f"{work}/client"], check=True, capture_output=True)
+
+
+def serving(server_args, client_args, ready):
+    """Starts a server in h1 and a client in h2 that opens its connections and holds them;
+    returns the server's memory 5 s and 30 s after the client said they were open (the
+    websockets client pings every 20 s), or None if it never did."""
+    server = spawn("exec", "h1", "--", *server_args)
+    time.sleep(1.0)
+    client = subprocess.Popen([LAB, "exec", "h2", "--", *client_args], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    os.set_blocking(client.stdout.fileno(), False)
+    client.seen_text = ""
+    result = None
+    if wait_line(client, ready, 30) is not None:
+        time.sleep(5)
+        early = memory_kib(server.pid)
+        time.sleep(25)
+        result = (early, memory_kib(server.pid))
+    client.stdin.close()
+    stop(client, "TERM")
+    stop(server, "INT")
+    return result
+
+
 def memory():
+    import tempfile
     rows = []
     for name, args in (
         ("nearby advertise", ["exec", "h1", "--", NEARBY, "advertise", "--host", "memory", "Memory Box", TYPE, "9910", "k=v"]),
@@ -202,13 +258,41 @@ def memory():
         for _ in range(3):
             process = spawn(*args)
             time.sleep(5)
-            samples.append(rss_kib(process.pid))
+            samples.append(memory_kib(process.pid))
             stop(process, "INT")
-        rows.append((name, statistics.median(samples)))
-    print("\n3. resident memory of an idle advertiser (VmRSS, median of 3)")
-    ours = rows[0][1]
+        samples.sort(key=lambda sample: sample["VmRSS"])
+        rows.append((name, samples[len(samples) // 2]))
+    # A server with five peers connected and quiet: `nearby serve` (advertised over mDNS too)
+    # and a Python websockets + ssl server, each holding five connections from one Python
+    # websockets client in h2 (a client of another program, as a peer on another machine is:
+    # nearby clients on this machine would share the server's executable pages).
+    work = tempfile.mkdtemp()
+    identities(work)
+    address = lab_address("h1")
+    ws_peer = os.path.join(os.path.dirname(LAB), "lab-peers", "ws_peer.py")
+    tls_client = ["--identity", f"{work}/client/identity.pem", "--trust", f"{work}/server.crt"]
+    for name, server_args, port in (
+        ("nearby serve, 5 peers connected",
+         [NEARBY, "serve", "--host", "memserve", "Memory Serve", TYPE, "9920", "--state-dir", f"{work}/server"], 9920),
+        ("python websockets server, 5 peers connected",
+         [PYTHON, "-u", ws_peer, "server", "9921", "--identity", f"{work}/server/identity.pem", "--trust", f"{work}/client.crt"], 9921),
+    ):
+        client_args = [PYTHON, "-u", ws_peer, "bench", "idle", f"wss://{address}:{port}/", "5", *tls_client]
+        samples = [sample for sample in (serving(server_args, client_args, '"open": 5,') for _ in range(3)) if sample]
+        for index, when in enumerate(("5 s", "30 s")):
+            ordered = sorted((sample[index] for sample in samples), key=lambda sample: sample["VmRSS"])
+            rows.append((f"{name}, {when}", ordered[len(ordered) // 2] if ordered else None))
+    print("\n3. resident memory (median of 3): an idle advertiser 5 s after it started; a server 5 s and 30 s")
+    print("   after five peers connected. Anonymous: what the process made; file: pages of its executable and")
+    print("   libraries; PSS: shared pages divided among the processes that map them")
+    ours = rows[0][1]["VmRSS"]
+    print(f"  {'':<50} {'RSS':>9} {'anonymous':>10} {'file':>8} {'PSS':>9}  {'vs nearby advertise':>9}")
     for name, kib in rows:
-        print(f"  {name:<48} {kib / 1024:>7.1f} MiB  {kib / ours:>6.2f}x")
+        if kib is None:
+            print(f"  {name:<50} not measured: a client did not connect")
+            continue
+        print(f"  {name:<50} {kib['VmRSS'] / 1024:>5.1f} MiB {kib['RssAnon'] / 1024:>6.1f} MiB {kib['RssFile'] / 1024:>4.1f} MiB"
+              f" {kib['Pss'] / 1024:>5.1f} MiB  {kib['VmRSS'] / ours:>6.2f}x")
 
 
 def count_found(process, wanted, timeout):
