@@ -10,6 +10,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NearbyBasics
 
 /// Where this peer's identity lives between runs: `identity.pem` (the private key, then the
 /// certificate chain; mode 0600) in a directory of mode 0700, by default
@@ -95,19 +96,11 @@ enum Storage {
             throw PeerTrustError(.storage, "cannot read \(url.path): \(String(cString: strerror(errno)))")
         }
         defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw PeerTrustError(.storage, "cannot read \(url.path): \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            bytes += chunk[0..<count]
-            if bytes.count > 16 << 20 { throw PeerTrustError(.damaged, "\(url.path) is larger than 16 MiB") }
+        switch readToEnd(descriptor, limit: 16 << 20) {
+        case .bytes(let bytes): return bytes
+        case .failed(let error): throw PeerTrustError(.storage, "cannot read \(url.path): \(String(cString: strerror(error)))")
+        case .tooLarge: throw PeerTrustError(.damaged, "\(url.path) is larger than 16 MiB")
         }
-        return bytes
     }
 
     /// Makes the directory (and its parents) and restricts it to its owner (0700).

@@ -53,30 +53,21 @@ struct StateOptions: ParsableArguments {
 func readInput(_ path: String, what: String) throws -> [UInt8] {
     let unreadable = ValidationError("cannot read \(what) \(path) (no such file, or not readable)")
     if path == "-" {
-        guard let bytes = readToEnd(STDIN_FILENO) else { throw unreadable }
+        guard let bytes = readAllBytes(STDIN_FILENO) else { throw unreadable }
         return bytes
     }
     // open and read, not FileManager: it also reads pipes such as <(echo secret).
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
     guard descriptor >= 0 else { throw unreadable }
     defer { close(descriptor) }
-    guard let bytes = readToEnd(descriptor) else { throw unreadable }
+    guard let bytes = readAllBytes(descriptor) else { throw unreadable }
     return bytes
 }
 
 /// Everything left to read from `descriptor`, or nil when reading fails (a directory, say).
-func readToEnd(_ descriptor: Int32) -> [UInt8]? {
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            return nil
-        }
-        if count == 0 { return bytes }
-        bytes += chunk[..<count]
-    }
+func readAllBytes(_ descriptor: Int32) -> [UInt8]? {
+    guard case .bytes(let bytes) = readToEnd(descriptor) else { return nil }
+    return bytes
 }
 
 /// Whether `path` names something, and whether that is a directory (symbolic links followed):

@@ -1,4 +1,5 @@
 import CNearbySocket
+import DNSWire
 import Foundation
 import NearbyBasics
 import Testing
@@ -8,22 +9,12 @@ import Testing
 /// seed, so every run checks the same thousands of values.
 @Suite("basics: text and times as Foundation wrote them, without Foundation")
 struct EssentialsTests {
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     @Test("internet date-times match ISO8601DateFormatter, from 1583 to 9999 and at the edges of a second")
     func internetDateTimes() {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime]
-        var random = Seeded(state: 7)
+        var random = SplitMix64(seed: 7)
         var intervals: [Double] = [0, -0.0004, 0.9995, 1.0005, -978_307_200, 1_795_591_689.654]
         for _ in 0..<5000 { intervals.append(Double.random(in: -13_000_000_000...250_000_000_000, using: &random)) }
         for interval in intervals {
@@ -34,7 +25,7 @@ struct EssentialsTests {
 
     @Test("milliseconds are written as Duration.formatted(.units(allowed: [.milliseconds])) wrote them")
     func milliseconds() {
-        var random = Seeded(state: 11)
+        var random = SplitMix64(seed: 11)
         var durations: [Duration] = [.zero, .milliseconds(175), .microseconds(1500), .microseconds(2500), .milliseconds(1234), .seconds(-3)]
         for _ in 0..<3000 { durations.append(.nanoseconds(Int64.random(in: -10_000_000_000...100_000_000_000, using: &random))) }
         for duration in durations {
@@ -44,7 +35,7 @@ struct EssentialsTests {
 
     @Test("fixed-point numbers match String(format:)")
     func fixedPoints() {
-        var random = Seeded(state: 13)
+        var random = SplitMix64(seed: 13)
         for _ in 0..<3000 {
             let value = Double.random(in: -1e6...1e6, using: &random)
             for digits in [0, 1, 2] {
