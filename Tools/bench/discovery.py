@@ -26,9 +26,11 @@ NEARBY_BIN. Every packet stays inside the lab's namespaces.
 """
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 LAB = os.environ["NEARBY_LAB"]
@@ -248,7 +250,6 @@ def serving(server_args, client_args, ready):
 
 
 def memory():
-    import tempfile
     rows = []
     for name, args in (
         ("nearby advertise", ["exec", "h1", "--", NEARBY, "advertise", "--host", "memory", "Memory Box", TYPE, "9910", "k=v"]),
@@ -282,6 +283,7 @@ def memory():
         for index, when in enumerate(("5 s", "30 s")):
             ordered = sorted((sample[index] for sample in samples), key=lambda sample: sample["VmRSS"])
             rows.append((f"{name}, {when}", ordered[len(ordered) // 2] if ordered else None))
+    shutil.rmtree(work, ignore_errors=True)
     print("\n3. resident memory (median of 3): an idle advertiser 5 s after it started; a server 5 s and 30 s")
     print("   after five peers connected. Anonymous: what the process made; file: pages of its executable and")
     print("   libraries; PSS: shared pages divided among the processes that map them")
