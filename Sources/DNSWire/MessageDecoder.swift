@@ -48,7 +48,8 @@ struct WireReader {
     /// Room to gather one name's labels from the pieces its pointers lead to.
     let scratch: UnsafeMutableRawBufferPointer
     var position = 0
-    /// Pointer targets visited while reading the current name; reused so names allocate once.
+    /// Pointer targets visited while reading the current name from its third jump on (the first
+    /// two are held in locals); reused across names, so it allocates at most once per decode.
     private var visited: [Int] = []
     /// Names already decoded, by the offset they start at. A compression pointer to one of them
     /// reuses it, so a name that is only a pointer (most owner names) costs no allocation.

@@ -25,26 +25,9 @@ struct NameDecodingTests {
         #expect(message.questions.map(\.name.labelCount) == [3, 4, 2])
     }
 
-    @Test("a chain of pointers: pointer, label, pointer, label, pointer, label, root")
-    func pointerChain() throws {
-        var built = PacketBytes(flags: 0, questions: 1)
-        built.pointer(to: 18)  // 12
-        built.question()  // 14..17
-        built.label("a")  // 18
-        built.pointer(to: 24)  // 20
-        built.bytes += [0, 0]  // 22..23
-        built.label("b")  // 24
-        built.pointer(to: 30)  // 26
-        built.bytes += [0, 0]  // 28..29
-        built.label("c")  // 30
-        built.bytes.append(0)  // 32
-        let message = try Message(decoding: built.bytes)
-        #expect(message.questions.first?.name == "a.b.c.")
-        #expect(message.questions.first?.type == .ptr)
-    }
-
-    @Test("a loop back to the second or the third target of a chain is a pointer loop", arguments: [24, 30])
-    func loopInChain(backTo target: Int) {
+    /// A question whose name is a chain: a pointer at 12 to "a" (18), a pointer to "b" (24),
+    /// a pointer to "c" (30), whose end at 32 the caller writes.
+    func chain() -> PacketBytes {
         var packet = PacketBytes(flags: 0, questions: 1)
         packet.pointer(to: 18)  // 12
         packet.question()  // 14..17
@@ -55,6 +38,21 @@ struct NameDecodingTests {
         packet.pointer(to: 30)  // 26
         packet.bytes += [0, 0]  // 28..29
         packet.label("c")  // 30
+        return packet
+    }
+
+    @Test("a chain of pointers: pointer, label, pointer, label, pointer, label, root")
+    func pointerChain() throws {
+        var packet = chain()
+        packet.bytes.append(0)  // 32
+        let message = try Message(decoding: packet.bytes)
+        #expect(message.questions.first?.name == "a.b.c.")
+        #expect(message.questions.first?.type == .ptr)
+    }
+
+    @Test("a loop back to the second or the third target of a chain is a pointer loop", arguments: [24, 30])
+    func loopInChain(backTo target: Int) {
+        var packet = chain()
         packet.pointer(to: target)  // 32: back to "b" or "c", both followed before
         let error = #expect(throws: DNSWireError.self) { try Message.decode(packet.bytes) }
         #expect(error?.code == .pointerLoop)
