@@ -75,7 +75,7 @@ let package = Package(
         .testTarget(
             name: "NearbyDiscoveryTests",
             dependencies: [
-                "NearbyDiscovery", "MulticastDNS", "SystemDNSSD", "NearbyBasics",
+                "NearbyDiscovery", "MulticastDNS", "SystemDNSSD", "NearbyBasics", "NetworkPlatform",
             ],
             swiftSettings: strict),
         // The dns_sd API (Avahi's compatibility library on Linux), opened with dlopen when the
@@ -190,7 +190,7 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer", "CNearbySocket",
+                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer", "CNearbySocket", "NetworkPlatform",
                 "PacketCapture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

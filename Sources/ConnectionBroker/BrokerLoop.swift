@@ -98,6 +98,7 @@ actor BrokerLoop {
                 switch event {
                 case .connected(let connection): await self?.accepted(connection)
                 case .rejected(let rejection): await self?.emit(.rejected(rejection))
+                case .strangers(let summary): await self?.emit(.strangers(summary))
                 case .invitation(let attempt): await self?.emit(.invitation(attempt))
                 case .paired: break
                 }

@@ -292,14 +292,15 @@ public final class MulticastTransport: Sendable {
         closeDescriptor(wakeWrite)
     }
 
-    /// The machine's multicast-capable interfaces that are up, with their addresses (loopback
-    /// left out unless named), optionally only those named.
+    /// The machine's multicast-capable interfaces that are up, with their addresses, optionally
+    /// only those named. Unnamed, only LANs count: not loopback, not a container bridge or a
+    /// hypervisor's link (unless `NEARBY_VIRTUAL_LINKS` names it), not a point-to-point tunnel.
     public static func interfaces(named names: [String]? = nil) -> [InterfaceInfo] {
         var byIndex: [Int: InterfaceInfo] = [:]
         // A link that is down keeps its addresses; only interfaces up and running count.
         for entry in NetworkPlatform.interfaceAddresses() where entry.supportsMulticast && entry.isRunning {
             if let names, !names.contains(entry.name) { continue }
-            if names == nil && entry.name == "lo" { continue }
+            if names == nil && !entry.carriesDiscovery { continue }
             guard let address = IPAddress(bytes: entry.address, linkScope: entry.index) else { continue }
             var info = byIndex[entry.index] ?? InterfaceInfo(interface: NetworkInterface(index: entry.index, name: entry.name), addresses: [], networks: [])
             if !info.addresses.contains(address) {

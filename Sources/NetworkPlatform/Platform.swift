@@ -8,6 +8,24 @@ import Darwin
 /// place: the discovery modules above ask here instead of calling C themselves.
 package enum NetworkPlatform {
     /// This machine's host name as the kernel has it (`buildbox.example.com`), or nil.
+    /// Raises the soft limit on open descriptors to the hard one, as servers do at start (the
+    /// usual soft default, 1,024, is what strangers holding connections open run into first).
+    /// Returns the limits before and after, or nil when nothing changed.
+    @discardableResult
+    package static func raiseDescriptorLimit() -> (before: UInt64, after: UInt64)? {
+        var limit = rlimit()
+        #if canImport(Glibc)
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+            let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return nil }
+        let before = UInt64(limit.rlim_cur)
+        limit.rlim_cur = limit.rlim_max
+        guard setrlimit(resource, &limit) == 0 else { return nil }
+        return (before, UInt64(limit.rlim_max))
+    }
+
     package static func hostName() -> String? {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count) == 0 else { return nil }
@@ -50,8 +68,75 @@ package enum NetworkPlatform {
         package var supportsMulticast: Bool
         /// IFF_UP and IFF_RUNNING: the interface is up and its link is.
         package var isRunning: Bool
+        /// What the link is for discovery and invitations (see ``LinkKind``).
+        package var kind: LinkKind = .lan
         /// Whether this is an IPv6 address.
         package var isIPv6: Bool { address.count == 16 }
+
+        package init(
+            name: String, index: Int, address: [UInt8], prefixLength: Int, supportsMulticast: Bool, isRunning: Bool, kind: LinkKind = .lan
+        ) {
+            self.name = name
+            self.index = index
+            self.address = address
+            self.prefixLength = prefixLength
+            self.supportsMulticast = supportsMulticast
+            self.isRunning = isRunning
+            self.kind = kind
+        }
+
+        /// Whether mDNS is sent here unless the user names the interface: a LAN, not a
+        /// container bridge or a tunnel (nor loopback).
+        package var carriesDiscovery: Bool { supportsMulticast && isRunning && kind == .lan }
+        /// Whether its address may go into an invitation link or a DNS registration: another
+        /// machine can reach it (a LAN or a tunnel), and it is not loopback or link-local.
+        package var reachableFromElsewhere: Bool {
+            guard isRunning, kind == .lan || kind == .tunnel else { return false }
+            if isIPv6 {
+                return !(address[0] == 0xFE && address[1] & 0xC0 == 0x80) && address[0] != 0xFF && address != [UInt8](repeating: 0, count: 15) + [1]
+            }
+            return address[0] != 127 && !(address[0] == 169 && address[1] == 254)
+        }
+    }
+
+    /// What a link is, as far as discovery and invitations care.
+    package enum LinkKind: Sendable, Hashable {
+        case loopback
+        /// A LAN (Ethernet, Wi-Fi, a bridge holding them): mDNS goes out, and its addresses
+        /// go into invitation links.
+        case lan
+        /// A link a container runtime or hypervisor made on this host (`docker0`, `br-*`,
+        /// `virbr*`, `veth*`, `cni*`, `flannel*`, `podman*`, `lxcbr*`, `lxdbr*`, `vboxnet*`,
+        /// `vmnet*`): it reaches this host's containers and guests only. No mDNS is sent there
+        /// and no invitation carries its addresses unless ``virtualLinksIncluded`` names it.
+        case virtual
+        /// A point-to-point tunnel (a tun such as Tailscale's or WireGuard's): other machines
+        /// reach us through it, so its addresses go into invitation links, but it carries no
+        /// multicast (mDNS goes there only on an interface the user names).
+        case tunnel
+    }
+
+    /// Name prefixes of the links ``LinkKind/virtual`` stands for.
+    package static let virtualLinkPrefixes = ["docker", "br-", "virbr", "veth", "cni", "flannel", "podman", "lxcbr", "lxdbr", "vboxnet", "vmnet"]
+
+    /// The environment variable that turns virtual links back into LANs: interface names,
+    /// comma-separated, or `all`.
+    package static let virtualLinksVariable = "NEARBY_VIRTUAL_LINKS"
+
+    /// The virtual links the user asked to treat as LANs (``virtualLinksVariable``).
+    package static func virtualLinksIncluded() -> Set<String> {
+        guard let raw = getenv(virtualLinksVariable) else { return [] }
+        return Set(String(cString: raw).split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty })
+    }
+
+    /// What the interface `name` is, from its name and flags (`IFF_LOOPBACK`, `IFF_POINTOPOINT`);
+    /// `included`: virtual links to treat as LANs (`all` for every one).
+    package static func linkKind(name: String, loopback: Bool, pointToPoint: Bool, included: Set<String> = []) -> LinkKind {
+        if loopback { return .loopback }
+        if pointToPoint { return .tunnel }
+        let virtual = virtualLinkPrefixes.contains { name.hasPrefix($0) }
+        if virtual, !included.contains(name), !included.contains("all") { return .virtual }
+        return .lan
     }
 
     /// Every IPv4 and IPv6 address of every interface, in the order the kernel lists them.
@@ -60,6 +145,7 @@ package enum NetworkPlatform {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else { return found }
         defer { freeifaddrs(list) }
+        let included = virtualLinksIncluded()
         var cursor = list
         while let entry = cursor {
             cursor = entry.pointee.ifa_next
@@ -73,7 +159,10 @@ package enum NetworkPlatform {
                 InterfaceAddress(
                     name: name, index: index, address: bytes, prefixLength: mask.reduce(0) { $0 + $1.nonzeroBitCount },
                     supportsMulticast: flags & Int32(IFF_MULTICAST) != 0,
-                    isRunning: flags & Int32(IFF_UP) != 0 && flags & Int32(IFF_RUNNING) != 0))
+                    isRunning: flags & Int32(IFF_UP) != 0 && flags & Int32(IFF_RUNNING) != 0,
+                    kind: linkKind(
+                        name: name, loopback: flags & Int32(IFF_LOOPBACK) != 0, pointToPoint: flags & Int32(IFF_POINTOPOINT) != 0,
+                        included: included)))
         }
         return found
     }

@@ -24,6 +24,10 @@ public struct PeerConnectionConfiguration: Sendable {
     public var insecure = false
     /// TCP connect, TLS and the WebSocket upgrade must be done within this.
     public var setupTimeout: Duration = .seconds(10)
+    /// Listening side: how many connections may be setting up at once (in all, and from one
+    /// source), how soon a ClientHello must come, and how failures are summed up. The defaults
+    /// let a pinned peer in at once while thousands of strangers hold connections open.
+    public var admission = AdmissionSettings()
     /// The peer must send (or answer) `initialize` within this, once the WebSocket is open.
     public var initializeTimeout: Duration = .seconds(5)
     /// The app must accept an invitation within this, or it counts as declined. While it

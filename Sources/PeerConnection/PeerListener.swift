@@ -7,6 +7,7 @@ import NetworkPlatform
 #if canImport(Glibc)
     import Glibc
 #endif
+import Logging
 import NIOCore
 import NIOConcurrencyHelpers
 import NIOPosix
@@ -103,6 +104,10 @@ public final class PeerListener: Sendable {
         /// Someone tried to use one of our invitations: accepted (and pinned), not needed (it
         /// was trusted already), or refused, with the reason.
         case invitation(InvitationAttempt)
+        /// Connections turned away before they proved anything, summed up over an interval:
+        /// beyond the first few in it (``AdmissionSettings/reportedPerInterval``), failed
+        /// set-ups are not reported one by one, so that strangers cannot flood this stream.
+        case strangers(StrangerSummary)
     }
 
     /// The port listened on (the one the system chose when 0 was asked for).
@@ -186,60 +191,74 @@ public final class PeerListener: Sendable {
         let liveBox = NIOLockedValueBox<PeerListener?>(nil)
         // Connections accepted whose setup (TLS, invitation, pairing, initialize) is not over yet.
         let settingUp = NIOLockedValueBox<Set<ObjectIdentifier>>([])
-        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelOption(.backlog, value: 1024)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let start = ContinuousClock.now
-                    let key = ObjectIdentifier(channel)
-                    settingUp.withLockedValue { _ = $0.insert(key) }
-                    let setupOver: @Sendable () -> Void = { settingUp.withLockedValue { _ = $0.remove(key) } }
-                    channel.closeFuture.whenComplete { _ in setupOver() }
-                    let opened = try Setup.configure(channel, side: setupSide)
-                    let address = channel.remoteAddress
-                    opened.whenComplete { outcome in
-                        if case .failure = outcome { setupOver() }
-                        switch outcome {
-                        case .failure(let error) where error is ProbeAnswered:
-                            break  // a round-trip probe, answered: nobody to report
-                        case .failure(let error):
-                            let proof = try? channel.pipeline.syncOperations.handler(type: SetupWatcher.self).proof
-                            continuation.yield(.rejected(Rejection(
-                                address: displayAddress(address), port: address?.port ?? 0, peerID: proof?.peerID,
-                                error: error as? PeerConnectionError ?? PeerConnectionError(.closed, "\(error)"))))
-                        case .success(let open):
-                            open.session.established.futureResult.whenComplete { outcome in
-                                defer { setupOver() }  // after a connection is tracked: never idle in between
-                                switch outcome {
-                                case .failure(let error):
-                                    var refusal = error as? PeerConnectionError ?? PeerConnectionError(.handshake, "\(error)")
-                                    // An invitation refused by the book: reported as an ``Event/invitation(_:)`` already.
-                                    if refusal.code == .invitation { return }
-                                    if refusal.code == .handshake, untrustedMayEnter, case .trusted = accept,
-                                        case .rejected(let reasons)? = open.proof?.verdict
-                                    {
-                                        refusal = PeerConnectionError(.untrusted, "the peer is not trusted; it may pair first", reasons: reasons)
-                                    }
-                                    continuation.yield(.rejected(Rejection(
-                                        address: displayAddress(address), port: address?.port ?? 0, peerID: open.proof?.peerID, error: refusal)))
-                                case .success(.paired(let result)):
-                                    continuation.yield(.paired(result))
-                                case .success(.initialized(let hello)):
-                                    let connection = PeerConnection(
-                                        role: .accepting, peer: hello, proof: open.proof, channel: channel, session: open.session, streams: open.streams,
-                                        requestTimeout: configuration.requestTimeout, setupDuration: ContinuousClock.now - start)
-                                    liveBox.withLockedValue { $0 }?.track(connection)
-                                    continuation.yield(.connected(connection))
+        // Strangers: how many may be setting up at once, and who makes room (see AdmissionSettings).
+        let admission = AdmissionDesk(settings: configuration.admission, logger: configuration.logger) { continuation.yield(.strangers($0)) }
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            channel.eventLoop.makeCompletedFuture {
+                guard let admitted = admission.arrived(channel) else { throw AdmissionRefused() }
+                let start = ContinuousClock.now
+                let key = ObjectIdentifier(channel)
+                settingUp.withLockedValue { _ = $0.insert(key) }
+                let setupOver: @Sendable () -> Void = { settingUp.withLockedValue { _ = $0.remove(key) } }
+                channel.closeFuture.whenComplete { _ in
+                    setupOver()
+                    _ = admission.failed(admitted)  // closed before its set-up said how it ended
+                }
+                try channel.pipeline.syncOperations.addHandler(AdmissionGate(desk: admission, id: admitted))
+                let opened = try Setup.configure(channel, side: setupSide)
+                let address = channel.remoteAddress
+                opened.whenComplete { outcome in
+                    if case .failure = outcome { setupOver() }
+                    switch outcome {
+                    case .failure(let error) where error is ProbeAnswered:
+                        admission.succeeded(admitted)  // a round-trip probe, answered: nobody to report
+                    case .failure(let error):
+                        // Strangers beyond a few per interval are only counted (a summary tells).
+                        guard admission.failed(admitted) else { break }
+                        let proof = try? channel.pipeline.syncOperations.handler(type: SetupWatcher.self).proof
+                        continuation.yield(.rejected(Rejection(
+                            address: displayAddress(address), port: address?.port ?? 0, peerID: proof?.peerID,
+                            error: error as? PeerConnectionError ?? PeerConnectionError(.closed, "\(error)"))))
+                    case .success(let open):
+                        admission.progressed(admitted, to: .proven)
+                        open.session.established.futureResult.whenComplete { outcome in
+                            defer { setupOver() }  // after a connection is tracked: never idle in between
+                            switch outcome {
+                            case .failure(let error):
+                                var refusal = error as? PeerConnectionError ?? PeerConnectionError(.handshake, "\(error)")
+                                // An invitation refused by the book: reported as an ``Event/invitation(_:)`` already.
+                                if refusal.code == .invitation {
+                                    admission.succeeded(admitted)
+                                    return
                                 }
+                                guard admission.failed(admitted) else { return }
+                                if refusal.code == .handshake, untrustedMayEnter, case .trusted = accept,
+                                    case .rejected(let reasons)? = open.proof?.verdict
+                                {
+                                    refusal = PeerConnectionError(.untrusted, "the peer is not trusted; it may pair first", reasons: reasons)
+                                }
+                                continuation.yield(.rejected(Rejection(
+                                    address: displayAddress(address), port: address?.port ?? 0, peerID: open.proof?.peerID, error: refusal)))
+                            case .success(.paired(let result)):
+                                admission.succeeded(admitted)
+                                continuation.yield(.paired(result))
+                            case .success(.initialized(let hello)):
+                                admission.succeeded(admitted)
+                                let connection = PeerConnection(
+                                    role: .accepting, peer: hello, proof: open.proof, channel: channel, session: open.session, streams: open.streams,
+                                    requestTimeout: configuration.requestTimeout, setupDuration: ContinuousClock.now - start)
+                                liveBox.withLockedValue { $0 }?.track(connection)
+                                continuation.yield(.connected(connection))
                             }
                         }
                     }
                 }
             }
+        }
         do {
-            let channel = try await bootstrap.bind(host: host, port: port).get()
+            let channel = try await bind(host: host, port: port, initializer: initializer, logger: configuration.logger)
+            admission.startTimer(on: channel.eventLoop)
+            channel.closeFuture.whenComplete { _ in admission.stop() }
             let listener = PeerListener(
                 channel: channel, events: events, continuation: continuation, desk: desk, peerID: configuration.identity?.peerID,
                 settingUp: settingUp)
@@ -248,6 +267,47 @@ public final class PeerListener: Sendable {
         } catch {
             configuration.logger.debug("listening on \(host) port \(port) failed: \(error)")
             throw SocketErrors.listenFailure(error, host: host, port: port)
+        }
+    }
+
+    /// Binds the listening socket. The default host `::` is one dual-stack socket (IPv6 and, as
+    /// mapped addresses, IPv4) where this machine has IPv6, and `0.0.0.0` where it has not: IPv6
+    /// switched off by sysctl (no IPv6 address left), or a kernel without the family
+    /// (`ipv6.disable=1`, where the socket cannot be made). Literal
+    /// addresses are never put through name resolution: glibc's getaddrinfo refuses `::` on a
+    /// host whose IPv6 is switched off by sysctl (EAI_ADDRFAMILY), although the socket works.
+    static func bind(
+        host: String, port: Int, initializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>, logger: Logger
+    ) async throws -> any Channel {
+        func bootstrap(dualStack: Bool) -> ServerBootstrap {
+            var bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelOption(.backlog, value: 1024)
+                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+                .childChannelInitializer(initializer)
+            // Dual stack whatever net.ipv6.bindv6only says.
+            if dualStack { bootstrap = bootstrap.serverChannelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 0) }
+            return bootstrap
+        }
+        guard let literal = try? SocketAddress(ipAddress: host, port: port) else {
+            return try await bootstrap(dualStack: false).bind(host: host, port: port).get()
+        }
+        guard host == "::" else { return try await bootstrap(dualStack: false).bind(to: literal).get() }
+        // IPv6 switched off (disable_ipv6: not even ::1 is left): IPv4 alone, and said so.
+        guard NetworkPlatform.interfaceAddresses().contains(where: \.isIPv6) else {
+            let channel = try await bootstrap(dualStack: false).bind(to: SocketAddress(ipAddress: "0.0.0.0", port: port)).get()
+            logger.debug("IPv6 is switched off on this host (no IPv6 address, not even ::1): listening on port \(channel.localAddress?.port ?? port), IPv4 only")
+            return channel
+        }
+        do {
+            let channel = try await bootstrap(dualStack: true).bind(to: literal).get()
+            logger.debug("listening on port \(channel.localAddress?.port ?? port), IPv6 and IPv4 (one dual-stack socket)")
+            return channel
+        } catch where SocketErrors.meansNoIPv6(SocketErrors.errno(of: error)) {
+            logger.debug("no IPv6 on this host (\(error)): listening on IPv4 only")
+            let channel = try await bootstrap(dualStack: false).bind(to: SocketAddress(ipAddress: "0.0.0.0", port: port)).get()
+            logger.debug("listening on port \(channel.localAddress?.port ?? port), IPv4 only")
+            return channel
         }
     }
 
@@ -287,25 +347,27 @@ public final class PeerListener: Sendable {
     public var invitationsAreOver: Bool { desk?.allOver ?? true }
 
     /// The addresses an invitation to this machine carries by default: every IPv4 and IPv6
-    /// address of every running interface that another host can reach (not loopback, not
-    /// link-local: a link-local address needs the invitee's interface name), up to four of
-    /// each, then this machine's `.local` name (`hostLabel`, default the machine's host name;
-    /// answered by a responder on the link, if any). Only loopback addresses when there is
-    /// nothing else.
+    /// address of every running interface that another host can reach, up to four of each,
+    /// then this machine's `.local` name (`hostLabel`, default the machine's host name;
+    /// answered by a responder on the link, if any). Reachable means a LAN or a tunnel (a VPN
+    /// is how the other side may reach us), not loopback, not link-local (it needs the
+    /// invitee's interface name), and not a container bridge or a hypervisor's link, which
+    /// no other machine reaches (`NEARBY_VIRTUAL_LINKS=docker0,…` or `all` counts them in).
+    /// Only loopback addresses when there is nothing else.
     public static func localAddresses(port: Int, hostLabel: String? = nil) -> [InvitationLink.Address] {
         var v4: [InvitationLink.Address] = [], v6: [InvitationLink.Address] = [], loopback: [InvitationLink.Address] = []
         for entry in NetworkPlatform.interfaceAddresses() where entry.isRunning {
             let bytes = entry.address
             let text = entry.isIPv6 ? IPv6Text.format(bytes) : bytes.map(String.init).joined(separator: ".")
             guard let address = try? InvitationLink.Address(host: text, port: port) else { continue }
+            if entry.kind == .loopback {
+                loopback.append(address)
+                continue
+            }
+            guard entry.reachableFromElsewhere else { continue }
             if entry.isIPv6 {
-                if bytes == [UInt8](repeating: 0, count: 15) + [1] { loopback.append(address); continue }
-                if bytes[0] == 0xFE, bytes[1] & 0xC0 == 0x80 { continue }  // fe80::/10
-                if bytes[0] == 0xFF { continue }
                 if v6.count < 4, !v6.contains(address) { v6.append(address) }
             } else {
-                if bytes[0] == 127 { loopback.append(address); continue }
-                if bytes[0] == 169, bytes[1] == 254 { continue }
                 if v4.count < 4, !v4.contains(address) { v4.append(address) }
             }
         }
@@ -340,6 +402,10 @@ public final class PeerListener: Sendable {
         continuation.finish()
     }
 }
+
+/// A connection refused a place among those setting up: every place is held by a peer that
+/// has proven its key (see ``AdmissionSettings``). The connection is closed at once.
+struct AdmissionRefused: Error {}
 
 /// IPv6 addresses in their short text form (`fd6e:6272:1::1`).
 enum IPv6Text {

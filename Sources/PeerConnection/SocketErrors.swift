@@ -24,7 +24,7 @@ enum SocketErrors {
         if let error = error as? NIOConnectionError, error.connectionErrors.isEmpty, error.dnsAError != nil || error.dnsAAAAError != nil {
             return unknownHost(host)
         }
-        if error is SocketAddressError { return unknownHost(host) }
+        if error is SocketAddressError || error is SocketAddressError.UnknownHost { return unknownHost(host) }
         if case ChannelError.connectTimeout? = error as? ChannelError {
             return PeerConnectionError(
                 .unreachable, "cannot connect to \(place): no answer within \(seconds(timeout)) (the host is off, or a firewall drops the connection)")
@@ -52,10 +52,13 @@ enum SocketErrors {
     /// Why listening on `host` port `port` failed.
     static func listenFailure(_ error: any Error, host: String, port: Int) -> PeerConnectionError {
         let place = host == "::" || host == "0.0.0.0" ? "port \(port)" : "\(host) port \(port)"
-        if error is SocketAddressError {
+        if error is SocketAddressError || error is SocketAddressError.UnknownHost {
             return PeerConnectionError(.invalidInput, "cannot listen on \(place): \"\(host)\" is not an address of this machine")
         }
-        guard let code = errno(of: error) else { return PeerConnectionError(.invalidInput, "cannot listen on \(place) (\(error))") }
+        guard let code = errno(of: error) else {
+            // The library's text is in the log (--verbose), not in the message.
+            return PeerConnectionError(.invalidInput, "cannot listen on \(place): the system refused the socket (run with --verbose for its words)")
+        }
         let why: String
         switch code {
         case EADDRINUSE: why = "another program already uses it (address in use); stop that program, or choose another port (0 picks a free one)"
@@ -64,6 +67,13 @@ enum SocketErrors {
         default: why = String(cString: strerror(code)) + " (errno \(code))"
         }
         return PeerConnectionError(.invalidInput, "cannot listen on \(place): \(why)")
+    }
+
+    /// True when a failure to open or bind an IPv6 socket means this host has no IPv6 (a kernel
+    /// without the family, or the family switched off), so IPv4 alone is the way to listen.
+    static func meansNoIPv6(_ code: Int32?) -> Bool {
+        guard let code else { return false }
+        return code == EAFNOSUPPORT || code == EPROTONOSUPPORT || code == EADDRNOTAVAIL
     }
 
     /// A socket error during set-up (TLS, the WebSocket upgrade), or nil when it is no socket error.

@@ -173,11 +173,12 @@ public final class DNSRegistration: Sendable {
     }
 
     /// The addresses other hosts can reach: every running interface's, but loopback and
-    /// link-local (which mean nothing off the link), IPv4 first.
+    /// link-local (which mean nothing off the link) and container bridges (which no other
+    /// machine reaches), IPv4 first.
     static func hostAddresses() -> [IPAddress] {
         var v4: [IPAddress] = []
         var v6: [IPAddress] = []
-        for entry in NetworkPlatform.interfaceAddresses() where entry.isRunning {
+        for entry in NetworkPlatform.interfaceAddresses() where entry.isRunning && entry.reachableFromElsewhere {
             guard let address = IPAddress(bytes: entry.address, linkScope: nil) else { continue }
             switch address {
             case .v4(let a) where a.value >> 24 != 127 && a.value >> 16 != 0xA9FE:

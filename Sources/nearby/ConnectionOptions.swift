@@ -184,3 +184,27 @@ enum RevocationFiles {
         }
     }
 }
+
+/// How a listening command treats connections that have not proven who they are yet.
+struct AdmissionOptions: ParsableArguments {
+    @Option(name: .customLong("max-setting-up"), help: ArgumentHelp(
+        "Connections that may be setting up (before TLS proves who they are) at once (default 256); one more closes the least advanced of them, so a peer that sends its TLS hello at once always gets a place.",
+        valueName: "n"), transform: NumberInput.integer("--max-setting-up", 1...100_000, use: "1-100000"))
+    var maximumSettingUp = AdmissionSettings().maximumSettingUp
+    @Option(name: .customLong("max-per-source"), help: ArgumentHelp(
+        "Of those, how many may come from one IPv4 address or IPv6 /64 (default 32); one more closes that source's own oldest.",
+        valueName: "n"), transform: NumberInput.integer("--max-per-source", 1...100_000, use: "1-100000"))
+    var maximumPerSource = AdmissionSettings().maximumPerSource
+    @Option(name: .customLong("hello-within"), help: ArgumentHelp(
+        "Seconds a new connection has to send its whole TLS hello (default 3); a slower one is closed.", valueName: "seconds"),
+        transform: NumberInput.seconds("--hello-within", maximum: 600))
+    var helloWithin = 3.0
+
+    /// The settings, checked.
+    func settings() throws -> AdmissionSettings {
+        let settings = AdmissionSettings(
+            maximumSettingUp: maximumSettingUp, maximumPerSource: maximumPerSource, helloDeadline: .milliseconds(Int64(helloWithin * 1000)))
+        if let problem = settings.problem { throw ValidationError(problem) }
+        return settings
+    }
+}

@@ -151,6 +151,7 @@ struct InviteCommand: AsyncParsableCommand {
     var port: Int = 0
     @OptionGroup(title: "INVITATION") var invitation: InvitationOptions
     @OptionGroup(title: "TRUST") var trust: TrustOptions
+    @OptionGroup(title: "STRANGERS (connections that have not proven who they are)") var strangers: AdmissionOptions
     @OptionGroup var channel: ChannelOptions
     @OptionGroup var output: OutputOptions
     @OptionGroup var state: StateDirectory
@@ -163,6 +164,7 @@ struct InviteCommand: AsyncParsableCommand {
     func run() async throws {
         let json = output.json
         var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: output.logger("nearby.invite"))
+        configuration.admission = try strangers.settings()
         configuration.methods["echo"] = { params in .success(params ?? .null) }
         let listener: PeerListener
         do {
@@ -219,6 +221,8 @@ struct InviteCommand: AsyncParsableCommand {
                             printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
                         case .paired:
                             break
+                        case .strangers(let summary):
+                            printStrangers(json, summary)
                         }
                     }
                 }

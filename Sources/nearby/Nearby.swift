@@ -1,4 +1,5 @@
 import ArgumentParser
+import NetworkPlatform
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -43,6 +44,8 @@ struct Nearby: AsyncParsableCommand {
     /// Runs the command with the exit statuses the documentation promises: 0 success,
     /// 1 runtime failure, 2 bad input (ArgumentParser's own default for bad input is 64).
     static func main() async {
+        // Servers among the commands hold a descriptor per connection: the hard limit, not 1,024.
+        NetworkPlatform.raiseDescriptorLimit()
         let arguments = NegativeNumbers.joiningOptionValues(Array(CommandLine.arguments.dropFirst()))
         do {
             var command = try parse(arguments)

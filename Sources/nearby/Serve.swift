@@ -106,6 +106,7 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Check everything and print the records that would be published; listen on nothing, send nothing.")
     var dryRun = false
     @OptionGroup(title: "TRUST") var trust: TrustOptions
+    @OptionGroup(title: "STRANGERS (connections that have not proven who they are)") var strangers: AdmissionOptions
     @OptionGroup var channel: ChannelOptions
     @OptionGroup var state: StateDirectory
     @OptionGroup var network: NetworkOptions
@@ -166,6 +167,7 @@ struct Serve: AsyncParsableCommand {
             return
         }
         var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: network.logger)
+        configuration.admission = try strangers.settings()
         configuration.invitationTimeout = .milliseconds(Int64(answerWithin * 1000))
         // ping ({}) is built in; echo answers with its params. Both are answered on the event loop.
         configuration.methods["echo"] = { params in .success(params ?? .null) }
@@ -259,6 +261,8 @@ struct Serve: AsyncParsableCommand {
                         printPinned(json, result)
                     case .invitation(let attempt):
                         printInvitationAttempt(json, attempt)
+                    case .strangers(let summary):
+                        printStrangers(json, summary)
                     }
                 }
             }
@@ -376,6 +380,8 @@ struct Serve: AsyncParsableCommand {
                             text: "Could not connect to \(peer.short): \(reason) (retrying)")
                     case .invitation(let attempt):
                         printInvitationAttempt(json, attempt)
+                    case .strangers(let summary):
+                        printStrangers(json, summary)
                     }
                 }
             }
@@ -510,6 +516,19 @@ func printRejection(_ json: Bool, address: String, peerID: PeerID?, error: PeerC
         [("event", .string("rejected")), ("address", .string(address)), ("peerID", peerID.map { .string($0.description) } ?? .null),
          ("reasons", .array(reasons.map { .string($0) }))],
         text: "Rejected \(address)\(peerID.map { " (peer ID \($0.short))" } ?? ""): \(error.message)" + error.reasons.map { "\n  - \($0.message)" }.joined())
+}
+
+/// Connections turned away before they proved anything, summed up over an interval.
+func printStrangers(_ json: Bool, _ summary: StrangerSummary) {
+    printEvent(
+        json,
+        [("event", .string("strangers")), ("seconds", .number((summary.interval / .milliseconds(1)).rounded() / 1000)),
+         ("turnedAway", .number(Double(summary.total))), ("sources", .number(Double(summary.sources))),
+         ("madeRoom", .number(Double(summary.madeRoom))), ("overSourceShare", .number(Double(summary.overSourceShare))),
+         ("refused", .number(Double(summary.refused))), ("noHello", .number(Double(summary.noHello))),
+         ("failed", .number(Double(summary.failedUnreported + summary.reported))), ("reportedOneByOne", .number(Double(summary.reported))),
+         ("peakSettingUp", .number(Double(summary.peakSettingUp)))],
+        text: summary.text.prefix(1).uppercased() + summary.text.dropFirst())
 }
 
 /// The connecting side's failure: the JSON "rejected" event, or in text a line on stderr that

@@ -98,6 +98,8 @@ final class EchoServer: Sendable {
                         paired.yield(result)
                     case .invitation(let attempt):
                         invited.yield(attempt)
+                    case .strangers:
+                        break
                     }
                 }
             }
