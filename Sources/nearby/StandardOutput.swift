@@ -19,8 +19,9 @@ import NearbyBasics
 /// Output keeps its order. ``printLine(_:)`` queues and returns; ``emit(_:)`` (for what a peer
 /// sends, at the peer's pace) waits while more than ``limit`` bytes are queued, so a command
 /// that prints messages slows down to what its reader takes, its connection stops reading, and
-/// TCP holds the peer back. At exit, what is queued is written first, unless stdout makes no
-/// progress for ``exitPatience``.
+/// TCP holds the peer back. A message's place is taken when ``emit(_:)`` is called (see
+/// ``OutputQueue``), not when its task runs again. At exit, what is queued is written first,
+/// unless stdout makes no progress for ``exitPatience``.
 final class StandardOutput: @unchecked Sendable {
     static let shared = StandardOutput(descriptor: STDOUT_FILENO)
     static let standardError = StandardOutput(descriptor: STDERR_FILENO)
@@ -34,20 +35,19 @@ final class StandardOutput: @unchecked Sendable {
     static func sendEventsToStandardError() { routing.withLockedValue { $0 = true } }
 
     /// Bytes queued beyond which ``emit(_:)`` waits (1 MiB); it goes on at half.
-    let limit = 1 << 20
+    let limit: Int
     let exitPatience: Duration = .seconds(2)
 
     private let descriptor: Int32
     private let condition = ThreadCondition()
-    private var queue: [Data] = []
-    private var queuedBytes = 0
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+    /// What waits for stdout and who waits for room, behind `condition`.
+    private var output: OutputQueue<CheckedContinuation<Void, Never>>
     private var started = false
-    /// stdout is gone (EPIPE or another error): output is dropped from now on.
-    private var broken = false
 
-    init(descriptor: Int32) {
+    init(descriptor: Int32, limit: Int = 1 << 20) {
         self.descriptor = descriptor
+        self.limit = limit
+        output = OutputQueue(limit: limit)
     }
 
     /// Queues `text` as it is (no newline added) and returns at once.
@@ -56,39 +56,33 @@ final class StandardOutput: @unchecked Sendable {
     }
 
     /// Queues a line, first waiting (suspended, not blocking a thread) while more than
-    /// ``limit`` bytes wait for stdout.
+    /// ``limit`` bytes wait for stdout, or while lines emitted before it wait.
     func emit(_ line: String) async {
-        await waitForRoom()
-        enqueue(line + "\n")
+        await offer(Data((line + "\n").utf8))
     }
 
     /// Queues bytes as they are (a pipe's), first waiting while more than ``limit`` bytes wait.
     func emit(bytes: Data) async {
-        await waitForRoom()
-        enqueue(data: bytes)
+        await offer(bytes)
     }
 
-    /// Returns once no more than ``limit`` bytes wait (or stdout is gone).
-    private func waitForRoom() async {
+    /// Queues `data` now, or parks it (its place taken) and returns once stdout's thread has
+    /// queued it; also returns when stdout is gone.
+    private func offer(_ data: Data) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             condition.lock()
-            if queuedBytes > limit && !broken {
-                waiting.append(continuation)
-                condition.unlock()
-            } else {
-                condition.unlock()
-                continuation.resume()
-            }
+            startLocked()
+            let queued = output.offer(data, continuation)
+            if queued { condition.broadcast() }
+            condition.unlock()
+            if queued { continuation.resume() }
         }
     }
 
     private func enqueue(data: Data) {
         condition.lock()
         startLocked()
-        if !broken {
-            queue.append(data)
-            queuedBytes += data.count
-        }
+        output.append(data)
         condition.broadcast()
         condition.unlock()
     }
@@ -97,7 +91,7 @@ final class StandardOutput: @unchecked Sendable {
     var isBroken: Bool {
         condition.lock()
         defer { condition.unlock() }
-        return broken
+        return output.broken
     }
 
     /// Waits until everything queued is written, or until stdout made no progress for
@@ -106,11 +100,11 @@ final class StandardOutput: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         var lastProgress = ContinuousClock.now
-        var lastQueued = queuedBytes
-        while queuedBytes > 0 && !broken {
+        var lastQueued = output.bytes
+        while output.bytes > 0 && !output.broken {
             _ = condition.wait(seconds: 0.05)
-            if queuedBytes != lastQueued {
-                lastQueued = queuedBytes
+            if output.bytes != lastQueued {
+                lastQueued = output.bytes
                 lastProgress = .now
             } else if ContinuousClock.now - lastProgress > exitPatience {
                 return
@@ -132,33 +126,18 @@ final class StandardOutput: @unchecked Sendable {
     private func writeForever() {
         while true {
             condition.lock()
-            while queue.isEmpty { condition.wait() }
-            let batch = queue
-            queue = []
+            while output.isEmpty { condition.wait() }
+            let batch = output.takeAll()
             condition.unlock()
             for data in batch {
-                guard writeAll(data) else {
-                    condition.lock()
-                    broken = true
-                    queuedBytes = 0
-                    queue = []
-                    let resumed = waiting
-                    waiting = []
-                    condition.broadcast()
-                    condition.unlock()
-                    for continuation in resumed { continuation.resume() }
-                    return
-                }
+                let wrote = writeAll(data)
                 condition.lock()
-                queuedBytes -= data.count
-                var resumed: [CheckedContinuation<Void, Never>] = []
-                if queuedBytes <= limit / 2 {
-                    resumed = waiting
-                    waiting = []
-                }
+                // Parked messages are queued (in the order they came) before anyone is resumed.
+                let resumed = wrote ? output.written(data.count) : output.breakDown()
                 condition.broadcast()
                 condition.unlock()
                 for continuation in resumed { continuation.resume() }
+                if !wrote { return }
             }
         }
     }
@@ -178,6 +157,82 @@ final class StandardOutput: @unchecked Sendable {
             }
             return true
         }
+    }
+}
+
+/// What stdout's thread has yet to write and the messages waiting for room, as a pure value
+/// (``StandardOutput`` keeps it behind its lock). A message offered by ``offer(_:_:)`` takes its
+/// place then: queued at once, or parked behind every message parked before it; ``written(_:)``
+/// moves parked messages into the queue first parked first, before their waiters are resumed.
+/// So the order in which waiting tasks run again changes nothing that is written, and a message
+/// never overtakes one that waits.
+struct OutputQueue<Waiter> {
+    /// Bytes beyond which offered messages are parked; parked ones are queued again at half.
+    let limit: Int
+    private var queued: [Data] = []
+    private var parked: [(data: Data, waiter: Waiter)] = []
+    /// Bytes queued or being written.
+    private(set) var bytes = 0
+    /// stdout is gone: nothing is queued or parked any more.
+    private(set) var broken = false
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Nothing for the writer.
+    var isEmpty: Bool { queued.isEmpty }
+    /// Messages waiting for room.
+    var parkedCount: Int { parked.count }
+
+    /// Queues `data` now, whatever is queued (events and results never wait).
+    mutating func append(_ data: Data) {
+        guard !broken else { return }
+        queued.append(data)
+        bytes += data.count
+    }
+
+    /// Queues `data` and returns true when no more than ``limit`` bytes are queued and no message
+    /// is parked; otherwise parks it with `waiter` and returns false (`waiter` comes back from
+    /// ``written(_:)`` or ``breakDown()`` once `data` is queued or dropped).
+    mutating func offer(_ data: Data, _ waiter: Waiter) -> Bool {
+        guard !broken else { return true }
+        guard parked.isEmpty, bytes <= limit else {
+            parked.append((data, waiter))
+            return false
+        }
+        append(data)
+        return true
+    }
+
+    /// Everything queued, oldest first, for the writer (its bytes count until ``written(_:)``).
+    mutating func takeAll() -> [Data] {
+        var batch: [Data] = []
+        swap(&batch, &queued)
+        return batch
+    }
+
+    /// `count` bytes were written. Once no more than half of ``limit`` is queued, parked messages
+    /// are queued, first parked first, while no more than ``limit`` is: their waiters are returned,
+    /// to be resumed.
+    mutating func written(_ count: Int) -> [Waiter] {
+        bytes -= count
+        guard bytes <= limit / 2 else { return [] }
+        var resumed: [Waiter] = []
+        while !parked.isEmpty, bytes <= limit {
+            let next = parked.removeFirst()
+            append(next.data)
+            resumed.append(next.waiter)
+        }
+        return resumed
+    }
+
+    /// stdout is gone: what is queued and parked is dropped; every waiter is returned.
+    mutating func breakDown() -> [Waiter] {
+        broken = true
+        queued = []
+        bytes = 0
+        let waiters = parked.map(\.waiter)
+        parked = []
+        return waiters
     }
 }
 

@@ -53,17 +53,20 @@ def main():
         if pid:
             peak = max(peak, rss_kib(pid))
         time.sleep(0.1)
-    printed, expected, in_order = 0, 0, True
+    printed, expected, in_order, first_wrong = 0, 0, True, None
     for line in stdin:
         event = json.loads(line)
         if event.get("event") == "message" and event["message"].get("method") == "flood":
             index = event["message"]["params"]["i"]
+            if index != expected and first_wrong is None:
+                # got < expected: repeated (or reordered); got > expected: lost.
+                first_wrong = {"at": printed, "expected": expected, "got": index}
             in_order = in_order and index == expected
             expected = index + 1
             printed += 1
         elif event.get("event") == "disconnected":
             break
-    print(json.dumps({"printed": printed, "inOrder": in_order, "rssBeforeKib": before, "rssPeakKib": peak, "pid": pid}), flush=True)
+    print(json.dumps({"printed": printed, "inOrder": in_order, "firstWrong": first_wrong, "rssBeforeKib": before, "rssPeakKib": peak, "pid": pid}), flush=True)
 
 
 if __name__ == "__main__":
