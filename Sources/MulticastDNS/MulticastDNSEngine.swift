@@ -42,8 +42,9 @@ public actor MulticastDNSEngine {
     let alarm = Alarm()
     /// ``start(hostName:interfaces:logger:)``'s task, which runs ``run()``.
     var runner: Task<Void, Never>?
-    /// Datagrams we sent lately: the multicast loop brings them back, and they are not news.
-    var recentlySent: [(bytes: [UInt8], time: Duration)] = []
+    /// Datagrams we multicast lately: the multicast loop brings each back, and every other
+    /// interface of ours on the same link hears it once more. None of them is news.
+    var recentlySent = SentPackets()
     var registrations: [RegistrationID: AsyncStream<RegistrationEvent>.Continuation] = [:]
     var queries: [QueryID: AsyncStream<QueryEvent>.Continuation] = [:]
     /// Query groups: the events of all their queries arrive together, one batch per flush.
@@ -175,7 +176,7 @@ public actor MulticastDNSEngine {
         let batch = inbox.take(upTo: Self.batchSize)
         guard !batch.isEmpty else { return }
         let now = elapsed
-        recentlySent.removeAll { now - $0.time > .seconds(2) }
+        recentlySent.forget(before: now)
         core.advance(to: now)
         for datagram in batch { handle(datagram, at: now) }
         flush()
@@ -186,10 +187,8 @@ public actor MulticastDNSEngine {
         guard !isShutDown, let info = interfaceInfo[datagram.interfaceIndex] else { return }
         statistics.datagramsHandled += 1
         if datagram.source.port == DNSWire.SocketAddress.mdnsPort && ownAddresses.contains(datagram.source.address.withoutScope) {
-            if let index = recentlySent.firstIndex(where: { $0.bytes == datagram.bytes }) {
-                recentlySent.remove(at: index)
-                return
-            }
+            // Ours, whichever copy (RFC 6762 §14): a copy does not use the entry up.
+            if recentlySent.contains(datagram.bytes) { return }
             // mDNS from this machine that we did not send: another stack shares port 5353.
             if core.unicastRepliesReachUs {
                 core.unicastRepliesReachUs = false
@@ -292,7 +291,7 @@ public actor MulticastDNSEngine {
             else { continue }
             for packet in packets {
                 transport.send(packet, to: outgoing.destination, on: info)
-                if case .multicast = outgoing.destination { recentlySent.append((packet, now)) }
+                if case .multicast = outgoing.destination { recentlySent.note(packet, at: now) }
             }
         }
         var batches: [QueryGroup: [QueryEvent]] = [:]

@@ -88,9 +88,41 @@ extension MDNSCore {
     }
 
 
-    /// A response from this very machine (our own packets never get here) giving this
-    /// machine's addresses for our host name comes from another responder, which then owns the
-    /// host name; its goodbye for them hands the name back to us.
+    /// RFC 6762 §14: a host with two interfaces on one link (a second NIC on the same switch,
+    /// Wi-Fi bridged to the wired LAN) hears on each what it multicast on the other, and each
+    /// interface probes and announces its own addresses. A packet from an address of another
+    /// of our interfaces holding only records we publish is such a copy: not a rival's probe
+    /// (its other address records would lose us the tiebreak, §8.2), not a conflict (§9), not
+    /// another responder claiming our host name. Another responder on this machine is still
+    /// noticed: the multicast loop shows us its packets on the interface they left by, whose
+    /// address they bear.
+    func isOwnPacket(_ received: ReceivedMessage) -> Bool {
+        let source = received.source.address.withoutScope
+        guard ownAddresses.contains(source),
+            !(interfaces[received.interface] ?? []).contains(where: { $0.withoutScope == source })
+        else { return false }
+        let records = received.message.allRecords
+        return !records.isEmpty && records.allSatisfy(isPublished)
+    }
+
+    /// Whether an active record set of ours publishes `record` (its name and data, whatever
+    /// the TTL) on any of our interfaces.
+    func isPublished(_ record: ResourceRecord) -> Bool {
+        recordSets.values.contains { set in
+            guard set.isActive else { return false }
+            if set.name == record.name,
+                interfaces.keys.contains(where: { interface in ownedRecords(of: set, on: interface).contains { $0.data == record.data } })
+            {
+                return true
+            }
+            return sharedRecords(of: set).contains { $0.name == record.name && $0.data == record.data }
+        }
+    }
+
+    /// A response from this very machine (our own packets never get here: the engine drops
+    /// the copies the multicast loop brings back, ``isOwnPacket(_:)`` those our other
+    /// interfaces hear) giving this machine's addresses for our host name comes from another
+    /// responder, which then owns the host name; its goodbye for them hands the name back to us.
     func noticeLocalResponder(_ received: ReceivedMessage) {
         guard let host = hostSetID.flatMap({ recordSets[$0] }),
             ownAddresses.contains(received.source.address.withoutScope)

@@ -153,19 +153,37 @@ struct RecordCache {
         return known
     }
 
+    /// Queries for a cached record closer together than this count once for failure detection.
+    /// A flood asks thousands of times a second: each query used to add a time to every entry
+    /// it covers (16 bytes, kept ten seconds), and copied the entry's whole list to do it, so a
+    /// querier holding the flooded PTR fell further behind with every packet. Two queries of one
+    /// querier are at least a second apart (§5.2), so §10.5 loses nothing by this.
+    static let unansweredQuerySpacing: Duration = .milliseconds(100)
+
     /// A query (ours or another host's) asked `question` on `interface` listing `listed` as
     /// known: every cached record it covers and does not list should draw an answer (§10.5).
     mutating func noteAsked(_ question: Question, on interface: NetworkInterface, listing listed: [ResourceRecord], at now: Duration) {
-        for (key, list) in matching(question) {
-            var updated = list
-            for index in updated.indices where updated[index].interface == interface {
-                let record = updated[index].record
-                if !listed.contains(where: { $0.name == key.name && $0.data == record.data }) {
-                    updated[index].unansweredQueries.append(now)
-                }
+        let keys: [CacheKey] = question.type == .any
+            ? entries.keys.filter { question.matches($0) }
+            : [CacheKey(name: question.name, type: question.type)]
+        for key in keys {
+            guard let count = entries[key]?.count else { continue }
+            for index in 0..<count {
+                // Looked at through the dictionary and changed in place: no copy of the entry
+                // (and of its list of times) is held while it grows.
+                guard entries[key]?[index].interface == interface,
+                    let data = entries[key]?[index].record.data,
+                    !listed.contains(where: { $0.name == key.name && $0.data == data })
+                else { continue }
+                if let last = entries[key]?[index].unansweredQueries.last, now - last < Self.unansweredQuerySpacing { continue }
+                entries[key, default: []][index].unansweredQueries.append(now)
             }
-            entries[key] = updated
         }
+    }
+
+    /// Times of unanswered queries held for failure detection, over all entries (for tests).
+    var unansweredQueryMarks: Int {
+        entries.values.reduce(0) { total, list in list.reduce(total) { $0 + $1.unansweredQueries.count } }
     }
 
     /// Expires what is due, applies failure detection (§10.5), and says which records are due

@@ -229,11 +229,12 @@ extension MDNSCore {
     var sortedInterfaces: [NetworkInterface] { interfaces.keys.sorted { $0.index < $1.index } }
 
     func sendMulticast(_ message: Message, on interface: NetworkInterface) {
-        let families: [IPFamily] = familiesOn(interface)
-        for family in families {
+        for family in familiesOn(interface) {
             outbox.append(OutgoingMessage(message: message, destination: .multicast(family), interface: interface))
+            if message.header.isResponse {
+                responses.noteMulticast(message.answers + message.additionals, on: interface, family: family, at: now)
+            }
         }
-        if message.header.isResponse { responses.noteMulticast(message.answers + message.additionals, on: interface, at: now) }
     }
 
     /// The families to multicast on: those the interface has addresses of.
@@ -250,6 +251,8 @@ extension MDNSCore {
         // RFC 6762 §18.3, §18.11: ignore non-zero opcodes and response codes.
         guard message.header.opcode == 0, message.header.responseCode == 0 else { return }
         guard interfaces[received.interface] != nil else { return }
+        // §14: our own packet, heard again through another of our interfaces on this link.
+        if isOwnPacket(received) { return }
         if message.header.isResponse {
             guard !received.isLegacyUnicast else { return }  // §6: responses come from port 5353
             // §6 and §11: a response sent to us alone is taken only from the link, and only when
@@ -262,7 +265,7 @@ extension MDNSCore {
             }
             noticeLocalResponder(received)
             detectConflicts(in: message, on: received.interface)
-            if received.destinationIsMulticast { suppressDuplicateAnswers(message, on: received.interface) }
+            if received.destinationIsMulticast { suppressDuplicateAnswers(message, on: received.interface, family: received.family) }
             cacheResponse(received)
         } else {
             if message.isProbe { handleProbe(received) }
@@ -280,8 +283,8 @@ extension MDNSCore {
         let query = received.message
         let interface = received.interface
         // Known answers carried by this packet (the rest of a TC query, §7.2, or a query of
-        // its own) also strike records from answers still waiting to go out on this link.
-        if !query.answers.isEmpty { suppressPending(knownAnswers: query.answers, on: interface) }
+        // its own) also strike records from answers still waiting to go to this asker alone.
+        if !query.answers.isEmpty { suppressPending(knownAnswers: query.answers, on: interface, from: received.source) }
         var answers: [ResourceRecord] = []
         var unicastAnswers: [ResourceRecord] = []
         var anyShared = false
@@ -300,7 +303,7 @@ extension MDNSCore {
             // when it was not (so every cache on the link is renewed). A source off the link
             // gets no unicast at all (§11).
             if question.unicastResponse && received.sourceIsOnLink && !received.isLegacyUnicast
-                && responses.wasMulticastRecently(record, on: interface, at: now)
+                && responses.wasMulticastRecently(record, on: interface, family: received.family, at: now)
             {
                 if !unicastAnswers.contains(record) { unicastAnswers.append(record) }
             } else if !answers.contains(record) {
@@ -329,29 +332,30 @@ extension MDNSCore {
         if query.header.isTruncated { delay = random.duration(in: MDNSTiming.truncatedQueryDelay) }
         if !unicastAnswers.isEmpty {
             let key = PendingResponseKey(interface: interface, destination: .unicast(received.source), legacyID: nil)
-            queue(unicastAnswers, key: key, family: received.family, at: now + delay)
+            queue(unicastAnswers, key: key, family: received.family, at: now + delay, askers: .one(received.source))
         }
         if !answers.isEmpty {
             for family in familiesOn(interface) {
                 let key = PendingResponseKey(interface: interface, destination: .multicast(family), legacyID: nil)
-                queue(answers, key: key, family: family, at: now + delay)
+                queue(answers, key: key, family: family, at: now + delay, askers: .one(received.source))
             }
         }
     }
 
     /// §7.4 duplicate answer suppression: another responder multicast a record we were about
-    /// to multicast, with a TTL no lower than ours: ours counts as sent.
-    func suppressDuplicateAnswers(_ response: Message, on interface: NetworkInterface) {
-        statistics.duplicateAnswersSuppressed += responses.strikeDuplicates(response.answers + response.additionals, on: interface, at: now)
+    /// to multicast to the same group, with a TTL no lower than ours: ours counts as sent there.
+    func suppressDuplicateAnswers(_ response: Message, on interface: NetworkInterface, family: IPFamily) {
+        statistics.duplicateAnswersSuppressed += responses.strikeDuplicates(
+            response.answers + response.additionals, on: interface, family: family, at: now)
     }
 
-    private func suppressPending(knownAnswers: [ResourceRecord], on interface: NetworkInterface) {
-        responses.strikeKnownAnswers(knownAnswers, on: interface)
+    private func suppressPending(knownAnswers: [ResourceRecord], on interface: NetworkInterface, from source: SocketAddress) {
+        responses.strikeKnownAnswers(knownAnswers, on: interface, from: source)
     }
 
-    private func queue(_ records: [ResourceRecord], key: PendingResponseKey, family: IPFamily, at due: Duration) {
+    private func queue(_ records: [ResourceRecord], key: PendingResponseKey, family: IPFamily, at due: Duration, askers: Askers) {
         // The scheduler is searched only when this makes the response due sooner.
-        if responses.queue(records, for: key, family: family, due: due) {
+        if responses.queue(records, for: key, family: family, due: due, askers: askers) {
             scheduler.scheduleOnce(.respond(key), at: due)
         }
     }
@@ -380,18 +384,18 @@ extension MDNSCore {
                 destination: key.destination, interface: key.interface))
             return
         }
-        if case .multicast = key.destination {
-            // §6: at most once a second per record on the multicast group. What may not go
-            // yet is owed, not dropped: it goes as soon as its second is up.
-            let (fresh, owed, owedUntil) = responses.split(pending.answers, on: key.interface, at: now)
+        if case .multicast(let family) = key.destination {
+            // §6: at most once a second per record on each multicast group (IPv4's and IPv6's
+            // apart). What may not go yet is owed, not dropped: it goes as soon as its second is up.
+            let (fresh, owed, owedUntil) = responses.split(pending.answers, on: key.interface, family: family, at: now)
             if let owedUntil {
                 statistics.multicastAnswersDeferred += owed.count
-                queue(owed, key: key, family: pending.family, at: owedUntil)
+                queue(owed, key: key, family: pending.family, at: owedUntil, askers: pending.askers)
             }
             guard !fresh.isEmpty else { return }
             let trimmed = Message(header: .response, answers: fresh, additionals: additionalRecords(for: fresh, on: key.interface))
             outbox.append(OutgoingMessage(message: trimmed, destination: key.destination, interface: key.interface))
-            responses.noteMulticast(trimmed.answers + trimmed.additionals, on: key.interface, at: now)
+            responses.noteMulticast(trimmed.answers + trimmed.additionals, on: key.interface, family: family, at: now)
         } else {
             let additionals = additionalRecords(for: pending.answers, on: key.interface)
             let message = Message(header: .response, answers: pending.answers, additionals: additionals)

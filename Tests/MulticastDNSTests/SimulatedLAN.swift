@@ -10,6 +10,10 @@ final class SimulatedLAN {
         let core: MDNSCore
         let interface: NetworkInterface
         let address: IPv4Address
+        /// The host's interfaces on this link, with their addresses. More than one is a second
+        /// NIC on the same switch: what the host multicasts on one, the others hear (RFC 6762
+        /// §14). Set with ``SimulatedLAN/setInterfaces(of:_:)``.
+        var interfaces: [NetworkInterface: [IPAddress]]
         /// Whether the host is connected (false: crashed or unplugged; it hears and says nothing).
         var isUp = true
         var events: [EngineEvent] = []
@@ -20,6 +24,7 @@ final class SimulatedLAN {
             self.core = core
             self.interface = interface
             self.address = address
+            self.interfaces = [interface: [.v4(address)]]
         }
 
         var socketAddress: SocketAddress { SocketAddress(.v4(address), port: SocketAddress.mdnsPort) }
@@ -40,6 +45,12 @@ final class SimulatedLAN {
         core.setInterfaces([interface: [.v4(host.address)]])
         hosts.append(host)
         return host
+    }
+
+    /// Puts `host` on this link with these interfaces (a second NIC on the same switch, say).
+    func setInterfaces(of host: Host, _ interfaces: [NetworkInterface: [IPAddress]]) {
+        host.interfaces = interfaces
+        host.core.setInterfaces(interfaces)
     }
 
     /// A LAN where "alpha" has published `instance` (probed and announced) and "beta" is
@@ -90,11 +101,27 @@ final class SimulatedLAN {
                                     destinationIsMulticast: item.destination == .multicast(.v4) || item.destination == .multicast(.v6)),
                                 at: now)
                         }
+                        echo(message, of: item, from: sender)
                     }
                 }
             }
         }
         for host in hosts { host.events += host.core.takeEvents() }
+    }
+
+    /// The sender's other interfaces on this link hear what it multicast, from the address it
+    /// left by: IPv6 on those with an IPv6 address, IPv4 on those with an IPv4 one.
+    private func echo(_ message: Message, of item: OutgoingMessage, from sender: Host) {
+        guard case .multicast(let family) = item.destination,
+            let source = sender.interfaces[item.interface]?.first(where: { $0.isIPv6 == (family == .v6) })
+        else { return }
+        for (interface, addresses) in sender.interfaces.sorted(by: { $0.key.index < $1.key.index })
+        where interface != item.interface && addresses.contains(where: { $0.isIPv6 == (family == .v6) }) {
+            sender.received.append((now, message, sender.name))
+            sender.core.receive(
+                ReceivedMessage(message: message, source: SocketAddress(source, port: SocketAddress.mdnsPort), interface: interface, family: family),
+                at: now)
+        }
     }
 
     private func recipients(of destination: Destination, from sender: Host) -> [Host] {
@@ -105,9 +132,9 @@ final class SimulatedLAN {
     }
 
     /// Injects a message as if `source` had sent it to `host` (legacy or off-link queriers).
-    func inject(_ message: Message, to host: Host, from source: SocketAddress, onLink: Bool = true) {
+    func inject(_ message: Message, to host: Host, from source: SocketAddress, onLink: Bool = true, on interface: NetworkInterface? = nil) {
         host.core.receive(
-            ReceivedMessage(message: message, source: source, interface: host.interface, family: .v4, sourceIsOnLink: onLink),
+            ReceivedMessage(message: message, source: source, interface: interface ?? host.interface, family: .v4, sourceIsOnLink: onLink),
             at: now)
         host.events += host.core.takeEvents()
     }
