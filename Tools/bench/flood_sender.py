@@ -3,9 +3,11 @@
 
     Tools/lab exec h2 -- python3 Tools/bench/flood_sender.py [--rate 30000] [--seconds 15]
                                                              [--interface lan1] [--type _openagents._tcp]
+                                                             [--family 4|6|both]
 
-Sends to 224.0.0.251:5353 from port 5353 on the lab interface only (it refuses to run where
-that interface does not exist, as in the root namespace). Half the packets are hostile
+Sends to 224.0.0.251:5353 (--family 4, the default), to [ff02::fb]:5353 (6), or to both in
+turn (both: the rate is the total), from port 5353 on the lab interface only (it refuses to
+run where that interface does not exist, as in the root namespace). Half the packets are hostile
 (compression-pointer loops, self pointers, pointers past the end, over-long labels, section
 counts beyond the data, truncated headers, random bytes), half are valid QM queries for the
 type's PTR, each with a fresh id. Prints one JSON line at the end: packets sent and the rate.
@@ -63,9 +65,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--interface", default="lan1")
     parser.add_argument("--type", default="_openagents._tcp")
+    parser.add_argument("--family", choices=["4", "6", "both"], default="4")
     args = parser.parse_args()
     try:
-        sock, destination = open_mdns_socket(args.interface, loop=False)
+        targets = [open_mdns_socket(args.interface, ipv6=(family == "6"), loop=False)
+                   for family in (["4", "6"] if args.family == "both" else [args.family])]
     except OSError:
         print(f"flood_sender: no interface {args.interface!r} here; run it inside a lab host", file=sys.stderr)
         return 2
@@ -86,6 +90,8 @@ def main() -> int:
         if now < next_slot:
             time.sleep(next_slot - now)
         for _ in range(burst):
+            # Pairs (a hostile packet, a query) alternate between the families.
+            sock, destination = targets[(i // 2) % len(targets)]
             try:
                 sock.sendto(mix[i % len(mix)], destination)
                 sent += 1
@@ -94,8 +100,8 @@ def main() -> int:
             i += 1
         next_slot += 0.001
     elapsed = time.monotonic() - start
-    print(json.dumps({"event": "flooded", "sent": sent, "errors": errors, "seconds": round(elapsed, 3),
-                      "rate": round(sent / elapsed)}), flush=True)
+    print(json.dumps({"event": "flooded", "family": args.family, "sent": sent, "errors": errors,
+                      "seconds": round(elapsed, 3), "rate": round(sent / elapsed)}), flush=True)
     return 0
 
 

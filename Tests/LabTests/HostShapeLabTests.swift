@@ -1,0 +1,178 @@
+import Foundation
+import Testing
+
+/// The hosts users have, made in a lab host with `Tools/lab shape`: IPv6 switched off, a
+/// container bridge, a VPN tunnel, a second interface on the same LAN. Each test puts the host
+/// back as it was, also when it fails.
+extension LabTestSuite {
+@Suite("host shapes: IPv6 off, container bridges, tunnels, a second link")
+struct HostShapeLabTests {
+    static var nearby: String { DiscoveryLabTests.nearby }
+    let helpers = ConnectionLabTests()
+    static let h4 = "198.18.1.4"
+
+    /// Runs `body` with `shape` made in `host` and `undo` run afterwards in any case.
+    func with(_ lab: Lab, _ host: String, shape: [[String]], undo: [[String]], _ body: () async throws -> Void) async throws {
+        do {
+            for step in shape { try await lab.run(["shape", host] + step) }
+            try await body()
+        } catch {
+            for step in undo { _ = try? await lab.run(["shape", host] + step) }
+            throw error
+        }
+        for step in undo { try await lab.run(["shape", host] + step) }
+    }
+
+    /// `nearby ARGS --json` in `host`, stdout and stderr together, stdin from /dev/null.
+    func start(_ lab: Lab, _ host: String, _ arguments: [String], environment: [String: String] = [:]) throws -> LabProcess {
+        let variables = environment.map { "\($0.key)='\($0.value)'" }.joined(separator: " ")
+        let command = ([Self.nearby] + arguments + ["--json"]).map { "'\($0)'" }.joined(separator: " ")
+        return try lab.start(["exec", host, "--", "sh", "-c", "exec 2>&1; exec env \(variables) \(command) < /dev/null"])
+    }
+
+    @Test("IPv6 switched off: serve, receive, pipe --listen, invite and the broker listen on IPv4 (--verbose says so), and a peer gets in")
+    func ipv6Off() async throws {
+        let lab = try Lab.require(hosts: 4)
+        let server = try await helpers.identity(lab, "No Six")
+        let client = try await helpers.identity(lab, "Laptop")
+        try await helpers.pin(lab, client.peerID, in: server.directory)
+        try await helpers.pin(lab, server.peerID, in: client.directory)
+        let inbox = try Lab.temporaryDirectory().path
+        try await with(lab, "h4", shape: [["ipv6", "off"]], undo: [["ipv6", "on"]]) {
+            let shown = try await lab.run(["exec", "h4", "--", "ip", "-6", "addr"])
+            #expect(!shown.contains("inet6"), "IPv6 is not off: \(shown)")
+            let serving = try start(lab, "h4", ["serve", "No Six", "_openagents._tcp", "9611", "--no-advertise", "--verbose", "--state-dir", server.directory])
+            let receiving = try start(lab, "h4", ["receive", inbox, "--port", "9612", "--no-advertise", "--state-dir", server.directory])
+            let piping = try start(lab, "h4", ["pipe", "--listen", "--port", "9613", "--no-advertise", "--state-dir", server.directory])
+            let inviting = try start(lab, "h4", ["invite", "--port", "9614", "--qr", "off", "--state-dir", server.directory])
+            let brokering = try start(lab, "h4", ["serve", "No Six Broker", "_nosix._tcp", "9615", "--auto-invite", "--host", "nosix", "--state-dir", server.directory])
+            try await lab.withProcesses([serving, receiving, piping, inviting, brokering]) {
+                let listening = try await serving.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
+                #expect(listening.contains("9611"))
+                #expect(serving.output.contains("IPv4 only"), "--verbose does not say IPv4 only: \(serving.output)")
+                _ = try await receiving.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
+                _ = try await piping.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
+                let link = try await inviting.waitForLine(containing: "\"addresses\"", timeout: .seconds(20))
+                #expect(!link.contains("fd6e"), "an invitation from a host without IPv6 carries an IPv6 address: \(link)")
+                _ = try await brokering.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
+                for process in [serving, receiving, piping, inviting, brokering] {
+                    #expect(!process.output.contains("cannot listen"), "\(process.output)")
+                    #expect(process.isRunning, "\(process.output)")
+                }
+                // A peer reaches serve over IPv4.
+                let command = [Self.nearby, "connect", "--json", "--host", Self.h4, "--port", "9611", "--state-dir", client.directory]
+                    .map { "'\($0)'" }.joined(separator: " ")
+                let connecting = try lab.start(["exec", "h2", "--", "sh", "-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | "# + command])
+                #expect(try await connecting.wait(timeout: .seconds(20)) == 0, "\(connecting.output)\(connecting.errorOutput)")
+                #expect(connecting.output.contains(#""result":{}"#), "\(connecting.output)")
+            }
+        }
+    }
+
+    @Test("a container bridge: no mDNS is sent into it and invitations leave its address out; NEARBY_VIRTUAL_LINKS takes it in")
+    func containerBridge() async throws {
+        let lab = try Lab.require(hosts: 4)
+        let state = try await helpers.identity(lab, "Docker Host")
+        let capture = try Lab.temporaryDirectory().appendingPathComponent("docker0.pcap").path
+        try await with(lab, "h4", shape: [["bridge", "add", "docker0", "172.17.0.1/16"]], undo: [["bridge", "del", "docker0"]]) {
+            try await lab.run(["capture", "start", "--iface", "docker0", "h4", capture])
+            var captured = false
+            defer { if !captured { _ = try? FileManager.default.removeItem(atPath: capture) } }
+            let advertising = try start(lab, "h4", ["advertise", "Docker Host", "_dock._tcp", "9620", "--host", "dockerhost"])
+            try await lab.withProcesses([advertising]) {
+                _ = try await advertising.waitForLine(containing: "\"advertising\"", timeout: .seconds(20))
+                // Found on the LAN, as usual.
+                let found = try await lab.run(["exec", "h2", "--", Self.nearby, "resolve", "Docker Host", "_dock._tcp", "--json", "--timeout", "5"])
+                #expect(found.contains("198.18.1.4"), "\(found)")
+                #expect(!found.contains("172.17.0.1"), "the container bridge's address is announced on the LAN: \(found)")
+            }
+            try await lab.run(["capture", "stop", "h4", capture])
+            captured = true
+            let packets = try udpPayloads(ofPcap: Array(try Data(contentsOf: URL(fileURLWithPath: capture))))
+            #expect(packets.isEmpty, "\(packets.count) mDNS packets went into docker0")
+
+            // Invitations: the LAN address, not the bridge's; unless the bridge is named.
+            let plain = try start(lab, "h4", ["invite", "--port", "9621", "--qr", "off", "--state-dir", state.directory])
+            let named = try start(lab, "h4", ["invite", "--port", "9622", "--qr", "off", "--state-dir", state.directory],
+                                  environment: ["NEARBY_VIRTUAL_LINKS": "docker0"])
+            try await lab.withProcesses([plain, named]) {
+                let link = try await plain.waitForLine(containing: "\"addresses\"", timeout: .seconds(20))
+                #expect(link.contains("198.18.1.4") && !link.contains("172.17.0.1"), "\(link)")
+                let included = try await named.waitForLine(containing: "\"addresses\"", timeout: .seconds(20))
+                #expect(included.contains("172.17.0.1"), "\(included)")
+            }
+        }
+    }
+
+    /// A second interface on the same LAN (a second NIC, a docked laptop's Wi-Fi) hears what
+    /// the host multicasts on the first. The embedded engine took its own probes for a rival's
+    /// (each interface proposes its own addresses) and its own packets for another stack's,
+    /// and never answered for its host name (RFC 6762 §14). avahi-daemon, the system backend,
+    /// is the reference.
+    @Test("a second interface on the same LAN, IPv6 link-local only or with IPv4 too: the advertiser is found and resolved within 6 s",
+          arguments: Backend.allCases, [false, true])
+    func secondLinkOnTheSameLAN(_ backend: Backend, withIPv4: Bool) async throws {
+        let lab = try Lab.require(hosts: 4)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        let link = ["link", "add", "lan1b", "--lan", "1"] + (withIPv4 ? ["--ipv4", "198.18.1.104/24"] : [])
+        try await with(lab, "h4", shape: [link], undo: [["link", "del", "lan1b"]]) {
+            // avahi-daemon starts after the link is there, so that it runs on lan1b too.
+            try await lab.withAvahi(in: nearby.daemons(["h4"]) + ["h2"]) {
+                let (advertiser, started) = try await nearby.advertise(
+                    in: "h4", nearby.hostOption("dual") + ["--log-level", "info", "Dual Box", "_dual._tcp", "9400"])
+                #expect(started["name"] as? String == "Dual Box")
+                let browser = try nearby.start("h2", ["browse", "_dual._tcp", "--resolve", "--json", "--timeout", "10"])
+                try await lab.withProcesses([advertiser, browser]) {
+                    let line = try await browser.waitForLine(containing: "\"Dual Box\"", timeout: .seconds(6))
+                    let found = try #require(jsonLines(line).first)
+                    let host = nearby.hostName(of: "h4", label: "dual")
+                    #expect(found["port"] as? Int == 9400)
+                    #expect(found["host"] as? String == host)
+                    // h4's addresses: lan1's, and lan1b's link-local (MAC 02:6e:62:01:01:04) and IPv4.
+                    let h4 = [Self.h4, "198.18.1.104", "fd6e:6272:1::4", "fe80::6e:62ff:fe01:4", "fe80::6e:62ff:fe01:104"]
+                    let addresses = found["addresses"] as? [String] ?? []
+                    #expect(!addresses.isEmpty && addresses.allSatisfy { h4.contains($0.components(separatedBy: "%")[0]) }, "\(addresses)")
+                    // An independent resolver agrees: avahi in h2 resolves the host name.
+                    let resolved = try await lab.run(["avahi", "exec", "h2", "--", "avahi-resolve", "-n", String(host.dropLast())], timeout: .seconds(15))
+                    #expect(h4.contains { resolved.contains($0) }, "\(resolved)")
+                    // Probing and announcing are over: the name was kept, and no packet of our
+                    // own was taken for another stack's (which would stop QU questions, §15.1).
+                    try await Task.sleep(for: .seconds(3))
+                    #expect(advertiser.isRunning)
+                    #expect(!advertiser.output.contains("renamed"), "\(advertiser.output)")
+                    #expect(!advertiser.errorOutput.contains("another mDNS stack"), "\(advertiser.errorOutput.suffix(2000))")
+                }
+            }
+        }
+    }
+
+    @Test("a VPN tunnel: its addresses are in invitations, and no mDNS is sent on it")
+    func tunnel() async throws {
+        let lab = try Lab.require(hosts: 4)
+        let state = try await helpers.identity(lab, "Tunnel Host")
+        let capture = try Lab.temporaryDirectory().appendingPathComponent("tun.pcap").path
+        try await with(lab, "h4", shape: [["tun", "add", "tailscale0", "100.101.102.4", "fd7a:115c:a1e0::4"]], undo: [["tun", "del", "tailscale0"]]) {
+            let inviting = try start(lab, "h4", ["invite", "--port", "9623", "--qr", "off", "--state-dir", state.directory])
+            try await lab.withProcesses([inviting]) {
+                let link = try await inviting.waitForLine(containing: "\"addresses\"", timeout: .seconds(20))
+                #expect(link.contains("100.101.102.4") && link.contains("fd7a:115c:a1e0::4"), "\(link)")
+                #expect(link.contains("198.18.1.4"), "\(link)")
+            }
+            try await lab.run(["capture", "start", "--iface", "tailscale0", "h4", capture])
+            var captured = false
+            defer { if !captured { _ = try? FileManager.default.removeItem(atPath: capture) } }
+            let advertising = try start(lab, "h4", ["advertise", "Tunnel Host", "_tun._tcp", "9624", "--host", "tunnelhost"])
+            try await lab.withProcesses([advertising]) {
+                _ = try await advertising.waitForLine(containing: "\"advertising\"", timeout: .seconds(20))
+                let found = try await lab.run(["exec", "h2", "--", Self.nearby, "resolve", "Tunnel Host", "_tun._tcp", "--json", "--timeout", "5"])
+                #expect(found.contains("198.18.1.4"), "\(found)")
+            }
+            try await lab.run(["capture", "stop", "h4", capture])
+            captured = true
+            // A tun capture has no Ethernet header: any captured packet at all is one too many.
+            let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: capture)))
+            #expect(bytes.count <= 24 + 0, "\(bytes.count - 24) bytes of packets were sent into the tunnel")
+        }
+    }
+}
+}
