@@ -237,29 +237,39 @@ struct AdmissionControl: Sendable {
         return .count
     }
 
-    /// Connections that sent no whole ClientHello within the deadline at `now`: close them.
-    /// They leave the count here (their close is not a failure to report).
-    mutating func expired(at now: Duration) -> [ID] {
+    /// Connections that had sent no whole ClientHello by `now`, at the deadline: candidates to
+    /// close. Each is confirmed with ``expire(_:at:)`` on its own event loop, after that loop
+    /// has read what it was sent (a loop held up for seconds must not cost a peer its place
+    /// for bytes that were waiting in its socket).
+    func late(at now: Duration) -> [ID] {
         var late: [ID] = []
         for stage in [AdmissionStage.silent, .started] {
             let queue = stage.rawValue
-            while heads[queue] < queues[queue].count {
-                let id = queues[queue][heads[queue]]
-                guard let entry = entries[id], entry.stage == stage else {
-                    heads[queue] += 1
-                    continue
-                }
+            for id in queues[queue][heads[queue]...] {
+                guard let entry = entries[id], entry.stage == stage else { continue }
                 guard now - entry.since >= settings.helloDeadline else { break }
-                heads[queue] += 1
-                turnedAwaySources.insert(entry.source)
-                remove(id)
-                closedHere.insert(id)
-                current.noHello += 1
                 late.append(id)
             }
-            compact(queue)
         }
         return late
+    }
+
+    /// Closes `id` for sending no whole ClientHello in time, if it is still so at `now`:
+    /// true when it is to be closed (it leaves the count here; its close is no failure to
+    /// report), false when it made progress meanwhile or is gone.
+    mutating func expire(_ id: ID, at now: Duration) -> Bool {
+        guard let entry = entries[id], entry.stage < .hello, now - entry.since >= settings.helloDeadline else { return false }
+        turnedAwaySources.insert(entry.source)
+        remove(id)
+        closedHere.insert(id)
+        current.noHello += 1
+        return true
+    }
+
+    /// Connections that sent no whole ClientHello within the deadline at `now`, closed at once
+    /// (``late(at:)`` and ``expire(_:at:)`` together, for a caller that reads no socket).
+    mutating func expired(at now: Duration) -> [ID] {
+        late(at: now).filter { expire($0, at: now) }
     }
 
     /// The summary of the interval that ended by `now`, if it did and anything was turned away;

@@ -77,12 +77,18 @@ final class AdmissionDesk: Sendable {
     }
 
     private func tick() {
-        let (late, summary): ([any Channel], StrangerSummary?) = state.withLockedValue { state in
+        let (late, summary): ([(AdmissionControl.ID, any Channel)], StrangerSummary?) = state.withLockedValue { state in
             let now = self.now
-            let late = state.control.expired(at: now).compactMap { state.channels[$0] }
+            let late = state.control.late(at: now).compactMap { id in state.channels[id].map { (id, $0) } }
             return (late, state.control.summary(at: now))
         }
-        for channel in late { channel.close(promise: nil) }
+        // Confirmed on the connection's own loop, once it has read what is waiting for it.
+        for (id, channel) in late {
+            channel.eventLoop.execute { [self] in
+                let expired = state.withLockedValue { $0.control.expire(id, at: now) }
+                if expired { channel.close(promise: nil) }
+            }
+        }
         if let summary {
             logger.notice("\(summary.text)")
             summarised(summary)

@@ -148,6 +148,25 @@ struct AdmissionTests {
         #expect(summary?.failedUnreported == 0 && summary?.reported == 0)
     }
 
+    @Test("a late connection whose loop then reads its ClientHello keeps its place: the close is confirmed after the read")
+    func lateButRead() {
+        var control = AdmissionControl(settings: AdmissionSettings(helloDeadline: .seconds(3)))
+        let slow = control.arrived(from: Self.source(1), at: .zero).id
+        let silent = control.arrived(from: Self.source(2), at: .zero).id
+        #expect(control.late(at: .seconds(4)) == [slow, silent])
+        // Its loop was held up; the hello waiting in its socket is read before the confirmation.
+        control.progressed(slow, to: .started)
+        control.progressed(slow, to: .hello)
+        let slowExpired = control.expire(slow, at: .seconds(4))
+        let silentExpired = control.expire(silent, at: .seconds(4))
+        let silentAgain = control.expire(silent, at: .seconds(4))
+        #expect(!slowExpired)
+        #expect(silentExpired)
+        #expect(!silentAgain, "once")
+        #expect(control.stage(of: slow) == .hello)
+        #expect(control.late(at: .seconds(10)).isEmpty)
+    }
+
     @Test("failures: the first few in an interval are reported one by one, the rest only counted and summed up at its end")
     func summaries() {
         var control = AdmissionControl(settings: AdmissionSettings(maximumSettingUp: 2, summaryInterval: .seconds(10), reportedPerInterval: 2))
