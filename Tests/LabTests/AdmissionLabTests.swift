@@ -113,6 +113,69 @@ struct AdmissionLabTests {
         }
     }
 
+    @Test("strangers from 20 addresses hold idle and half-sent connections and fail TLS in a loop: the pinned peer gets in every time, the places stay bounded, and serve prints a summary, not one line each")
+    func strangers() async throws {
+        let lab = try Lab.require(hosts: 3)
+        let server = try await helpers.identity(lab, "Pinned Box")
+        let client = try await helpers.identity(lab, "Laptop")
+        let stranger = try await helpers.identity(lab, "Stranger")
+        try await helpers.pin(lab, client.peerID, in: server.directory)
+        try await helpers.pin(lab, server.peerID, in: client.directory)
+        let sources = (50..<70).map { "198.18.1.\($0)" }
+        for address in sources { try await lab.run(["exec", "h2", "--", "ip", "addr", "add", "\(address)/32", "dev", "lan1"]) }
+        do {
+            try await strangersAttack(lab, server: server.directory, client: client.directory, stranger: stranger.directory)
+        } catch {
+            for address in sources { _ = try? await lab.run(["exec", "h2", "--", "ip", "addr", "del", "\(address)/32", "dev", "lan1"]) }
+            throw error
+        }
+        for address in sources { try await lab.run(["exec", "h2", "--", "ip", "addr", "del", "\(address)/32", "dev", "lan1"]) }
+    }
+
+    private func strangersAttack(_ lab: Lab, server: String, client: String, stranger: String) async throws {
+        let serving = try pairs.start(
+            lab, "h1", ["serve", "Pinned Box", "_openagents._tcp", "9440", "--no-advertise", "--max-setting-up", "64", "--state-dir", server],
+            stdin: try StdinPipe())
+        try await lab.withProcesses([serving]) {
+            _ = try await serving.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
+            let helper = ConnectionLabTests.repository.appendingPathComponent("Tools/bench/strangers.py").path
+            // 400 idle and 100 half-sent connections (20 addresses, 25 each: under the per-source
+            // share, so the 64 places are what holds them), re-opened as they are closed, and one
+            // loop of TLS handshakes with a certificate the server has not pinned.
+            let attack = try lab.start([
+                "exec", "h2", "--", "sh", "-c", #"ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$@""#, "sh",
+                ConnectionLabTests.python, helper, "attack", "--host", ConnectionLabTests.h1, "--port", "9440", "--kind", "tls", "--seconds", "12",
+                "--idle", "400", "--half", "100", "--loops", "1", "--sources", "198.18.1.50-198.18.1.69", "--half-bytes", "64",
+                "--cert", "\(stranger)/identity.pem",
+            ])
+            try await lab.withProcesses([attack]) {
+                try await Task.sleep(for: .seconds(3))
+                for _ in 0..<3 {
+                    let command = [Self.nearby, "connect", "--json", "--host", ConnectionLabTests.h1, "--port", "9440", "--timeout", "5", "--state-dir", client]
+                        .map { "'\($0)'" }.joined(separator: " ")
+                    let peer = try lab.start(["exec", "h3", "--", "sh", "-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | "# + command])
+                    #expect(try await peer.wait(timeout: .seconds(20)) == 0, "the pinned peer was kept out: \(peer.output)\(peer.errorOutput)")
+                    #expect(peer.output.contains(#""result":{}"#), "\(peer.output)")
+                    try await Task.sleep(for: .seconds(1))
+                }
+                #expect(try await attack.wait(timeout: .seconds(40)) == 0, "\(attack.errorOutput)")
+                let report = try #require(jsonLines(attack.output).first, "\(attack.output)")
+                #expect((report["opened_total"] as? Int ?? 0) > 600, "the strangers opened too few connections to say anything: \(report)")
+            }
+            // The summary comes at the end of its 10 s interval.
+            let line = try await serving.waitForLine(containing: "\"strangers\"", timeout: .seconds(15))
+            let summary = try #require(jsonLines(line).first)
+            #expect((summary["turnedAway"] as? Int ?? 0) > 100, "\(line)")
+            #expect((summary["peakSettingUp"] as? Int ?? 0) <= 64, "\(line)")
+            #expect((summary["madeRoom"] as? Int ?? 0) > 0, "\(line)")
+            let events = jsonLines(serving.output)
+            let rejected = events.filter { $0["event"] as? String == "rejected" }.count
+            let summaries = events.filter { $0["event"] as? String == "strangers" }.count
+            // 5 one by one per 10 s interval at most: the attack spans two or three intervals.
+            #expect(rejected <= 5 * (summaries + 1), "\(rejected) rejections printed one by one, \(summaries) summaries")
+        }
+    }
+
     @Test("connect TYPE --name through the broker waits while a person decides, past its own --timeout")
     func brokerWaits() async throws {
         let lab = try Lab.require(hosts: 2)
