@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <link.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -35,7 +36,10 @@ static int release_object(struct dl_phdr_info *info, size_t size, void *context)
 }
 
 nearby_release_result nearby_release_mapped_pages(void) {
-    nearby_release_result result = {0, 0, 0};
+    nearby_release_result result = {0, 0, 0, 0};
     dl_iterate_phdr(release_object, &result);
+#ifdef __GLIBC__
+    result.trimmed = malloc_trim(0);
+#endif
     return result;
 }

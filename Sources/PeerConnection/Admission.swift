@@ -19,7 +19,8 @@ public struct AdmissionSettings: Sendable, Equatable {
     /// The whole set-up has ``PeerConnectionConfiguration/setupTimeout``.
     public var helloDeadline: Duration
     /// Strangers turned away are reported one by one up to ``reportedPerInterval`` in each
-    /// interval; the rest are counted and summed up once at the interval's end.
+    /// interval, and not at all while places run short (an attack); the rest are counted and
+    /// summed up once at the interval's end.
     public var summaryInterval: Duration
     public var reportedPerInterval: Int
 
@@ -164,6 +165,14 @@ struct AdmissionControl: Sendable {
     private var turnedAwaySources: Set<AdmissionSource> = []
     /// Closed here (to make room, or late): their end is no failure to count again.
     private var closedHere: Set<ID> = []
+    /// The interval before this one turned strangers away for want of room or of a hello: an
+    /// attack may be under way, and failures are only counted until a calm interval.
+    private var pressedBefore = false
+
+    /// Whether places ran short or hellos failed to come, in this interval or the one before.
+    private var underPressure: Bool {
+        pressedBefore || current.madeRoom + current.overSourceShare + current.refused + current.noHello > 0
+    }
 
     init(settings: AdmissionSettings = AdmissionSettings(), now: Duration = .zero) {
         self.settings = settings
@@ -220,14 +229,16 @@ struct AdmissionControl: Sendable {
 
     /// The connection's set-up is over: it became a session, or it closed. `failed`: it ended
     /// without becoming one (a refusal, a timeout, a close). Returns whether to report a
-    /// failure one by one; ``Failure/count`` when this interval has reported enough.
+    /// failure one by one; ``Failure/count`` when this interval has reported enough, or while
+    /// places run short or hellos fail to come (now or in the interval before): then only the
+    /// summary speaks.
     @discardableResult
     mutating func ended(_ id: ID, failed: Bool) -> Failure {
         if closedHere.remove(id) != nil { return .count }
         let source = entries[id]?.source
         if entries[id] != nil { remove(id) }
         guard failed else { return .count }
-        if current.reported < settings.reportedPerInterval {
+        if current.reported < settings.reportedPerInterval, !underPressure {
             current.reported += 1
             if let source { turnedAwaySources.insert(source) }
             return .report
@@ -280,6 +291,7 @@ struct AdmissionControl: Sendable {
         done.interval = now - intervalStart
         done.sources = turnedAwaySources.count
         intervalStart = now
+        pressedBefore = done.madeRoom + done.overSourceShare + done.refused + done.noHello > 0
         current = StrangerSummary(interval: settings.summaryInterval)
         current.peakSettingUp = entries.count
         turnedAwaySources.removeAll(keepingCapacity: true)

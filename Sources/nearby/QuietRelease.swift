@@ -10,7 +10,9 @@ import Synchronization
 /// `quiet` without ``activity()``, the kernel is asked to reclaim them
 /// (`nearby_release_mapped_pages`, MADV_PAGEOUT): not destructive, they are read again from
 /// the files when used (answering a query touches a few of them; a new connection more).
-/// Each burst of activity is followed by one release, never more.
+/// The heap's free memory is given back at the same time (malloc_trim), so a burst of
+/// connections, or of strangers turned away, leaves no arenas behind. Each burst of activity
+/// is followed by one release, never more.
 final class QuietRelease: Sendable {
     private struct State {
         var last: ContinuousClock.Instant?
@@ -74,7 +76,8 @@ final class QuietRelease: Sendable {
         if result.error != 0 {
             logger.debug("could not give back start-up pages (madvise: errno \(result.error))")
         } else {
-            logger.debug("asked the kernel to reclaim \(result.advised >> 20) MiB of mapped pages of \(result.objects) objects (now idle)")
+            logger.debug(
+                "asked the kernel to reclaim \(result.advised >> 20) MiB of mapped pages of \(result.objects) objects (now idle)\(result.trimmed != 0 ? "; free heap memory given back" : "")")
         }
     }
 }

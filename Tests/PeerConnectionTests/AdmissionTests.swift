@@ -198,6 +198,23 @@ struct AdmissionTests {
         #expect(quiet.summary(at: .seconds(20)) == nil)
     }
 
+    @Test("while places run short (and for the interval after), failures are only counted: under attack only the summary speaks")
+    func quietUnderPressure() {
+        var control = AdmissionControl(settings: AdmissionSettings(maximumSettingUp: 1, summaryInterval: .seconds(10), reportedPerInterval: 5))
+        let early = control.arrived(from: Self.source(1), at: .seconds(1)).id
+        #expect(control.ended(early, failed: true) == .report, "no pressure yet")
+        _ = control.arrived(from: Self.source(2), at: .seconds(2))
+        _ = control.arrived(from: Self.source(3), at: .seconds(2))  // makes room: pressure
+        let during = control.arrived(from: Self.source(4), at: .seconds(3)).id
+        #expect(control.ended(during, failed: true) == .count)
+        #expect(control.summary(at: .seconds(10))?.failedUnreported == 1)
+        let next = control.arrived(from: Self.source(5), at: .seconds(11)).id
+        #expect(control.ended(next, failed: true) == .count, "the interval after an attack is still quiet")
+        _ = control.summary(at: .seconds(20))
+        let calm = control.arrived(from: Self.source(6), at: .seconds(21)).id
+        #expect(control.ended(calm, failed: true) == .report, "after a calm interval, one by one again")
+    }
+
     @Test("a connection that becomes a session leaves its place and is no failure; an end told twice counts once")
     func sessions() {
         var control = AdmissionControl(settings: AdmissionSettings(maximumSettingUp: 2, reportedPerInterval: 0))

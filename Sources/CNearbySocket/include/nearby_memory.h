@@ -12,6 +12,8 @@ typedef struct {
     int objects;
     /// 0, or the errno of the first madvise that failed (EINVAL: a kernel before 5.4).
     int error;
+    /// 1 when malloc gave free heap memory back to the system (malloc_trim), else 0.
+    int trimmed;
 } nearby_release_result;
 
 /// Asks the kernel to reclaim the pages of every loaded object's segments (code, symbol and
@@ -19,7 +21,9 @@ typedef struct {
 /// pages are dropped and read again from the file when next used; pages written since they
 /// were mapped (relocated data) cannot be reclaimed without swap and simply stay; pages other
 /// processes also map are left alone by the kernel. A process that is idle after starting up
-/// holds mostly code and tables it used once; this gives them back.
+/// holds mostly code and tables it used once; this gives them back. Then the heap's free
+/// memory goes back to the system too (glibc's malloc_trim): what a burst of connections (or
+/// strangers' TLS handshakes) allocated and freed would otherwise stay in malloc's arenas.
 nearby_release_result nearby_release_mapped_pages(void);
 
 #endif
