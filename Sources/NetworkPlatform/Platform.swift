@@ -26,6 +26,18 @@ package enum NetworkPlatform {
         return (before, UInt64(limit.rlim_max))
     }
 
+    /// The soft limit on open descriptors, or nil when it cannot be read or is unlimited.
+    package static func descriptorLimit() -> UInt64? {
+        var limit = rlimit()
+        #if canImport(Glibc)
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+            let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        return UInt64(limit.rlim_cur)
+    }
+
     package static func hostName() -> String? {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count) == 0 else { return nil }

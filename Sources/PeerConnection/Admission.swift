@@ -38,6 +38,18 @@ public struct AdmissionSettings: Sendable, Equatable {
         self.reportedPerInterval = reportedPerInterval
     }
 
+    /// These settings within a process that may open `descriptors` at once: at most half of
+    /// them go to connections setting up (the rest to sessions, files and the rest of the
+    /// program), so that strangers meet the limit on places, which makes room, and never the
+    /// descriptor limit, where nobody is accepted at all.
+    public func fitting(descriptors: UInt64?) -> AdmissionSettings {
+        guard let descriptors else { return self }
+        var fitted = self
+        fitted.maximumSettingUp = max(1, min(maximumSettingUp, Int(min(descriptors / 2, UInt64(Int.max)))))
+        fitted.maximumPerSource = min(maximumPerSource, fitted.maximumSettingUp)
+        return fitted
+    }
+
     /// Why settings cannot be used, in words a user can act on; nil when they can.
     public var problem: String? {
         if maximumSettingUp < 1 { return "the limit on connections setting up must be at least 1 (it is \(maximumSettingUp))" }

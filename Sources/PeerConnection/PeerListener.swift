@@ -192,7 +192,12 @@ public final class PeerListener: Sendable {
         // Connections accepted whose setup (TLS, invitation, pairing, initialize) is not over yet.
         let settingUp = NIOLockedValueBox<Set<ObjectIdentifier>>([])
         // Strangers: how many may be setting up at once, and who makes room (see AdmissionSettings).
-        let admission = AdmissionDesk(settings: configuration.admission, logger: configuration.logger) { continuation.yield(.strangers($0)) }
+        let admitting = configuration.admission.fitting(descriptors: NetworkPlatform.descriptorLimit())
+        if admitting.maximumSettingUp < configuration.admission.maximumSettingUp {
+            configuration.logger.notice(
+                "only \(admitting.maximumSettingUp) connections may be setting up at once, not \(configuration.admission.maximumSettingUp): the process may open \(NetworkPlatform.descriptorLimit() ?? 0) descriptors (ulimit -n)")
+        }
+        let admission = AdmissionDesk(settings: admitting, logger: configuration.logger) { continuation.yield(.strangers($0)) }
         let initializer: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 guard let admitted = admission.arrived(channel) else { throw AdmissionRefused() }

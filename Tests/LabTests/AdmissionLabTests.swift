@@ -16,11 +16,14 @@ struct AdmissionLabTests {
         return try lab.start(["exec", "h1", "--", "sh", "-c", "exec script -qfec \"\(inner)\" /dev/null < '\(pipe.path)'"])
     }
 
-    /// `nearby connect --json` in h2 with a ping, started and left running.
-    func startConnect(_ lab: Lab, port: Int, state: String) throws -> LabProcess {
-        let command = ([Self.nearby, "connect", "--json", "--host", ConnectionLabTests.h1, "--port", String(port), "--state-dir", state])
+    /// `nearby connect --json` in `from` (default h2) to `host` (default h1) with a ping,
+    /// started and left running.
+    func startConnect(
+        _ lab: Lab, port: Int, state: String, from: String = "h2", host: String = ConnectionLabTests.h1, options: [String] = []
+    ) throws -> LabProcess {
+        let command = ([Self.nearby, "connect", "--json", "--host", host, "--port", String(port), "--state-dir", state] + options)
             .map { "'\($0)'" }.joined(separator: " ")
-        return try lab.start(["exec", "h2", "--", "sh", "-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | "# + command])
+        return try lab.start(["exec", from, "--", "sh", "-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | "# + command])
     }
 
     /// The number of times `text` occurs in `output`.
@@ -151,9 +154,7 @@ struct AdmissionLabTests {
             try await lab.withProcesses([attack]) {
                 try await Task.sleep(for: .seconds(3))
                 for _ in 0..<3 {
-                    let command = [Self.nearby, "connect", "--json", "--host", ConnectionLabTests.h1, "--port", "9440", "--timeout", "5", "--state-dir", client]
-                        .map { "'\($0)'" }.joined(separator: " ")
-                    let peer = try lab.start(["exec", "h3", "--", "sh", "-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | "# + command])
+                    let peer = try startConnect(lab, port: 9440, state: client, from: "h3", options: ["--timeout", "5"])
                     #expect(try await peer.wait(timeout: .seconds(20)) == 0, "the pinned peer was kept out: \(peer.output)\(peer.errorOutput)")
                     #expect(peer.output.contains(#""result":{}"#), "\(peer.output)")
                     try await Task.sleep(for: .seconds(1))

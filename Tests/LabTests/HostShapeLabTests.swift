@@ -30,6 +30,36 @@ struct HostShapeLabTests {
         return try lab.start(["exec", host, "--", "sh", "-c", "exec 2>&1; exec env \(variables) \(command) < /dev/null"])
     }
 
+    /// Advertises `name` from h4 while capturing mDNS on `interface` there; checks that h2
+    /// resolves it at h4's LAN address, and returns the capture's bytes.
+    func advertiseCapturing(_ lab: Lab, on interface: String, _ name: String, _ type: String, port: Int) async throws -> [UInt8] {
+        let capture = try Lab.temporaryDirectory().appendingPathComponent("\(interface).pcap").path
+        try await lab.run(["capture", "start", "--iface", interface, "h4", capture])
+        let label = name.lowercased().filter(\.isLetter)
+        let advertising: LabProcess
+        do {
+            advertising = try start(lab, "h4", ["advertise", name, type, String(port), "--host", label])
+        } catch {
+            _ = try? await lab.run(["capture", "stop", "h4", capture])
+            throw error
+        }
+        do {
+            try await lab.withProcesses([advertising]) {
+                _ = try await advertising.waitForLine(containing: "\"advertising\"", timeout: .seconds(20))
+                // Found on the LAN, as usual, at its LAN address only.
+                let found = try await lab.run(["exec", "h2", "--", Self.nearby, "resolve", name, type, "--json", "--timeout", "5"])
+                #expect(found.contains("198.18.1.4"), "\(found)")
+                #expect(!found.contains("172.17.") && !found.contains("100.101."), "an address of \(interface) is announced on the LAN: \(found)")
+            }
+        } catch {
+            _ = try? await lab.run(["capture", "stop", "h4", capture])
+            throw error
+        }
+        try await lab.run(["capture", "stop", "h4", capture])
+        defer { try? FileManager.default.removeItem(atPath: capture) }
+        return Array(try Data(contentsOf: URL(fileURLWithPath: capture)))
+    }
+
     @Test("IPv6 switched off: serve, receive, pipe --listen, invite and the broker listen on IPv4 (--verbose says so), and a peer gets in")
     func ipv6Off() async throws {
         let lab = try Lab.require(hosts: 4)
@@ -60,9 +90,7 @@ struct HostShapeLabTests {
                     #expect(process.isRunning, "\(process.output)")
                 }
                 // A peer reaches serve over IPv4.
-                let command = [Self.nearby, "connect", "--json", "--host", Self.h4, "--port", "9611", "--state-dir", client.directory]
-                    .map { "'\($0)'" }.joined(separator: " ")
-                let connecting = try lab.start(["exec", "h2", "--", "sh", "-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | "# + command])
+                let connecting = try AdmissionLabTests().startConnect(lab, port: 9611, state: client.directory, host: Self.h4)
                 #expect(try await connecting.wait(timeout: .seconds(20)) == 0, "\(connecting.output)\(connecting.errorOutput)")
                 #expect(connecting.output.contains(#""result":{}"#), "\(connecting.output)")
             }
@@ -73,22 +101,9 @@ struct HostShapeLabTests {
     func containerBridge() async throws {
         let lab = try Lab.require(hosts: 4)
         let state = try await helpers.identity(lab, "Docker Host")
-        let capture = try Lab.temporaryDirectory().appendingPathComponent("docker0.pcap").path
         try await with(lab, "h4", shape: [["bridge", "add", "docker0", "172.17.0.1/16"]], undo: [["bridge", "del", "docker0"]]) {
-            try await lab.run(["capture", "start", "--iface", "docker0", "h4", capture])
-            var captured = false
-            defer { if !captured { _ = try? FileManager.default.removeItem(atPath: capture) } }
-            let advertising = try start(lab, "h4", ["advertise", "Docker Host", "_dock._tcp", "9620", "--host", "dockerhost"])
-            try await lab.withProcesses([advertising]) {
-                _ = try await advertising.waitForLine(containing: "\"advertising\"", timeout: .seconds(20))
-                // Found on the LAN, as usual.
-                let found = try await lab.run(["exec", "h2", "--", Self.nearby, "resolve", "Docker Host", "_dock._tcp", "--json", "--timeout", "5"])
-                #expect(found.contains("198.18.1.4"), "\(found)")
-                #expect(!found.contains("172.17.0.1"), "the container bridge's address is announced on the LAN: \(found)")
-            }
-            try await lab.run(["capture", "stop", "h4", capture])
-            captured = true
-            let packets = try udpPayloads(ofPcap: Array(try Data(contentsOf: URL(fileURLWithPath: capture))))
+            let captured = try await advertiseCapturing(lab, on: "docker0", "Docker Host", "_dock._tcp", port: 9620)
+            let packets = try udpPayloads(ofPcap: captured)
             #expect(packets.isEmpty, "\(packets.count) mDNS packets went into docker0")
 
             // Invitations: the LAN address, not the bridge's; unless the bridge is named.
@@ -150,7 +165,6 @@ struct HostShapeLabTests {
     func tunnel() async throws {
         let lab = try Lab.require(hosts: 4)
         let state = try await helpers.identity(lab, "Tunnel Host")
-        let capture = try Lab.temporaryDirectory().appendingPathComponent("tun.pcap").path
         try await with(lab, "h4", shape: [["tun", "add", "tailscale0", "100.101.102.4", "fd7a:115c:a1e0::4"]], undo: [["tun", "del", "tailscale0"]]) {
             let inviting = try start(lab, "h4", ["invite", "--port", "9623", "--qr", "off", "--state-dir", state.directory])
             try await lab.withProcesses([inviting]) {
@@ -158,20 +172,9 @@ struct HostShapeLabTests {
                 #expect(link.contains("100.101.102.4") && link.contains("fd7a:115c:a1e0::4"), "\(link)")
                 #expect(link.contains("198.18.1.4"), "\(link)")
             }
-            try await lab.run(["capture", "start", "--iface", "tailscale0", "h4", capture])
-            var captured = false
-            defer { if !captured { _ = try? FileManager.default.removeItem(atPath: capture) } }
-            let advertising = try start(lab, "h4", ["advertise", "Tunnel Host", "_tun._tcp", "9624", "--host", "tunnelhost"])
-            try await lab.withProcesses([advertising]) {
-                _ = try await advertising.waitForLine(containing: "\"advertising\"", timeout: .seconds(20))
-                let found = try await lab.run(["exec", "h2", "--", Self.nearby, "resolve", "Tunnel Host", "_tun._tcp", "--json", "--timeout", "5"])
-                #expect(found.contains("198.18.1.4"), "\(found)")
-            }
-            try await lab.run(["capture", "stop", "h4", capture])
-            captured = true
             // A tun capture has no Ethernet header: any captured packet at all is one too many.
-            let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: capture)))
-            #expect(bytes.count <= 24 + 0, "\(bytes.count - 24) bytes of packets were sent into the tunnel")
+            let bytes = try await advertiseCapturing(lab, on: "tailscale0", "Tunnel Host", "_tun._tcp", port: 9624)
+            #expect(bytes.count <= 24, "\(bytes.count - 24) bytes of packets were sent into the tunnel")
         }
     }
 }

@@ -247,6 +247,17 @@ struct AdmissionTests {
         #expect(FirstRecord.length(Array("GET".utf8)) == 1)
     }
 
+    @Test("within a low descriptor limit, at most half the descriptors go to set-ups, and the share per source follows")
+    func fitting() {
+        let settings = AdmissionSettings(maximumSettingUp: 256, maximumPerSource: 32)
+        #expect(settings.fitting(descriptors: nil) == settings)
+        #expect(settings.fitting(descriptors: 20_000) == settings)
+        #expect(settings.fitting(descriptors: 1024).maximumSettingUp == 256)
+        #expect(settings.fitting(descriptors: 120).maximumSettingUp == 60)
+        #expect(settings.fitting(descriptors: 40).maximumPerSource == 20)
+        #expect(settings.fitting(descriptors: 1).maximumSettingUp == 1)
+    }
+
     @Test("settings that cannot work are named")
     func settings() {
         #expect(AdmissionSettings().problem == nil)
