@@ -165,6 +165,9 @@ struct AdmissionControl: Sendable {
     }
 
     let settings: AdmissionSettings
+    /// How long a new connection is passed over when someone must make room, while older ones
+    /// can: time for its event loop to read the first bytes that came with it.
+    static let youngGrace: Duration = .milliseconds(250)
     private var entries: [ID: Entry] = [:]
     private var bySource: [AdmissionSource: [ID]] = [:]
     /// Per stage below `.proven`, ids in arrival order (ids only grow); an id no longer at that
@@ -217,7 +220,7 @@ struct AdmissionControl: Sendable {
             current.overSourceShare += 1
             closing.append(victim)
         } else if entries.count >= settings.maximumSettingUp {
-            guard let victim = popLeastAdvanced(), let entry = entries[victim] else { return refuse(id, source: source) }
+            guard let victim = popLeastAdvanced(at: now), let entry = entries[victim] else { return refuse(id, source: source) }
             remove(victim)
             closedHere.insert(victim)
             turnedAwaySources.insert(entry.source)
@@ -319,7 +322,25 @@ struct AdmissionControl: Sendable {
     }
 
     /// The oldest connection at the lowest stage below `.proven`, taken off its queue.
-    private mutating func popLeastAdvanced() -> ID? {
+    private mutating func popLeastAdvanced(at now: Duration) -> ID? {
+        // A connection accepted moments ago has not been read yet: its hello may be waiting
+        // in its socket. The least advanced of those that have had ``youngGrace`` goes first;
+        // only when every candidate is that young does the oldest of them go.
+        for queue in 0..<queues.count {
+            while heads[queue] < queues[queue].count {
+                let id = queues[queue][heads[queue]]
+                guard let entry = entries[id], entry.stage.rawValue == queue else {
+                    heads[queue] += 1
+                    continue
+                }
+                if now - entry.since >= Self.youngGrace {
+                    heads[queue] += 1
+                    compact(queue)
+                    return id
+                }
+                break
+            }
+        }
         for queue in 0..<queues.count {
             while heads[queue] < queues[queue].count {
                 let id = queues[queue][heads[queue]]

@@ -290,6 +290,14 @@ public final class PeerListener: Sendable {
                 .serverChannelOption(.backlog, value: 1024)
                 .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer(initializer)
+            #if os(Linux)
+                // Deferred accept: the kernel hands over a connection once its first bytes have
+                // come (a peer's ClientHello follows its handshake at once), so connections that
+                // send nothing reach us only after the kernel's wait, and rarely take a place.
+                bootstrap = bootstrap.serverChannelOption(
+                    ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: TCP_DEFER_ACCEPT)),
+                    value: SocketOptionValue(ListenTiming.deferAcceptSeconds))
+            #endif
             // Dual stack whatever net.ipv6.bindv6only says.
             if dualStack { bootstrap = bootstrap.serverChannelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 0) }
             return bootstrap
@@ -406,6 +414,11 @@ public final class PeerListener: Sendable {
         }
         continuation.finish()
     }
+}
+
+/// How long the kernel holds a connection that has sent nothing before handing it over anyway.
+enum ListenTiming {
+    static let deferAcceptSeconds = 2
 }
 
 /// A connection refused a place among those setting up: every place is held by a peer that

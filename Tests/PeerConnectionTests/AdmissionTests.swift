@@ -71,6 +71,20 @@ struct AdmissionTests {
         #expect(control.stage(of: peer) == nil)
     }
 
+    @Test("a connection accepted moments ago (not read yet) is passed over while an older one, even a more advanced one, can make room")
+    func youngAreSpared() {
+        var control = AdmissionControl(settings: AdmissionSettings(maximumSettingUp: 2, maximumPerSource: 2))
+        let old = control.arrived(from: Self.source(1), at: .zero).id
+        control.progressed(old, to: .started)  // a half-sent hello, seconds old
+        let peer = control.arrived(from: Self.pinned, at: .seconds(2)).id  // its hello not read yet
+        let next = Self.admitted(control.arrived(from: Self.source(3), at: .seconds(2) + .milliseconds(10)))
+        #expect(next?.1 == [old], "the young silent peer was closed instead of the old partial hello")
+        #expect(control.stage(of: peer) == .silent)
+        // Everyone young: the oldest of the least advanced goes, as before.
+        let last = Self.admitted(control.arrived(from: Self.source(4), at: .seconds(2) + .milliseconds(20)))
+        #expect(last?.1 == [peer])
+    }
+
     @Test("who makes room: silent before partial hellos before whole hellos, the oldest first; proven peers never")
     func order() {
         var control = AdmissionControl(settings: AdmissionSettings(maximumSettingUp: 4, maximumPerSource: 4))
