@@ -62,7 +62,7 @@ public enum BrokerEvent: Sendable {
     case skipped(name: String, reason: String)
     /// A peer that connected to us was refused (trust, handshake), with the reasons.
     case rejected(PeerListener.Rejection)
-    /// Connections turned away before they proved anything, summed up (see ``PeerListener/Event/strangers(_:)``).
+    /// Connections turned away before they proved anything, summed up (see `PeerListener.Event.strangers`).
     case strangers(StrangerSummary)
     /// A dial failed (the broker retries while the peer is announced, with backoff).
     case dialFailed(PeerID, reason: String)

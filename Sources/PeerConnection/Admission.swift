@@ -203,6 +203,9 @@ struct AdmissionControl: Sendable {
 
     func stage(of id: ID) -> AdmissionStage? { entries[id]?.stage }
 
+    /// Connections closed here whose end has not been told yet (for tests of the bookkeeping).
+    var closedHereCount: Int { closedHere.count }
+
     /// Ids held in the stage queues, current or not (for tests of the bookkeeping).
     var queuedIDs: Int { zip(queues, heads).reduce(0) { $0 + $1.0.count - $1.1 } }
 
@@ -315,7 +318,7 @@ struct AdmissionControl: Sendable {
     }
 
     private mutating func refuse(_ id: ID, source: AdmissionSource) -> (id: ID, arrival: Arrival) {
-        closedHere.insert(id)
+        // Never admitted, so never ended here: nothing to remember about it.
         current.refused += 1
         turnedAwaySources.insert(source)
         return (id, .refused)

@@ -177,5 +177,33 @@ struct HostShapeLabTests {
             #expect(bytes.count <= 24, "\(bytes.count - 24) bytes of packets were sent into the tunnel")
         }
     }
+
+    /// A laptop that sleeps takes its link down and brings it up again when it wakes; it must be
+    /// found again at once, whatever a resolver cached while it was away.
+    @Test("back from 15 s asleep (link down, then up): the advertiser is resolved again at once", arguments: Backend.allCases)
+    func backFromSleep(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 4)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h4", "h2"])) {
+            let (advertiser, _) = try await nearby.advertise(in: "h4", nearby.hostOption("sleepy") + ["Sleepy Box", "_sleep._tcp", "9410"])
+            try await lab.withProcesses([advertiser]) {
+                let awake = try await nearby.run("h2", ["resolve", "Sleepy Box", "_sleep._tcp", "--json", "--timeout", "5"])
+                #expect(awake.contains("\"port\":9410"), "\(awake)")
+                try await lab.run(["exec", "h4", "--", "ip", "link", "set", "lan1", "down"])
+                do {
+                    try await Task.sleep(for: .seconds(15))
+                    try await lab.run(["exec", "h4", "--", "ip", "link", "set", "lan1", "up"])
+                } catch {
+                    _ = try? await lab.run(["exec", "h4", "--", "ip", "link", "set", "lan1", "up"])
+                    try? await lab.restoreRoutes("h4")
+                    throw error
+                }
+                try await lab.restoreRoutes("h4")
+                let woken = try await nearby.run("h2", ["resolve", "Sleepy Box", "_sleep._tcp", "--json", "--timeout", "5"])
+                #expect(woken.contains("\"port\":9410") && woken.contains(Self.h4), "not resolved after waking: \(woken)")
+                #expect(advertiser.isRunning, "\(advertiser.output)\(advertiser.errorOutput)")
+            }
+        }
+    }
 }
 }

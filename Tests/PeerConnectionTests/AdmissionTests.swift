@@ -109,9 +109,12 @@ struct AdmissionTests {
         guard let last = fourth?.0 else { return }
         control.progressed(last, to: .proven)
         control.progressed(newest, to: .proven)
-        // Every place is held by a proven peer: the newcomer is refused, nobody is closed.
+        // Every place is held by a proven peer: the newcomer is refused, nobody is closed, and
+        // nothing is kept about it (a stream of refusals costs no memory).
+        let remembered = control.closedHereCount
         #expect(control.arrived(from: Self.source(24), at: .milliseconds(14)).arrival == .refused)
         #expect(control.settingUp == 4)
+        #expect(control.closedHereCount == remembered)
     }
 
     @Test("one source beyond its share closes its own oldest silent connection, never another source's")
