@@ -7,37 +7,33 @@ import Darwin
 /// The operating system's answers about this machine's name and network interfaces, in one
 /// place: the discovery modules above ask here instead of calling C themselves.
 package enum NetworkPlatform {
-    /// This machine's host name as the kernel has it (`buildbox.example.com`), or nil.
+    #if canImport(Glibc)
+        private static let descriptorResource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    #else
+        private static let descriptorResource = RLIMIT_NOFILE
+    #endif
+
     /// Raises the soft limit on open descriptors to the hard one, as servers do at start (the
     /// usual soft default, 1,024, is what strangers holding connections open run into first).
     /// Returns the limits before and after, or nil when nothing changed.
     @discardableResult
     package static func raiseDescriptorLimit() -> (before: UInt64, after: UInt64)? {
         var limit = rlimit()
-        #if canImport(Glibc)
-            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        #else
-            let resource = RLIMIT_NOFILE
-        #endif
-        guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return nil }
+        guard getrlimit(descriptorResource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return nil }
         let before = UInt64(limit.rlim_cur)
         limit.rlim_cur = limit.rlim_max
-        guard setrlimit(resource, &limit) == 0 else { return nil }
+        guard setrlimit(descriptorResource, &limit) == 0 else { return nil }
         return (before, UInt64(limit.rlim_max))
     }
 
     /// The soft limit on open descriptors, or nil when it cannot be read or is unlimited.
     package static func descriptorLimit() -> UInt64? {
         var limit = rlimit()
-        #if canImport(Glibc)
-            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        #else
-            let resource = RLIMIT_NOFILE
-        #endif
-        guard getrlimit(resource, &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        guard getrlimit(descriptorResource, &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
         return UInt64(limit.rlim_cur)
     }
 
+    /// This machine's host name as the kernel has it (`buildbox.example.com`), or nil.
     package static func hostName() -> String? {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count) == 0 else { return nil }
