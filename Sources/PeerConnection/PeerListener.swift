@@ -418,7 +418,7 @@ public final class PeerListener: Sendable {
 
 /// How long the kernel holds a connection that has sent nothing before handing it over anyway.
 enum ListenTiming {
-    static let deferAcceptSeconds = 2
+    static let deferAcceptSeconds = 1
 }
 
 /// A connection refused a place among those setting up: every place is held by a peer that
