@@ -133,7 +133,9 @@ public final class PeerListener: Sendable {
         port = channel.localAddress?.port ?? 0
     }
 
-    /// Starts listening on `host` (default: every address, IPv6 and IPv4) and `port` (0: any free one).
+    /// Starts listening on `host` (default: every address, IPv6 and IPv4 on one socket, or IPv4
+    /// alone on a host whose IPv6 is switched off) and `port` (0: any free one). Connections
+    /// still setting up are held within the configuration's ``PeerConnectionConfiguration/admission``.
     public static func listen(
         host: String = "::", port: Int, configuration: PeerConnectionConfiguration, accept: AcceptPolicy = .trusted,
         pairing: PairingOffer? = nil, invitations: InvitationOffer? = nil
