@@ -53,7 +53,8 @@ public final class PeerStream: AsyncSequence, Sendable {
     }
 
     /// Half-closes: once what was written went out, the peer's reading loop ends. Reading from
-    /// the peer goes on until it finishes too.
+    /// the peer goes on until it finishes too. Does nothing once the stream is over (finished
+    /// both ways, or reset); fails only when the connection has ended.
     public func finish() async throws(PeerConnectionError) {
         try await core.finish()
     }

@@ -196,8 +196,15 @@ struct StreamMultiplexer {
     }
 
     /// Half-closes the stream once what was written went out; `token` is done with the FIN.
+    /// A stream already over (finished both ways, or reset by either side) has nothing left to
+    /// half-close, and a FIN carries no bytes: done at once, as a reset of it would be. (A peer
+    /// that answered, finished and dropped its end resets it, and that reset can overtake this
+    /// side's finish: the answer it sent is still read here.) Only the end of the connection fails it.
     mutating func finish(_ id: StreamID, token: WriteToken) -> [Action] {
-        guard var stream = streams[id] else { return [.writeFailed(token, overError(id))] }
+        guard var stream = streams[id] else {
+            if let ended { return [.writeFailed(token, ended)] }
+            return [.writeDone(token)]
+        }
         if stream.sentFin || stream.finishing != nil { return [.writeDone(token)] }
         stream.finishing = token
         var actions: [Action] = []

@@ -239,4 +239,23 @@ struct StreamMultiplexerTests {
         #expect(end.contains { if case .ended(id, _) = $0 { true } else { false } })
         #expect(pair.client.open(label: "").failure?.code == .closed)
     }
+
+    @Test("finishing after the peer answered, finished and dropped the stream (its reset overtook our FIN) succeeds; the answer was delivered; writes fail")
+    func finishAfterPeerDropped() throws {
+        var pair = Pair()
+        let (id, opening) = try pair.client.open(label: "").get()
+        _ = deliver(opening, to: &pair.server)
+        let answer = pair.server.write(id, bytes(10), token: pair.nextToken())
+        let fin = pair.server.finish(id, token: pair.nextToken())
+        // The server's side lets go of the stream before the client's FIN came: a reset.
+        let drop = pair.server.reset(id, code: .cancelled, reason: "the stream was dropped")
+        let heard = deliver(answer + fin + drop, to: &pair.client)
+        #expect(delivered(heard) == 10)
+        #expect(!pair.client.isTracking(id))
+        let token = pair.nextToken()
+        let finishing = pair.client.finish(id, token: token)
+        #expect(done(finishing) == [token])
+        #expect(failures(finishing).isEmpty)
+        #expect(failures(pair.client.write(id, bytes(1), token: pair.nextToken())).first?.code == .streamReset)
+    }
 }
