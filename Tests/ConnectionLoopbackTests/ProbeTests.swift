@@ -52,6 +52,10 @@ extension ProbeTests {
         // on a machine so loaded (sanitizers, parallel floods) that timers run seconds late.
         var configuration = Peers.configuration(server)
         configuration.setupTimeout = .seconds(60)
+        // Likewise admission's deadline for a first message: on such a machine the prober's
+        // question can leave seconds after its connection (deferred accept hands the listener
+        // a silent connection after 1 s), and the close seen must not be that deadline's.
+        configuration.admission.helloDeadline = .seconds(60)
         let echo = try await EchoServer(configuration)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: echo.port).get()
         try await channel.writeAndFlush(channel.allocator.buffer(string: "NEARBY-PROBE 1\n")).get()
