@@ -152,18 +152,53 @@ public final class MDNSCore {
 
     // MARK: Interfaces
 
-    /// Sets the interfaces the engine runs on and their addresses. A new interface (or a new
-    /// address) makes every name be probed and announced again there; records of a vanished
-    /// interface are dropped from the cache.
+    /// Sets the interfaces the engine runs on and their addresses.
+    ///
+    /// - A new interface is a link change (RFC 6762 §8): every name is probed and announced
+    ///   again, and every question asked again.
+    /// - New addresses on an interface we already run on (renumbering, a DHCP lease, an IPv6
+    ///   address becoming usable) change only the host's address records, which are ours
+    ///   already: they are announced at once with the cache-flush bit (§8.4, §10.2), after a
+    ///   goodbye for each address that went (§10.1), so that neighbours drop it within a second
+    ///   instead of waiting out its TTL; questions are asked again.
+    /// - Records of a vanished interface are dropped from the cache.
     public func setInterfaces(_ addresses: [NetworkInterface: [IPAddress]]) {
         let old = interfaces
+        let arrived = addresses.keys.contains { old[$0] == nil }
+        let renumbered = addresses.keys.filter { interface in
+            old[interface].map { Set($0) != Set(addresses[interface] ?? []) } ?? false
+        }.sorted { $0.index < $1.index }
+        let host = hostSetID.flatMap { recordSets[$0] }
+        let announced = host.map { $0.isActive && !isProbing($0) } ?? false
+        // The address records as neighbours know them, taken before the change.
+        var before: [NetworkInterface: [ResourceRecord]] = [:]
+        if let host, announced {
+            for interface in renumbered { before[interface] = ownedRecords(of: host, on: interface).filter { $0.addressValue != nil } }
+        }
         interfaces = addresses
         ownAddresses = Set(addresses.values.flatMap { $0 }.map(\.withoutScope))
         let gone = Set(old.keys).subtracting(addresses.keys)
         for interface in gone { announce(cache.removeAll(on: interface)) }
-        let changed = addresses.contains { interface, list in old[interface] != list }
-        if changed {
+        if arrived {
             for set in recordSets.values where set.isActive { restartProbing(set, delay: true) }
+        } else if let host, !renumbered.isEmpty, announced {
+            for interface in renumbered {
+                let kept = Set(ownedRecords(of: host, on: interface).compactMap(\.addressValue))
+                let goodbyes = (before[interface] ?? []).filter { record in
+                    guard let address = record.addressValue else { return false }
+                    return !kept.contains(address)
+                }.map { record in
+                    var goodbye = record
+                    goodbye.ttl = 0
+                    return goodbye
+                }
+                if !goodbyes.isEmpty { sendMulticast(Message(header: .response, answers: goodbyes), on: interface) }
+            }
+            host.generation += 1
+            host.state = .announcing(step: 0)
+            scheduler.schedule(.announce(host.id, generation: host.generation), at: now)
+        }
+        if arrived || !renumbered.isEmpty {
             for query in queries.values { restartQuery(query) }
         }
     }

@@ -521,4 +521,39 @@ struct ResponderTests {
         #expect(last.contains { $0.name == ServiceType.enumerationName() })
         #expect(last.contains { $0.name == "alpha.local." && $0.type == .a })
     }
+
+    @Test("renumbered (same interface, new address): the host says goodbye for the old address and announces the new one at once, without probing; a neighbour holds only the new one a second later")
+    func renumbering() throws {
+        let (lan, a, b) = SimulatedLAN.publishing("Box")
+        let addressQuery = b.core.startQuery(name: "alpha.local.", type: .a)
+        lan.run(for: .seconds(1))
+        #expect(b.liveRecords(addressQuery).map(\.data) == [.a(a.address)])
+        let renumbered = IPv4Address(198, 18, 1, 77)
+        let start = lan.now
+        lan.setInterfaces(of: a, [a.interface: [.v4(renumbered)]])
+        lan.run(for: .milliseconds(1))
+        let sent = lan.sent(by: a, since: start).map(\.message)
+        #expect(!sent.contains { !$0.header.isResponse && !$0.authorities.isEmpty }, "probed again: \(sent)")
+        let answers = sent.filter(\.header.isResponse).flatMap(\.answers)
+        #expect(answers.contains { $0.data == .a(a.address) && $0.ttl == 0 }, "no goodbye for the old address: \(answers)")
+        #expect(answers.contains { $0.data == .a(renumbered) && $0.ttl > 0 && $0.cacheFlush }, "the new address not announced: \(answers)")
+        #expect(b.liveRecords(addressQuery).contains { $0.data == .a(renumbered) })
+        // Goodbye: deleted one second later (§10.1).
+        lan.run(for: .milliseconds(1010))
+        #expect(b.liveRecords(addressQuery).map(\.data) == [.a(renumbered)])
+        // Announced at least twice, a second apart (§8.3), like any update (§8.4).
+        let announcements = lan.sent(by: a, since: start).filter { $0.message.header.isResponse && $0.message.answers.contains { $0.data == .a(renumbered) } }
+        #expect(announcements.count >= 2)
+    }
+
+    @Test("a new interface is a link change: the host's names are probed again there (§8)")
+    func newInterfaceProbes() throws {
+        let (lan, a, _) = SimulatedLAN.publishing("Box")
+        let start = lan.now
+        let second = NetworkInterface(index: 3, name: "lan2")
+        lan.setInterfaces(of: a, [a.interface: [.v4(a.address)], second: [.v4(IPv4Address(198, 18, 2, 1))]])
+        lan.run(for: .seconds(2))
+        let probes = lan.sent(by: a, since: start).filter { !$0.message.header.isResponse && !$0.message.authorities.isEmpty }
+        #expect(probes.count >= 3)
+    }
 }
