@@ -35,6 +35,8 @@ public actor MulticastDNSEngine {
     let transport: MulticastTransport
     let clock: any ShellClock
     let interfaceNames: [String]?
+    /// The kernel's link and address reports (nil where there are none).
+    let linkWatch: LinkWatch?
     var interfaceInfo: [Int: InterfaceInfo] = [:]
     /// This machine's addresses on the interfaces in use (scopes removed).
     var ownAddresses: [IPAddress] = []
@@ -56,8 +58,11 @@ public actor MulticastDNSEngine {
     /// The counters as last logged, so that each log line tells what is new.
     var loggedCounters = Statistics()
 
-    private init(core: MDNSCore, transport: MulticastTransport, clock: any ShellClock, interfaceNames: [String]?, logger: Logger) {
+    private init(
+        core: MDNSCore, transport: MulticastTransport, clock: any ShellClock, interfaceNames: [String]?, linkWatch: LinkWatch?, logger: Logger
+    ) {
         self.core = core
+        self.linkWatch = linkWatch
         self.transport = transport
         self.clock = clock
         self.interfaceNames = interfaceNames
@@ -80,13 +85,15 @@ public actor MulticastDNSEngine {
             core.unicastRepliesReachUs = false
             logger.info("another mDNS stack on this machine has UDP port 5353: asking for multicast replies only (RFC 6762 §15.1)")
         }
-        let engine = MulticastDNSEngine(core: core, transport: transport, clock: SystemClock(), interfaceNames: interfaces, logger: logger)
+        let engine = MulticastDNSEngine(
+            core: core, transport: transport, clock: SystemClock(), interfaceNames: interfaces, linkWatch: LinkWatch.start(logger: logger), logger: logger)
         await engine.begin()
         return engine
     }
 
     deinit {
         runner?.cancel()
+        linkWatch?.stop()
     }
 
     /// Throws an unknown-interface ``TransportError`` naming the interfaces there are when one
@@ -113,22 +120,30 @@ public actor MulticastDNSEngine {
         // The one unstructured task: start() serves callers that have no task group or
         // ServiceGroup to run the engine in. It owns every child (see run()); shutdown()
         // cancels it and waits for it, and so does dropping the engine.
-        runner = Task { [weak self, transport, alarm, clock] in
-            await Self.runChildren(of: self, inbox: transport.inbox, alarm: alarm, clock: clock)
+        runner = Task { [weak self, transport, alarm, clock, linkWatch] in
+            await Self.runChildren(of: self, inbox: transport.inbox, links: linkWatch?.changes, alarm: alarm, clock: clock)
         }
     }
 
     /// Runs the engine's children until the task is cancelled: the receiver (one wake-up per
     /// turn of the receive thread, which batches a busy link itself), the interface watch
-    /// (interfaces and addresses that come and go are noticed within two seconds) and the
-    /// timekeeper (the core's next deadline). An engine made by ``start(hostName:interfaces:logger:)``
+    /// (interfaces and addresses that come and go are noticed as the kernel reports them, within
+    /// about 20 ms, and looked at every two seconds besides) and the timekeeper (the core's next
+    /// deadline). An engine made by ``start(hostName:interfaces:logger:)``
     /// already runs them; this is for running it inside a task group of one's own.
     public func run() async {
-        await Self.runChildren(of: self, inbox: transport.inbox, alarm: alarm, clock: clock)
+        // The kernel's reports have one reader, the task start() made; this one looks every 2 s.
+        await Self.runChildren(of: self, inbox: transport.inbox, links: runner == nil ? linkWatch?.changes : nil, alarm: alarm, clock: clock)
     }
 
+    /// How long a burst of link reports (an address deleted, then one added) may take to settle
+    /// before the interfaces are looked at: one look for all of it.
+    static let linkSettling: Duration = .milliseconds(20)
+
     /// The children hold the engine weakly: an engine nobody holds any more ends them.
-    private static func runChildren(of engine: MulticastDNSEngine?, inbox: DatagramInbox, alarm: Alarm, clock: any ShellClock) async {
+    private static func runChildren(
+        of engine: MulticastDNSEngine?, inbox: DatagramInbox, links: AsyncStream<Void>?, alarm: Alarm, clock: any ShellClock
+    ) async {
         let held = WeakEngine(engine: engine)
         await withDiscardingTaskGroup { group in
             group.addTask {
@@ -143,6 +158,15 @@ public actor MulticastDNSEngine {
                     guard let engine = held.engine, !Task.isCancelled else { return }
                     await engine.refreshInterfaces()
                     await engine.logCounters()
+                }
+            }
+            if let links {
+                group.addTask {
+                    for await _ in links {
+                        try? await clock.sleep(for: linkSettling)
+                        guard let engine = held.engine, !Task.isCancelled else { return }
+                        await engine.refreshInterfaces()
+                    }
                 }
             }
             group.addTask {
@@ -283,12 +307,15 @@ public actor MulticastDNSEngine {
     }
 
     /// Sends what the core wants sent, hands out its events and re-arms the timer.
-    func flush() {
+    @discardableResult
+    func flush() -> Int {
         let now = elapsed
+        var sent = 0
         for outgoing in core.takeOutgoing() {
             guard let info = interfaceInfo[outgoing.interface.index],
                 let packets = try? outgoing.message.encodedPackets(maximumPacketSize: outgoing.packetLimit)
             else { continue }
+            sent += packets.count
             for packet in packets {
                 transport.send(packet, to: outgoing.destination, on: info)
                 if case .multicast = outgoing.destination { recentlySent.note(packet, at: now) }
@@ -317,6 +344,7 @@ public actor MulticastDNSEngine {
             if let batch = batches[group] { groups[group]?.yield(batch) }
         }
         rearmTimer()
+        return sent
     }
 
     func rearmTimer() {
@@ -427,7 +455,7 @@ public actor MulticastDNSEngine {
         guard !isShutDown else { return }
         core.advance(to: elapsed)
         core.unregisterAll()
-        flush()
+        let goodbyes = flush()
         isShutDown = true
         alarm.set(nil)
         for continuation in registrations.values { continuation.finish() }
@@ -436,11 +464,14 @@ public actor MulticastDNSEngine {
         groups.removeAll()
         registrations.removeAll()
         queries.removeAll()
-        // Let the goodbyes leave before the sockets close.
-        try? await clock.sleep(for: .milliseconds(50))
+        // Sends are synchronous, so the goodbyes have left; a moment more lets the multicast
+        // loop hand our copies back before the sockets close. Nothing advertised: no goodbyes,
+        // no wait (a browse or a `connect --nearest` ends at once).
+        if goodbyes > 0 { try? await clock.sleep(for: .milliseconds(20)) }
         runner?.cancel()
         await runner?.value
         runner = nil
+        linkWatch?.stop()
         await transport.close()
     }
 }
