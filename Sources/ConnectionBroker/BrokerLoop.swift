@@ -435,9 +435,9 @@ actor BrokerLoop {
         guard !compatibleAnnouncements().isEmpty else {
             throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)")
         }
-        let gather = Nearest.gatheringEnds(
+        let due = Nearest.answersDue(
             browseStarted: browseStarted ?? clock.now, firstAnswer: clock.now, window: configuration.answerWindow, deadline: end)
-        return await race(NearestRace(gatheringEnds: gather, deadline: end))
+        return await race(NearestRace(answersDue: due, deadline: end))
     }
 
     /// What wakes the race: news from discovery or a probe, or its own alarm.

@@ -34,12 +34,14 @@ public struct BrokerConfiguration: Sendable {
     public var autoInvite = false
     /// How long one round-trip probe may take when measuring distance.
     public var probeTimeout: Duration = .seconds(2)
-    /// How long ``ConnectionBroker/connectNearest(timeout:)`` gathers answers, counted from
-    /// the start of browsing. Responders answer a query within 20–120 ms (RFC 6762 §6); the
-    /// rest is margin for the link and for resolving. Measured in the lab, the last of four
-    /// responders (nearby, avahi-daemon, python-zeroconf) was announced at most 132 ms after
-    /// browsing began. Widen it for slow links (Wi-Fi peers in power save answer late).
-    public var answerWindow: Duration = .milliseconds(175)
+    /// How long after browsing began ``ConnectionBroker/connectNearest(timeout:)`` expects the
+    /// last answer from a responder next to it: responders delay shared answers 20–120 ms (RFC
+    /// 6762 §6), and resolving settles for 10 ms. Gathering goes on for the link's round trip
+    /// past it, as measured (the best RTT plus the tie margin, at least 5 ms; 50 ms before any
+    /// peer is measured): a peer whose answer comes later than that is farther than the best one.
+    /// Widen it for responders that answer late (a Wi-Fi peer in power save can take hundreds of
+    /// milliseconds to hear the question).
+    public var answerWindow: Duration = .milliseconds(130)
     /// Where the broker says what it decides; silent by default.
     public var logger = Logger(label: "nearby.broker", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -217,15 +219,16 @@ public final class ConnectionBroker: Sendable {
         try await loop.connect(host: host, port: port, timeout: timeout)
     }
 
-    /// The nearest compatible peer: every candidate discovered (until
-    /// ``BrokerConfiguration/answerWindow`` after browsing began, and at least 100 ms after the
-    /// first answer) is measured with a round-trip probe as soon as it is announced (8 at most
-    /// at once, each peer's addresses happy-eyeballs style); the lowest RTT wins, RTTs within
-    /// 10 % or 1 ms are ties that go to the smaller peer ID. The choice is made as soon as it
-    /// cannot change: once gathering is over and the best RTT is known, a candidate that has not
-    /// answered within that RTT plus the tie margin (at least 5 ms) is farther, and is not waited
-    /// for (its ``MeasuredPeer/rttExceeds`` says how long it was given). Returns the connection
-    /// and the candidates as measured, nearest first.
+    /// The nearest compatible peer: every candidate discovered while an answer from a nearer
+    /// peer could still arrive (until ``BrokerConfiguration/answerWindow`` after browsing began
+    /// plus the best RTT and the tie margin; 100 ms after the first answer when that came after
+    /// the window, as in a browse that began long ago) is measured with a round-trip probe as
+    /// soon as it is announced (8 at most at once, each peer's addresses happy-eyeballs style);
+    /// the lowest RTT wins, RTTs within 10 % or 1 ms are ties that go to the smaller peer ID.
+    /// The choice is made as soon as it cannot change: once gathering is over and the best RTT
+    /// is known, a candidate that has not answered within that RTT plus the tie margin (at
+    /// least 5 ms) is farther, and is not waited for (its ``MeasuredPeer/rttExceeds`` says how
+    /// long it was given). Returns the connection and the candidates as measured, nearest first.
     public func connectNearest(timeout: Duration = .seconds(10)) async throws(BrokerError) -> (PeerConnection, [MeasuredPeer]) {
         let (chosen, candidates) = try await loop.measureCandidates(timeout: timeout)
         guard let nearest = chosen else {

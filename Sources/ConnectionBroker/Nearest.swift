@@ -28,17 +28,23 @@ enum Nearest {
     /// ... or within this much, whichever is larger.
     static let tieFloor: Duration = .milliseconds(1)
 
-    /// Gathering goes on after the first answer ...
+    /// Gathering goes on after a first answer that came once the window was over ...
     static let gatherAfterFirst: Duration = .milliseconds(100)
 
-    /// When to stop gathering candidates and measure them: `window` after browsing began
-    /// (responders delay shared answers 20–120 ms after the query, RFC 6762 §6, so a far peer
-    /// answering early must not hide a near one answering late), and at least 100 ms after the
-    /// first answer (a browse that began long ago still gives late answers a chance), never
-    /// after the caller's deadline.
-    static func gatheringEnds(browseStarted: Duration, firstAnswer: Duration, window: Duration, deadline: Duration) -> Duration {
-        min(max(browseStarted + window, firstAnswer + gatherAfterFirst), deadline)
+    /// When a nearer peer's answer to the first question can no longer arrive, not counting
+    /// the link: `window` after browsing began (responders delay shared answers 20–120 ms, RFC
+    /// 6762 §6, so a far peer answering early must not hide a near one answering late). A first
+    /// answer that comes after the window (a browse that began long ago, or a slow link) keeps
+    /// gathering open 100 ms past it, so later answers still have a chance. Never after the
+    /// caller's deadline. ``NearestRace`` adds the link's round trip as it measures it.
+    static func answersDue(browseStarted: Duration, firstAnswer: Duration, window: Duration, deadline: Duration) -> Duration {
+        let windowEnds = browseStarted + window
+        return min(firstAnswer < windowEnds ? windowEnds : firstAnswer + gatherAfterFirst, deadline)
     }
+
+    /// What the link adds to ``answersDue(browseStarted:firstAnswer:window:deadline:)`` while
+    /// no candidate has been measured yet (nothing tells how far answers travel).
+    static let unmeasuredLink: Duration = .milliseconds(50)
 
     /// The lowest RTT wins; RTTs within 10 % or 1 ms (whichever is larger) of the lowest are ties,
     /// and ties go to the smaller peer ID, so that every peer that measures alike picks alike.
@@ -106,6 +112,13 @@ enum ProbeProgress: Hashable, Sendable {
 /// announced and with their probes' progress, and asked for its verdict at a time of the
 /// broker's clock. Measuring overlaps gathering: a candidate is probed as soon as it is announced.
 ///
+/// Gathering ends once an answer from a nearer peer can no longer arrive: answers to the first
+/// question are due by ``answersDue`` where the link takes no time; a peer whose answer comes
+/// later than that plus the best RTT measured (and the patience) has a path longer than the
+/// best RTT, so it is farther than the best candidate and cannot change the choice. On a LAN
+/// that is a fraction of a millisecond past ``answersDue``; on a slow link, as much as the link
+/// takes. Until a candidate has been measured, ``Nearest/unmeasuredLink`` stands in for it.
+///
 /// The verdict comes as soon as it cannot change: gathering is over, the best RTT among the
 /// finished candidates is known, and every unfinished candidate has let more than that RTT plus
 /// the patience (``Nearest/margin(_:)``, at least ``patience``) pass on each of its addresses
@@ -144,15 +157,31 @@ struct NearestRace {
         var result: MeasuredPeer?
     }
 
-    /// Candidates join until then.
-    let gatheringEnds: Duration
+    /// Answers to the first question are due by then where the link takes no time.
+    let answersDue: Duration
     /// The caller's deadline: whatever is known then is the verdict.
     let deadline: Duration
     private var candidates: [Candidate] = []
 
-    init(gatheringEnds: Duration, deadline: Duration) {
-        self.gatheringEnds = min(gatheringEnds, deadline)
+    init(answersDue: Duration, deadline: Duration) {
+        self.answersDue = min(answersDue, deadline)
         self.deadline = deadline
+    }
+
+    /// The lowest RTT measured so far.
+    private var bestRTT: Duration? {
+        candidates.compactMap { $0.result?.rtt }.min()
+    }
+
+    /// How long past the best RTT an unfinished candidate is waited for.
+    private static func bound(_ best: Duration) -> Duration {
+        best + max(Nearest.margin(best), patience)
+    }
+
+    /// Candidates join until then: ``answersDue`` plus the link's share (the best RTT and the
+    /// patience, or ``Nearest/unmeasuredLink`` before any measurement), never after the deadline.
+    var gatheringEnds: Duration {
+        min(answersDue + (bestRTT.map(Self.bound) ?? Nearest.unmeasuredLink), deadline)
     }
 
     /// Whether `peer` has joined.
@@ -184,12 +213,12 @@ struct NearestRace {
     }
 
     func verdict(at now: Duration) -> Verdict {
+        let gatheringEnds = gatheringEnds
         guard now >= gatheringEnds else { return .wait(until: gatheringEnds) }
-        let finished = candidates.compactMap(\.result)
         let unfinished = candidates.filter { $0.result == nil }
         guard now < deadline, !unfinished.isEmpty else { return decide() }
-        guard let best = finished.compactMap(\.rtt).min() else { return .wait(until: deadline) }
-        let bound = best + max(Nearest.margin(best), Self.patience)
+        guard let best = bestRTT else { return .wait(until: deadline) }
+        let bound = Self.bound(best)
         var wake: Duration?
         for candidate in unfinished {
             // An address not yet tried could still answer at any speed.

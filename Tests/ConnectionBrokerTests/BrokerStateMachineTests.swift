@@ -428,23 +428,27 @@ struct NearestTests {
         ])?.peerID == Self.c)
     }
 
-    @Test("gathering ends the answer window after browsing began, at least 100 ms after the first answer, never after the deadline")
+    @Test("answers are due the answer window after browsing began; a first answer after the window keeps it open 100 ms more; never after the deadline")
     func gathering() {
         let start = Duration.seconds(1000)  // any time of the broker's clock
-        let window = Duration.milliseconds(175)
+        let window = Duration.milliseconds(130)
         // A fresh browse: a first answer 12 ms in (python-zeroconf answers QU at once) does not
         // cut short the wait for a responder that delays 120 ms.
-        #expect(Nearest.gatheringEnds(browseStarted: start, firstAnswer: start + .milliseconds(12), window: window, deadline: start + .seconds(10))
+        #expect(Nearest.answersDue(browseStarted: start, firstAnswer: start + .milliseconds(12), window: window, deadline: start + .seconds(10))
             == start + window)
-        // A first answer late in the window keeps the window open 100 ms past it.
-        #expect(Nearest.gatheringEnds(browseStarted: start, firstAnswer: start + .milliseconds(150), window: window, deadline: start + .seconds(10))
+        // A first answer late in the window does not lengthen it: the other responders heard
+        // the same question, and their answers are due by the window's end all the same.
+        #expect(Nearest.answersDue(browseStarted: start, firstAnswer: start + .milliseconds(120), window: window, deadline: start + .seconds(10))
+            == start + window)
+        // A first answer after the window (a slow link) keeps gathering open 100 ms past it.
+        #expect(Nearest.answersDue(browseStarted: start, firstAnswer: start + .milliseconds(150), window: window, deadline: start + .seconds(10))
             == start + .milliseconds(250))
         // A browse that began long ago: 100 ms from the first answer.
         let later = start + .seconds(30)
-        #expect(Nearest.gatheringEnds(browseStarted: start, firstAnswer: later, window: window, deadline: later + .seconds(10))
+        #expect(Nearest.answersDue(browseStarted: start, firstAnswer: later, window: window, deadline: later + .seconds(10))
             == later + .milliseconds(100))
         // The caller's deadline wins over both.
-        #expect(Nearest.gatheringEnds(browseStarted: start, firstAnswer: start + .milliseconds(20), window: window, deadline: start + .milliseconds(60))
+        #expect(Nearest.answersDue(browseStarted: start, firstAnswer: start + .milliseconds(20), window: window, deadline: start + .milliseconds(60))
             == start + .milliseconds(60))
     }
 
