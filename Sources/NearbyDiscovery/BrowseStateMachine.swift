@@ -100,9 +100,10 @@ struct BrowseStateMachine {
 
     let type: ServiceType
     let mode: Mode
-    /// How long a changed resolution waits for more of the same answer before it is reported.
-    /// Zero reports at the end of each batch of observations (the embedded engine delivers a
-    /// packet's records as one batch); the system backend's callbacks come one by one.
+    /// How long a changed resolution waits for more of the same answer before it is reported
+    /// (unless it already has an address of each family: see ``isWhole(_:)``). Zero reports at
+    /// the end of each batch of observations (the embedded engine delivers a packet's records as
+    /// one batch); the system backend's callbacks come one by one.
     let settleTime: Duration
     /// After ``DiscoveryObservation/restored``, how long a service seen before has to
     /// reappear before it is reported lost.
@@ -342,15 +343,18 @@ struct BrowseStateMachine {
         }
 
         // Only the instances something happened to (or all, after an interruption).
-        // Instances already waiting for the settle window are looked at again only when it
-        // ends: looking at all of them for every batch of a burst was quadratic again.
+        // Instances already waiting for the settle window are looked at again when a batch
+        // touches them or when it ends: looking at all of them for every batch of a burst was
+        // quadratic again.
         let changed: [InstanceKey]
         if allDirty {
             changed = Array(Set(reported.keys).union(instances.keys).union(presentKeys()).union(waiting)).sorted(by: Self.order)
         } else if settled {
             changed = dirty.union(waiting).sorted(by: Self.order)
         } else {
-            changed = dirty.subtracting(waiting).sorted(by: Self.order)
+            // Waiting ones this batch touched are looked at (one may be whole now); the others
+            // only when the window ends.
+            changed = dirty.sorted(by: Self.order)
         }
         if settled || allDirty { waiting = [] }
         allDirty = false
@@ -367,7 +371,9 @@ struct BrowseStateMachine {
             let current = resolving ? resolution(key) : nil
             if resolving && current == nil { continue }
             if let last = reported[key], last == current { continue }
-            guard settled else {
+            // Nothing more to wait for: the resolution has an address of each family (the rest
+            // of the answer, when a responder splits IPv4 and IPv6, has come).
+            guard settled || Self.isWhole(current) else {
                 pending = true
                 waiting.insert(key)
                 continue
@@ -481,6 +487,13 @@ struct BrowseStateMachine {
 
     /// The resolution `key` has now, computed from what is held: nil until its SRV, its TXT and
     /// an address of its host are all present.
+    /// Whether a resolution has an IPv4 and an IPv6 address: all a responder that sends the two
+    /// families in separate packets has to say, so it need not wait for the settle window.
+    static func isWhole(_ resolved: ResolvedService?) -> Bool {
+        guard let addresses = resolved?.addresses else { return false }
+        return addresses.contains(where: \.isIPv6) && addresses.contains(where: { !$0.isIPv6 })
+    }
+
     func resolution(_ key: InstanceKey) -> ResolvedService? {
         guard let (interface, data) = location(key),
             let info = txt[InstanceKey(name: key.name, interface: interface)]?.latest,

@@ -431,12 +431,23 @@ struct BrowseStateMachineTests {
         expect(machine.handle([.srvAdded(box, lan1, srv)], at: ms(5)), [.watch(.host(boxHost, lan1))])
         expect(machine.handle([.txtAdded(box, lan1, txtA)], at: ms(10)), [])
         expect(machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(15)), [])
-        expect(machine.handle([.addressAdded(boxHost, lan1, v6)], at: ms(25)), [])
+        expect(machine.handle([.addressAdded(boxHost, lan1, v4b)], at: ms(25)), [])
         #expect(machine.nextDeadline == ms(30))
         expect(machine.advance(to: ms(29)), [])
-        expect(machine.advance(to: ms(30)), [found(resolved(on: lan1, addresses: [v4, v6]))])
+        expect(machine.advance(to: ms(30)), [found(resolved(on: lan1, addresses: [v4, v4b]))])
         #expect(machine.nextDeadline == nil)
         expect(machine.advance(to: ms(100)), [])
+    }
+
+    @Test("with a settle time a resolution that has an address of each family is reported at once: the other family's packet has come")
+    func settleWholeAtOnce() {
+        var machine = browser(settle: ms(30))
+        _ = machine.handle([.instanceAdded(box, lan1), .srvAdded(box, lan1, srv), .txtAdded(box, lan1, txtA)], at: ms(0))
+        // python-zeroconf: IPv4 in one packet, IPv6 in the next, a fraction of a millisecond later.
+        expect(machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(1)), [])
+        expect(machine.handle([.addressAdded(boxHost, lan1, v6)], at: .microseconds(1500)), [found(resolved(on: lan1, addresses: [v4, v6]))])
+        expect(machine.advance(to: ms(30)), [])
+        #expect(machine.nextDeadline == nil)
     }
 
     @Test("with a settle time an answer completed after the window is reported a window after its last part")
