@@ -10,6 +10,12 @@ NEARBY_BIN. Every packet stays inside the lab's namespaces.
    (a cold cache); the figure is the wall time from spawning the command to the resolved
    answer, so start-up costs count, as a user feels them; the start-up of each tool alone is
    measured too and shown.
+1b. Cold browse-and-resolve of a python-zeroconf service (zeroconf_peer.py register in h3), from
+   h2: `nearby browse --resolve` and `nearby resolve`, each a new process timed from spawning it
+   inside h2 (process start included; the lab's own wrapper is not), against python-zeroconf's
+   own browse + resolve timed inside its process (zeroconf_peer.py browse --resolve prints "ms":
+   from before its Zeroconf instance exists to the resolved service) and from spawning it (a
+   separate run); median, p95, max and misses.
 2. Time until a new advertisement is visible to an already-running browser (`nearby browse`
    in h2): advertised by `nearby advertise`, `avahi-publish`, python-zeroconf and
    `nearby advertise --backend system` (through avahi-daemon) in h1, from
@@ -23,6 +29,10 @@ NEARBY_BIN. Every packet stays inside the lab's namespaces.
    avahi-daemon): time until a running `nearby browse --resolve` in h2 has found and
    resolved all of them, and the mDNS packets and bytes on the wire meanwhile (tcpdump in h2),
    BENCH_MASS_ROUNDS rounds (default 5); NEARBY_MASS_BIN measures another nearby-mass-advertise.
+5. A renumbered advertiser: h1's IPv4 address changes on the same link (the new one added, then
+   the old one removed), 10 times (BENCH_RENUMBER_TRIALS), while `nearby browse --resolve` runs in
+   h2: the time until a line has the new address, and until a line lacks the old one, for nearby
+   advertise, avahi-publish (avahi-daemon) and python-zeroconf in h1; median, p95, misses.
 """
 import json
 import os
@@ -149,6 +159,191 @@ def time_to_resolve():
            [(name, *summary(samples)) for name, samples in results.items()])
     report("   process start-up alone (included above)",
            [(name, *summary(samples)) for name, samples in startup.items()])
+
+
+def read_until(process, text, timeout):
+    """Reads more output until `text` is in what wait_line left unmatched; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while text not in process.seen_text:
+        if time.monotonic() > deadline or process.poll() is not None:
+            return text in process.seen_text
+        try:
+            chunk = os.read(process.stdout.fileno(), 65536)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            process.seen_text += chunk.decode(errors="replace")
+        else:
+            time.sleep(0.002)
+    return True
+
+
+def percentile(values, q):
+    values = sorted(v for v in values if v is not None)
+    return values[min(len(values) - 1, int(len(values) * q))] if values else float("nan")
+
+
+# Times a command from inside the lab host: the lab's own wrapper (a shell script, then `ip netns
+# exec`, about 20 ms) is not the command's start-up, so the clock starts just before the spawn.
+# Prints the seconds until NEEDLE appeared on the command's stdout, or "missed".
+INSIDE_TIMER = r"""
+import os, subprocess, sys, time
+needle, args = sys.argv[1].encode(), sys.argv[2:]
+start = time.monotonic()
+child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+seen, result = b"", "missed"
+while True:
+    chunk = os.read(child.stdout.fileno(), 65536)
+    if not chunk:
+        break
+    seen += chunk
+    if needle in seen:
+        result = "%.6f" % (time.monotonic() - start)
+        break
+child.terminate()
+child.wait()
+print(result, flush=True)
+"""
+
+
+def timed_inside(host, args, needle):
+    """Seconds from spawning `args` in `host` (timed there) to `needle` on its stdout; None if missed."""
+    out = subprocess.run([LAB, "exec", host, "--", PYTHON, "-c", INSIDE_TIMER, needle, *args],
+                         capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+    return float(out[-1]) if out and out[-1] != "missed" else None
+
+
+def cold_resolve():
+    """A python-zeroconf service resolved by a process that starts cold, each trial a new
+    process: nearby (process start included, as a user feels it) against python-zeroconf's
+    own browse-and-resolve measured inside its process (from before its Zeroconf instance
+    exists: the interpreter's start and imports left out), and its wall time too."""
+    cold_type = "_coldresolve._tcp"
+    publisher = spawn("exec", "h3", "--", PYTHON, "-u", PEER, "register", "Cold Box", cold_type, "9905", "k=v")
+    if wait_line(publisher, '"registered"', 15) is None:
+        raise SystemExit("bench-discovery: the python-zeroconf publisher did not register")
+    time.sleep(1.5)
+    rows = {"nearby browse --resolve (process start included)": [], "nearby resolve (process start included)": [],
+            "python-zeroconf browse + resolve, in its process": [], "python-zeroconf browse + resolve, wall time": []}
+    settle = lambda: time.sleep(1.1)
+    for _ in range(TRIALS):
+        settle()
+        rows["nearby browse --resolve (process start included)"].append(timed_inside(
+            "h2", [NEARBY, "browse", cold_type, "--resolve", "--json", "--timeout", "5"], '"addresses"'))
+        settle()
+        rows["nearby resolve (process start included)"].append(timed_inside(
+            "h2", [NEARBY, "resolve", "Cold Box", cold_type, "--json", "--timeout", "5"], '"resolved"'))
+        settle()
+        rows["python-zeroconf browse + resolve, wall time"].append(timed_inside(
+            "h2", [PYTHON, "-u", PEER, "browse", cold_type, "--resolve", "--timeout", "5"], '"resolved": true'))
+        settle()
+        process = spawn("exec", "h2", "--", PYTHON, "-u", PEER, "browse", cold_type, "--resolve", "--timeout", "5")
+        seen = wait_line(process, '"resolved": true', 6)
+        inside = None
+        # The rest of that line carries the in-process time: ..., "ms": 41.5}
+        if seen is not None and read_until(process, '"ms": ', 1):
+            after = process.seen_text.split('"ms": ', 1)[1]
+            process.seen_text = after
+            if read_until(process, "}", 1):
+                inside = float(process.seen_text.split("}", 1)[0]) / 1000
+        stop(process)
+        rows["python-zeroconf browse + resolve, in its process"].append(inside)
+    stop(publisher, "INT")
+    print(f"\n1b. cold browse-and-resolve of a python-zeroconf service (h3), from h2; {TRIALS} trials each, 1.1 s apart")
+    print(f"  {'':<52} {'median':>8} {'p95':>8} {'max':>8} {'missed':>7}")
+    for name, samples in rows.items():
+        missed = sum(1 for v in samples if v is None)
+        print(f"  {name:<52} {median(samples) * 1000:>6.0f}ms {percentile(samples, 0.95) * 1000:>6.0f}ms "
+              f"{percentile(samples, 1.0) * 1000:>6.0f}ms {missed:>7}")
+    ours = median(rows["nearby browse --resolve (process start included)"])
+    theirs = median(rows["python-zeroconf browse + resolve, in its process"])
+    print(f"  nearby browse --resolve / python-zeroconf in its process: {ours / theirs:.2f}x (medians)")
+
+
+def wait_json_line(process, wanted, timeout):
+    """Reads whole JSON lines until one satisfies `wanted`; returns its arrival time, or None."""
+    deadline = time.monotonic() + timeout
+    while True:
+        while "\n" in process.seen_text:
+            line, process.seen_text = process.seen_text.split("\n", 1)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if wanted(event):
+                return time.monotonic()
+        if time.monotonic() > deadline or process.poll() is not None:
+            return None
+        try:
+            chunk = os.read(process.stdout.fileno(), 65536)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            process.seen_text += chunk.decode(errors="replace")
+        else:
+            time.sleep(0.002)
+
+
+def renumber():
+    """h1 is renumbered on its link (198.18.1.1 <-> 198.18.1.101, the new address added before
+    the old one goes, as a DHCP renewal or a moved VM does); a running `nearby browse --resolve`
+    in h2 is timed from the change to the first line with the new address, and to the first
+    line without the old one. The advertiser in h1 is each kind in turn: nearby (the embedded
+    engine, which hears the change over netlink), avahi-publish through avahi-daemon, and
+    python-zeroconf (which publishes the addresses it was given at registration)."""
+    trials = int(os.environ.get("BENCH_RENUMBER_TRIALS", "10"))
+    limit = 5.0
+    lab("exec", "h1", "--", "sysctl", "-qw", "net.ipv4.conf.lan1.promote_secondaries=1")
+    lab("avahi", "start", "h1")
+    browser = spawn("exec", "h2", "--", NEARBY, "browse", TYPE, "--resolve", "--json")
+    kinds = {
+        "nearby advertise": lambda name: spawn("exec", "h1", "--", NEARBY, "advertise", "--host", "renumbered", name, TYPE, "9906"),
+        "avahi-publish (avahi-daemon)": lambda name: spawn("avahi", "exec", "h1", "--", "avahi-publish", "-s", name, TYPE, "9907"),
+        "python-zeroconf register": lambda name: spawn("exec", "h1", "--", PYTHON, "-u", PEER, "register", name, TYPE, "9908"),
+    }
+    addresses = ["198.18.1.1", "198.18.1.101"]
+    results = {}
+    for kind, start in kinds.items():
+        name = f"Renumbered {kind.split()[0]}"
+        advertiser = start(name)
+        ours = lambda event: event.get("name") == name and "addresses" in event
+        if wait_json_line(browser, lambda e: ours(e) and "198.18.1.1" in e["addresses"], 15) is None:
+            print(f"  {kind}: not found by the browser; skipped")
+            stop(advertiser, "INT")
+            continue
+        heard, gone = [], []
+        current = 0
+        for _ in range(trials):
+            time.sleep(1.5)
+            old, new = addresses[current], addresses[1 - current]
+            changed = time.monotonic()
+            lab("exec", "h1", "--", "sh", "-c", f"ip addr add {new}/24 dev lan1 && ip addr del {old}/24 dev lan1")
+            current = 1 - current
+            got = wait_json_line(browser, lambda e: ours(e) and new in e["addresses"], limit)
+            heard.append(None if got is None else got - changed)
+            left = wait_json_line(browser, lambda e: ours(e) and new in e["addresses"] and old not in e["addresses"],
+                                  max(0.1, limit - (time.monotonic() - changed)))
+            gone.append(None if left is None else left - changed)
+        if current == 1:
+            lab("exec", "h1", "--", "sh", "-c", "ip addr add 198.18.1.1/24 dev lan1 && ip addr del 198.18.1.101/24 dev lan1")
+        stop(advertiser, "INT")
+        results[kind] = (heard, gone)
+        time.sleep(1)
+    stop(browser, "INT")
+    lab("avahi", "stop", "h1")
+    print(f"\n5. a renumbered advertiser (h1), seen by a running nearby browse --resolve (h2); {trials} changes each, "
+          f"misses: not within {limit:.0f} s")
+    print(f"  {'':<30} {'new address heard':>32}   {'old address gone':>32}")
+    print(f"  {'':<30} {'median':>10} {'p95':>10} {'missed':>10}   {'median':>10} {'p95':>10} {'missed':>10}")
+
+    def cells(values):
+        missed = sum(1 for v in values if v is None)
+        if missed == len(values):
+            return f"{'-':>10} {'-':>10} {missed:>10}"
+        return f"{median(values) * 1000:>8.0f}ms {percentile(values, 0.95) * 1000:>8.0f}ms {missed:>10}"
+
+    for kind, (heard, gone) in results.items():
+        print(f"  {kind:<30} {cells(heard)}   {cells(gone)}")
 
 
 def time_to_visible():
@@ -374,12 +569,16 @@ def mass(count=int(os.environ.get("BENCH_INSTANCES", "1000")), rounds=int(os.env
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["resolve", "visible", "memory", "mass"]
+    which = sys.argv[1:] or ["resolve", "cold", "visible", "memory", "mass", "renumber"]
     if "resolve" in which:
         time_to_resolve()
+    if "cold" in which:
+        cold_resolve()
     if "visible" in which:
         time_to_visible()
     if "memory" in which:
         memory()
     if "mass" in which:
         mass()
+    if "renumber" in which:
+        renumber()
