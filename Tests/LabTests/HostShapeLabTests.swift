@@ -205,5 +205,58 @@ struct HostShapeLabTests {
             }
         }
     }
+
+    /// A host renumbered on the same link (a new DHCP lease, a VM moved to another address):
+    /// a browser elsewhere must hear the new address, and lose the old one, without waiting
+    /// for the old record's TTL (120 s). The embedded engine hears the change from the kernel
+    /// (netlink) and sends a goodbye for the old address and the new one with the cache-flush
+    /// bit; with the system backend, avahi-daemon does the same on its own.
+    @Test("renumbered on the same link: a browser on another host gets the new address, then a line without the old one", arguments: Backend.allCases)
+    func renumbered(_ backend: Backend) async throws {
+        let lab = try Lab.require(hosts: 4)
+        let nearby = NearbyRunner(lab: lab, backend: backend)
+        try await lab.withAvahi(in: nearby.daemons(["h4"])) {
+            let (advertiser, _) = try await nearby.advertise(in: "h4", nearby.hostOption("renumbered") + ["Renumbered Box", "_renum._tcp", "9412"])
+            let browser = try start(lab, "h2", ["browse", "_renum._tcp", "--resolve"])
+            try await lab.withProcesses([advertiser, browser]) {
+                _ = try await browser.waitForLine(containing: "\"\(Self.h4)\"", timeout: .seconds(10))
+                let moved = "198.18.1.104"
+                // The new address comes before the old one goes, as in a DHCP renewal; promoted
+                // from secondary when the old one goes, it keeps the link's routes.
+                let restore = ["exec", "h4", "--", "sh", "-c", "ip addr add \(Self.h4)/24 dev lan1; ip addr del \(moved)/24 dev lan1; true"]
+                let capture = try Lab.temporaryDirectory().appendingPathComponent("renumbered.pcap").path
+                defer { try? FileManager.default.removeItem(atPath: capture) }
+                try await lab.run(["capture", "start", "--iface", "lan1", "h4", capture])
+                do {
+                    try await lab.run(["exec", "h4", "--", "sh", "-c",
+                        "sysctl -qw net.ipv4.conf.lan1.promote_secondaries=1 && ip addr add \(moved)/24 dev lan1 && ip addr del \(Self.h4)/24 dev lan1"])
+                    let heard = try await browser.waitForLine(containing: "\"\(moved)\"", timeout: .seconds(10))
+                    #expect(heard.contains("\"updated\""), "\(heard)")
+                    let settled = try await browser.waitForLine(
+                        where: { $0.contains("\"\(moved)\"") && !$0.contains("\"\(Self.h4)\"") }, timeout: .seconds(10))
+                    #expect(settled.contains("\"port\":9412"), "\(settled)")
+                    #expect(advertiser.isRunning, "\(advertiser.output)\(advertiser.errorOutput)")
+                } catch {
+                    _ = try? await lab.run(["capture", "stop", "h4", capture])
+                    _ = try? await lab.run(restore)
+                    try? await lab.restoreRoutes("h4")
+                    throw error
+                }
+                try await lab.run(["capture", "stop", "h4", capture])
+                try await lab.run(restore)
+                try await lab.restoreRoutes("h4")
+                if backend == .embedded {
+                    // What the embedded engine sent (RFC 6762 §8.4, §10.1): a goodbye for the old
+                    // address, and no probe (the host name was ours already).
+                    let frames = try await lab.run(["exec", "h4", "--", Self.nearby, "decode", capture, "--json"])
+                        .split(separator: "\n")
+                    let goodbye = frames.contains { $0.contains("\"type\":\"A\",\"class\":\"IN\",\"ttl\":0,") && $0.contains("\"address\":\"\(Self.h4)\"") }
+                    #expect(goodbye, "no goodbye for \(Self.h4) among \(frames.count) frame(s)")
+                    let probes = frames.filter { $0.contains("\"response\":false") && !$0.contains("\"authorities\":[]") }
+                    #expect(probes.isEmpty, "probed again: \(probes)")
+                }
+            }
+        }
+    }
 }
 }

@@ -195,6 +195,18 @@ final class LabProcess: @unchecked Sendable {
         throw LabError("no line containing \"\(text)\" within \(timeout): \(output)\n\(errorOutput)")
     }
 
+    /// Waits until stdout has a line that `matches`; returns that line.
+    func waitForLine(where matches: (Substring) -> Bool, timeout: Duration) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let running = isRunning
+            if let line = output.split(separator: "\n").first(where: matches) { return String(line) }
+            if !running { throw LabError("process ended before printing the line wanted: \(output)\n\(errorOutput)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw LabError("no line as wanted within \(timeout): \(output)\n\(errorOutput)")
+    }
+
     /// Sends `number` (e.g. SIGHUP) to the process.
     func signal(_ number: Int32) {
         _ = Glibc.kill(pid, number)
