@@ -66,20 +66,11 @@ def wait_line(process, needle, timeout):
     """Reads output until needle appears (in output not yet matched); returns the arrival time."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            chunk = os.read(process.stdout.fileno(), 65536)
-        except BlockingIOError:
-            chunk = None
-        if chunk:
-            process.seen_text += chunk.decode(errors="replace")
-            if needle in process.seen_text:
-                arrived = time.monotonic()
-                process.seen_text = process.seen_text.split(needle, 1)[1]
-                return arrived
-        elif chunk == b"" or process.poll() is not None:
+        if needle in process.seen_text:
+            process.seen_text = process.seen_text.split(needle, 1)[1]
+            return time.monotonic()
+        if read_more(process) == b"" or process.poll() is not None:
             return None
-        else:
-            time.sleep(0.002)
     return None
 
 
@@ -161,20 +152,27 @@ def time_to_resolve():
            [(name, *summary(samples)) for name, samples in startup.items()])
 
 
+def read_more(process):
+    """Appends what the process wrote since to its unmatched text, or waits a moment; returns
+    what was read (b"" at the end of its output, None when nothing was waiting)."""
+    try:
+        chunk = os.read(process.stdout.fileno(), 65536)
+    except BlockingIOError:
+        chunk = None
+    if chunk:
+        process.seen_text += chunk.decode(errors="replace")
+    elif chunk is None:
+        time.sleep(0.002)
+    return chunk
+
+
 def read_until(process, text, timeout):
     """Reads more output until `text` is in what wait_line left unmatched; False on timeout."""
     deadline = time.monotonic() + timeout
     while text not in process.seen_text:
         if time.monotonic() > deadline or process.poll() is not None:
             return text in process.seen_text
-        try:
-            chunk = os.read(process.stdout.fileno(), 65536)
-        except BlockingIOError:
-            chunk = None
-        if chunk:
-            process.seen_text += chunk.decode(errors="replace")
-        else:
-            time.sleep(0.002)
+        read_more(process)
     return True
 
 
@@ -274,14 +272,7 @@ def wait_json_line(process, wanted, timeout):
                 return time.monotonic()
         if time.monotonic() > deadline or process.poll() is not None:
             return None
-        try:
-            chunk = os.read(process.stdout.fileno(), 65536)
-        except BlockingIOError:
-            chunk = None
-        if chunk:
-            process.seen_text += chunk.decode(errors="replace")
-        else:
-            time.sleep(0.002)
+        read_more(process)
 
 
 def renumber():
