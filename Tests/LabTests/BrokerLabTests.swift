@@ -155,7 +155,7 @@ struct BrokerLabTests {
         }
     }
 
-    @Test("connect --nearest: two of three servers 20 ms farther (a delaying relay): always the near one, in 20 runs; two equally near: always the smaller ID")
+    @Test("connect --nearest: two of three servers 20 ms farther (a delaying relay): always the near one, in 20 runs; two equally near: the smaller ID whenever they measure as a tie (most runs), else the faster")
     func nearest() async throws {
         let lab = try Lab.require(hosts: 4)
         let peers = try await peers(lab, 4)
@@ -194,17 +194,38 @@ struct BrokerLabTests {
                 }
             }
         }
-        // Two equally near servers (no relay): the smaller peer ID, every time.
+        // Two equally near servers (no relay): whenever their measured RTTs tie (within 10 % or
+        // 1 ms), the smaller peer ID. On a loaded 2-core machine one server's three samples are
+        // now and then all slowed by more than that (0.4 against 1.5 ms was seen): then the
+        // faster one is right, by the same rule. The tie must have been met in most runs.
         let equal = [try serve(lab, "h1", peers[2], name: "Equal A", port: 9513), try serve(lab, "h2", peers[1], name: "Equal B", port: 9513)]
+        let smaller = peers[1].id  // `peers` is in peer-ID order
         try await lab.withProcesses(equal) {
             for process in equal { _ = try await process.waitForLine(containing: "listening", timeout: .seconds(20)) }
             try await waitFor(equal[0], "connected", count: 1, timeout: .seconds(15))
+            var tied = 0
             for run in 1...20 {
                 let (status, output) = try await connectNearest(lab, client)
                 #expect(status == 0, "run \(run): \(output)")
                 let connected = jsonLines(output).first { $0["event"] as? String == "connected" }
-                #expect(connected?["peerID"] as? String == min(peers[1].peerID, peers[2].peerID).description, "run \(run): \(String(describing: connected))")
+                let chosen = connected?["peerID"] as? String
+                let rtts = (connected?["candidates"] as? [[String: Any]] ?? []).compactMap { candidate -> (id: String, rtt: Double)? in
+                    guard let id = candidate["peerID"] as? String, let rtt = candidate["rttMs"] as? Double else { return nil }
+                    return (id, rtt)
+                }
+                #expect(rtts.count == 2, "run \(run): \(String(describing: connected))")
+                guard rtts.count == 2, let best = rtts.map(\.rtt).min() else { continue }
+                let spread = abs(rtts[0].rtt - rtts[1].rtt)
+                let margin = max(best * 0.1, 1.0)
+                // The RTTs are printed to 0.1 ms: within that of the margin, either pick is right.
+                if spread < margin - 0.1 {
+                    tied += 1
+                    #expect(chosen == smaller, "run \(run): a tie goes to the smaller ID: \(String(describing: connected))")
+                } else if spread > margin + 0.1 {
+                    #expect(chosen == rtts.min { $0.rtt < $1.rtt }?.id, "run \(run): not a tie, the faster: \(String(describing: connected))")
+                }
             }
+            #expect(tied >= 10, "only \(tied) of 20 runs measured the two equally near servers as a tie")
         }
     }
 
