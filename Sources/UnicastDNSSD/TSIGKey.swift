@@ -43,12 +43,7 @@ public struct TSIGKey: Hashable, Sendable, CustomStringConvertible {
             return
         }
         // key "NAME" { algorithm ALG; secret "B64"; };  with comments (#, //) allowed.
-        let lines = trimmed.split(whereSeparator: \.isNewline).map { line -> Substring in
-            var line = Substring(line)
-            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
-            if let range = line.firstRange(of: "//") { line = line[..<range.lowerBound] }
-            return line
-        }
+        let lines = trimmed.split(whereSeparator: \.isNewline).map { Self.withoutComment(Substring($0)) }
         let tokens = Self.tokens(lines.joined(separator: " "))
         guard tokens.count >= 3, tokens[0] == "key", tokens[2] == "{" else {
             throw UnicastDNSError(.invalidInput, "\(source) has no `key \"NAME\" { … }` (make one with tsig-keygen -a hmac-sha256 NAME)")
@@ -82,6 +77,23 @@ public struct TSIGKey: Hashable, Sendable, CustomStringConvertible {
             throw UnicastDNSError(.invalidInput, "the secret in \(source) is not base64")
         }
         self.init(name: keyName, secret: bytes)
+    }
+
+    /// The line up to its comment (`#` or `//`), which begins only outside quotes: a base64
+    /// secret holds "//" now and then (about one key in a hundred).
+    static func withoutComment(_ line: Substring) -> Substring {
+        var quoted = false
+        var previous: Character?
+        for index in line.indices {
+            let character = line[index]
+            if character == "\"" { quoted.toggle() }
+            if !quoted {
+                if character == "#" { return line[..<index] }
+                if character == "/", previous == "/" { return line[..<line.index(before: index)] }
+            }
+            previous = character
+        }
+        return line
     }
 
     /// Words, quoted strings (without their quotes), braces and semicolons, in order.
