@@ -105,6 +105,11 @@ struct BrowseStateMachine {
     /// the end of each batch of observations (the embedded engine delivers a packet's records as
     /// one batch); the system backend's callbacks come one by one.
     let settleTime: Duration
+    /// Whether a resolution with an address of each family is reported without waiting for the
+    /// settle window (``isWhole(_:)``): right for the embedded engine, whose batches are whole
+    /// packets, where only a responder splitting the two families sends more; not for a daemon's
+    /// callbacks, which bring one address at a time (a link-local IPv6 before the routable one).
+    let wholeAtOnce: Bool
     /// After ``DiscoveryObservation/restored``, how long a service seen before has to
     /// reappear before it is reported lost.
     let reappearGrace: Duration
@@ -142,10 +147,11 @@ struct BrowseStateMachine {
     /// The instances whose SRV (latest) names each host, for a change of the host's addresses.
     private var placedOn: [DomainName: Set<InstanceKey>] = [:]
 
-    init(type: ServiceType, mode: Mode, settleTime: Duration = .zero, reappearGrace: Duration = .seconds(3)) {
+    init(type: ServiceType, mode: Mode, settleTime: Duration = .zero, wholeAtOnce: Bool = false, reappearGrace: Duration = .seconds(3)) {
         self.type = type
         self.mode = mode
         self.settleTime = settleTime
+        self.wholeAtOnce = wholeAtOnce
         self.reappearGrace = reappearGrace
     }
 
@@ -373,7 +379,7 @@ struct BrowseStateMachine {
             if let last = reported[key], last == current { continue }
             // Nothing more to wait for: the resolution has an address of each family (the rest
             // of the answer, when a responder splits IPv4 and IPv6, has come).
-            guard settled || Self.isWhole(current) else {
+            guard settled || (wholeAtOnce && Self.isWhole(current)) else {
                 pending = true
                 waiting.insert(key)
                 continue

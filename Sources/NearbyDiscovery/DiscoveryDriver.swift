@@ -112,7 +112,7 @@ struct DiscoveryDriver {
 extension DiscoveryDriver {
     /// Browse events for `type` until the consumer stops listening.
     static func browse(
-        _ type: ServiceType, resolve: Bool, settleTime: Duration,
+        _ type: ServiceType, resolve: Bool, settleTime: Duration, wholeAtOnce: Bool = false,
         source: any ObservationSource, logger: Logger
     ) -> AsyncStream<BrowseEvent> {
         let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
@@ -121,7 +121,7 @@ extension DiscoveryDriver {
         // and is cancelled when the consumer stops listening.
         let task = Task {
             let driver = DiscoveryDriver(
-                machine: BrowseStateMachine(type: type, mode: .browse(resolve: resolve), settleTime: settleTime),
+                machine: BrowseStateMachine(type: type, mode: .browse(resolve: resolve), settleTime: settleTime, wholeAtOnce: wholeAtOnce),
                 source: source, logger: logger)
             await driver.run { event in
                 if case .terminated = continuation.yield(event) { return false }
@@ -135,11 +135,12 @@ extension DiscoveryDriver {
 
     /// The first resolution of one instance, or nil when none came within `timeout`.
     static func resolve(
-        _ instance: ServiceInstanceName, timeout: Duration, settleTime: Duration, source: any ObservationSource,
-        logger: Logger
+        _ instance: ServiceInstanceName, timeout: Duration, settleTime: Duration, wholeAtOnce: Bool = false,
+        source: any ObservationSource, logger: Logger
     ) async -> ResolvedService? {
         let driver = DiscoveryDriver(
-            machine: BrowseStateMachine(type: instance.type, mode: .resolve(instance.domainName), settleTime: settleTime),
+            machine: BrowseStateMachine(
+                type: instance.type, mode: .resolve(instance.domainName), settleTime: settleTime, wholeAtOnce: wholeAtOnce),
             source: source, logger: logger)
         var result: ResolvedService?
         await driver.run(deadline: timeout) { event in

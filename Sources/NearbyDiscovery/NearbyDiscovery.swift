@@ -498,18 +498,19 @@ public struct EmbeddedBackend: DiscoveryBackend {
 
     /// The engine hands over each packet's records as one batch, but responders such as
     /// python-zeroconf send a host's IPv4 and IPv6 addresses in separate packets a fraction of
-    /// a millisecond apart: a resolution waits this long for the rest before it is reported.
+    /// a millisecond apart: a resolution waits this long for the rest before it is reported,
+    /// unless it has an address of each family already (`wholeAtOnce`).
     static let settleTime: Duration = .milliseconds(10)
 
     public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
         DiscoveryDriver.browse(
-            type, resolve: resolve, settleTime: Self.settleTime,
+            type, resolve: resolve, settleTime: Self.settleTime, wholeAtOnce: true,
             source: EmbeddedObservationSource(engine: engine, browsing: type.domainName), logger: logger)
     }
 
     public func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? {
         await DiscoveryDriver.resolve(
-            instance, timeout: timeout, settleTime: Self.settleTime,
+            instance, timeout: timeout, settleTime: Self.settleTime, wholeAtOnce: true,
             source: EmbeddedObservationSource(engine: engine, browsing: nil), logger: logger)
     }
 
