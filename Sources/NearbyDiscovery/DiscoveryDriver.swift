@@ -110,27 +110,31 @@ struct DiscoveryDriver {
 }
 
 extension DiscoveryDriver {
-    /// Browse events for `type` until the consumer stops listening.
+    /// Browse events for `type` until the consumer stops listening, merged per service while
+    /// they wait for a slow consumer (``BrowseEventBuffer``).
     static func browse(
         _ type: ServiceType, resolve: Bool, settleTime: Duration, wholeAtOnce: Bool = false,
         source: any ObservationSource, logger: Logger
-    ) -> AsyncStream<BrowseEvent> {
-        let (stream, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        // The stream's producer: a browse handed out as an AsyncStream runs in a task of its
-        // own (the consumer's loop is not ours to join), which owns the driver and its children
-        // and is cancelled when the consumer stops listening.
-        let task = Task {
+    ) -> EventStream<BrowseEvent> {
+        // The producer runs in a task the stream owns (the consumer's loop is not ours to join):
+        // it owns the driver and its children and is cancelled when the consumer stops.
+        EventStream(buffer: BrowseEventBuffer()) { events in
             let driver = DiscoveryDriver(
                 machine: BrowseStateMachine(type: type, mode: .browse(resolve: resolve), settleTime: settleTime, wholeAtOnce: wholeAtOnce),
                 source: source, logger: logger)
+            var merged = 0
             await driver.run { event in
-                if case .terminated = continuation.yield(event) { return false }
+                guard events.yield(event) else { return false }
+                if events.merged > merged {
+                    if merged == 0 || events.merged / 1000 > merged / 1000 {
+                        logger.notice(
+                            "the application reads browse events more slowly than they come: \(events.merged) merged so far (waiting events keep each service's latest state)")
+                    }
+                    merged = events.merged
+                }
                 return true
             }
-            continuation.finish()
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 
     /// The first resolution of one instance, or nil when none came within `timeout`.

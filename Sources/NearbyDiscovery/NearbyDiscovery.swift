@@ -236,11 +236,11 @@ public protocol DiscoveryBackend: Sendable {
     /// Publishes a service; returns once its name is won.
     func advertise(_ registration: ServiceRegistration) async throws -> Advertisement
     /// Found / updated / lost events for a type.
-    func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent>
+    func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent>
     /// One service's host, port, addresses and TXT; nil when nothing answers in time.
     func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService?
     /// Service types on the network, each once.
-    func serviceTypes() -> AsyncStream<ServiceType>
+    func serviceTypes() -> EventStream<ServiceType>
     /// The host name this machine answers to.
     func hostName() async -> DomainName
     /// Withdraws everything with goodbyes and releases the network.
@@ -379,8 +379,13 @@ public final class NearbyDiscovery: Sendable {
     ///   - resolve: resolve each service (host, port, addresses, TXT) before reporting it.
     ///   - domains: browse the type in each of these domains (`local.` is the link) and merge
     ///     the events; each event's service says where it was found (``DiscoveredService/domain``).
-    public func browse(_ type: ServiceType, resolve: Bool = false, domains: [DomainName]? = nil) -> AsyncStream<BrowseEvent> {
-        var streams: [AsyncStream<BrowseEvent>] = []
+    ///
+    /// The stream is bounded: while the application has not read them, events are merged per
+    /// service, the latest state winning (a service found and updated waits as one `found`; one
+    /// found and lost before it was read is never reported), so at most one event per service
+    /// waits however busy the network. Merged events are counted and logged.
+    public func browse(_ type: ServiceType, resolve: Bool = false, domains: [DomainName]? = nil) -> EventStream<BrowseEvent> {
+        var streams: [EventStream<BrowseEvent>] = []
         for domain in domains ?? [type.domain] {
             guard let backend = backend(for: domain) else { continue }
             streams.append(backend.browse(type.inDomain(domain), resolve: resolve))
@@ -390,20 +395,16 @@ public final class NearbyDiscovery: Sendable {
     }
 
     /// One stream with the elements of all, as they come; it ends when all have ended.
-    static func merge(_ streams: [AsyncStream<BrowseEvent>]) -> AsyncStream<BrowseEvent> {
-        let (merged, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        let task = Task {
+    static func merge(_ streams: [EventStream<BrowseEvent>]) -> EventStream<BrowseEvent> {
+        EventStream(buffer: BrowseEventBuffer()) { merged in
             await withTaskGroup(of: Void.self) { group in
                 for stream in streams {
                     group.addTask {
-                        for await event in stream { continuation.yield(event) }
+                        for await event in stream where !merged.yield(event) { return }
                     }
                 }
             }
-            continuation.finish()
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return merged
     }
 
     /// Finds one service by name and waits for its host, port, addresses and TXT.
@@ -418,9 +419,12 @@ public final class NearbyDiscovery: Sendable {
 
     /// Service types on the network (`_services._dns-sd._udp`), as they appear: on the link,
     /// or in another domain's zone.
-    public func serviceTypes(in domain: DomainName = ServiceType.localDomain) -> AsyncStream<ServiceType> {
+    ///
+    /// Each type is reported once; while the application has not read them, the stream holds at
+    /// most one event per type.
+    public func serviceTypes(in domain: DomainName = ServiceType.localDomain) -> EventStream<ServiceType> {
         if domain != ServiceType.localDomain { return wideArea.serviceTypes(in: domain) }
-        return usesLink ? backend.serviceTypes() : AsyncStream { $0.finish() }
+        return usesLink ? backend.serviceTypes() : .finished
     }
 
     /// The addresses of a host on the local link, such as `buildbox.local` (the host of a
@@ -502,7 +506,7 @@ public struct EmbeddedBackend: DiscoveryBackend {
     /// unless it has an address of each family already (`wholeAtOnce`).
     static let settleTime: Duration = .milliseconds(10)
 
-    public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
+    public func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent> {
         DiscoveryDriver.browse(
             type, resolve: resolve, settleTime: Self.settleTime, wholeAtOnce: true,
             source: EmbeddedObservationSource(engine: engine, browsing: type.domainName), logger: logger)
@@ -514,23 +518,20 @@ public struct EmbeddedBackend: DiscoveryBackend {
             source: EmbeddedObservationSource(engine: engine, browsing: nil), logger: logger)
     }
 
-    public func serviceTypes() -> AsyncStream<ServiceType> {
-        let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
-        // The stream's producer, in a task of its own: it sets up the query before the first
-        // element and stops it when the consumer stops listening (onTermination cancels it).
-        let task = Task { [engine] in
+    public func serviceTypes() -> EventStream<ServiceType> {
+        // The producer sets up the query before the first element and stops it when the
+        // consumer stops listening.
+        EventStream(buffer: ServiceType.eachOnce) { [engine] types in
             let (id, events) = await engine.query(name: ServiceType.enumerationName(), type: .ptr)
             var seen: Set<ServiceType> = []
             for await event in events {
                 guard case .added(let record, _) = event, case .ptr(let target) = record.data,
                     let type = try? ServiceType(domainName: target), seen.insert(type).inserted
                 else { continue }
-                continuation.yield(type)
+                if !types.yield(type) { break }
             }
             await engine.stopQuery(id)
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 
     public func shutdown() async {

@@ -1,4 +1,5 @@
 public import DNSWire
+public import NearbyBasics
 public import Logging
 import NetworkPlatform
 import SystemDNSSD
@@ -90,7 +91,7 @@ public struct SystemBackend: DiscoveryBackend {
     /// before a changed resolution is reported.
     static let settleTime: Duration = .milliseconds(30)
 
-    public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
+    public func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent> {
         DiscoveryDriver.browse(
             type, resolve: resolve, settleTime: Self.settleTime,
             source: SystemObservationSource(type: type, interface: interface, browses: true, logger: logger), logger: logger)
@@ -108,26 +109,22 @@ public struct SystemBackend: DiscoveryBackend {
             source: SystemObservationSource(type: nil, interface: interface, browses: false, logger: logger), logger: logger)
     }
 
-    public func serviceTypes() -> AsyncStream<ServiceType> {
-        let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
-        // The stream's producer, in a task of its own: it sets up the query before the first
-        // element and cancels it when the consumer stops listening (onTermination cancels it).
-        let task = Task { [interfaceIndex] in
+    public func serviceTypes() -> EventStream<ServiceType> {
+        // The producer sets up the query before the first element and cancels it when the
+        // consumer stops listening.
+        EventStream(buffer: ServiceType.eachOnce) { [interfaceIndex] types in
             guard let query = try? await DNSSD.queryRecord(
                 name: ServiceType.enumerationName().description, type: DNSSD.typePTR, interfaceIndex: interfaceIndex)
-            else { return continuation.finish() }
+            else { return }
             var seen: Set<ServiceType> = []
             for await event in query.events {
                 guard case .added(let record, _) = event, let target = try? DomainName(wire: record.rdata),
                     let type = try? ServiceType(domainName: target), seen.insert(type).inserted
                 else { continue }
-                continuation.yield(type)
+                if !types.yield(type) { break }
             }
             query.cancel()
-            continuation.finish()
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 
     public func shutdown() async {

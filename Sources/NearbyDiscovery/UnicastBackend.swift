@@ -1,6 +1,6 @@
 public import DNSWire
 public import Logging
-import NearbyBasics
+public import NearbyBasics
 public import UnicastDNSSD
 
 /// How discovery reaches domains other than `local.` (DNS-SD over unicast DNS, RFC 6763 §11).
@@ -113,7 +113,7 @@ public struct UnicastBackend: DiscoveryBackend {
         }
     }
 
-    public func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> {
+    public func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent> {
         DiscoveryDriver.browse(
             type, resolve: resolve, settleTime: Self.settleTime, source: UnicastObservationSource(client: client, browsing: type.domainName),
             logger: logger)
@@ -126,10 +126,9 @@ public struct UnicastBackend: DiscoveryBackend {
     }
 
     /// Service types registered in `domain` (`_services._dns-sd._udp.<domain>`), as they appear.
-    public func serviceTypes(in domain: DomainName) -> AsyncStream<ServiceType> {
-        let (stream, continuation) = AsyncStream<ServiceType>.makeStream()
+    public func serviceTypes(in domain: DomainName) -> EventStream<ServiceType> {
         let client = client
-        let task = Task {
+        return EventStream(buffer: ServiceType.eachOnce) { types in
             let source = UnicastObservationSource(client: client, browsing: ServiceType.enumerationName(in: domain), listsTypes: true)
             let (observed, sink) = AsyncStream<[DiscoveryObservation]>.makeStream()
             await source.start(sink: ObservationSink { sink.yield($0) })
@@ -138,21 +137,18 @@ public struct UnicastBackend: DiscoveryBackend {
                 var seen: Set<ServiceType> = []
                 for await batch in observed {
                     for case .instanceAdded(let name, _) in batch {
-                        if let type = try? ServiceType(domainName: name), seen.insert(type).inserted { continuation.yield(type) }
+                        if let type = try? ServiceType(domainName: name), seen.insert(type).inserted, !types.yield(type) { sink.finish() }
                     }
                 }
                 group.cancelAll()
             }
             await source.stop()
-            continuation.finish()
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 
     /// A unicast backend has no default domain: use ``serviceTypes(in:)``.
-    public func serviceTypes() -> AsyncStream<ServiceType> {
-        AsyncStream { $0.finish() }
+    public func serviceTypes() -> EventStream<ServiceType> {
+        .finished
     }
 
     public func hostName() async -> DomainName {

@@ -78,9 +78,9 @@ struct SilentBackend: DiscoveryBackend {
     func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
         throw DiscoveryError(.invalidInput, "this backend does not advertise")
     }
-    func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> { AsyncStream { _ in } }
+    func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent> { EventStream.makeStream(buffer: NewestBuffer(limit: 1)).stream }
     func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? { nil }
-    func serviceTypes() -> AsyncStream<ServiceType> { AsyncStream { $0.finish() } }
+    func serviceTypes() -> EventStream<ServiceType> { .finished }
     func hostName() async -> DomainName { DomainName.root }
     func shutdown() async {}
 }

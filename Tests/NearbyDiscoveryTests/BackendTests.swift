@@ -1,3 +1,4 @@
+import NearbyBasics
 import SystemDNSSD
 import Testing
 
@@ -13,9 +14,9 @@ final class RecordingBackend: DiscoveryBackend, @unchecked Sendable {
             name: registration.instance, requestedName: registration.instance, type: registration.type, port: registration.port,
             events: AsyncStream { $0.finish() }, update: { _ in }, cancel: {})
     }
-    func browse(_ type: ServiceType, resolve: Bool) -> AsyncStream<BrowseEvent> { AsyncStream { $0.finish() } }
+    func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent> { .finished }
     func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? { nil }
-    func serviceTypes() -> AsyncStream<ServiceType> { AsyncStream { $0.finish() } }
+    func serviceTypes() -> EventStream<ServiceType> { .finished }
     func hostName() async -> DomainName { "test.local." }
     func shutdown() async {}
 }

@@ -1,0 +1,186 @@
+import DNSWire
+import NearbyBasics
+import Testing
+
+@testable import NearbyDiscovery
+
+/// The policies that bound the streams between the network and the application, each shown
+/// with a consumer that does not read (no threads, no sleeps: the buffers are values).
+@Suite("bounded event streams")
+struct BoundedStreamTests {
+    let type = try! ServiceType(parsing: "_openagents._tcp")
+    let lan = NetworkInterface(index: 2, name: "lan1")
+
+    func service(_ n: Int) -> DiscoveredService { DiscoveredService(name: "Box \(n)", type: type, interface: lan) }
+    func resolved(_ n: Int, port: UInt16) -> ResolvedService {
+        ResolvedService(service: service(n), host: try! DomainName(parsing: "box\(n).local."), port: port, addresses: [], info: DiscoveryInfo())
+    }
+
+    func drain(_ buffer: inout BrowseEventBuffer) -> [BrowseEvent] {
+        var out: [BrowseEvent] = []
+        while let event = buffer.pop() { out.append(event) }
+        return out
+    }
+
+    @Test("browse events: 1,000 services each found and updated 20 times wait as 1,000 events, the newest resolution in each")
+    func browseCoalescesPerService() {
+        var buffer = BrowseEventBuffer()
+        for round in 0..<20 {
+            for n in 0..<1000 {
+                buffer.push(round == 0 ? .found(service(n), resolved(n, port: 1)) : .updated(service(n), resolved(n, port: UInt16(round + 1))))
+            }
+        }
+        #expect(buffer.count == 1000)
+        #expect(buffer.merged == 19_000)
+        let events = drain(&buffer)
+        #expect(events.count == 1000)
+        #expect(events.allSatisfy { $0.kind == .found && $0.resolved?.port == 20 })
+        // First found, first read: the order of first arrival is kept.
+        #expect(events.map { $0.service?.name } == (0..<1000).map { "Box \($0)" })
+    }
+
+    @Test("browse events: a service found and lost before it was read is never reported; one already read is reported lost")
+    func browseFoundThenLost() {
+        var buffer = BrowseEventBuffer()
+        buffer.push(.found(service(1), nil))
+        buffer.push(.lost(service(1)))
+        #expect(buffer.count == 0)
+        #expect(drain(&buffer).isEmpty)
+
+        buffer.push(.found(service(2), nil))
+        #expect(drain(&buffer).map(\.kind) == [.found])
+        buffer.push(.updated(service(2), resolved(2, port: 5)))
+        buffer.push(.lost(service(2)))
+        #expect(drain(&buffer) == [.lost(service(2))])
+    }
+
+    @Test("browse events: a known service that leaves and comes back before it is read is found again; updates of a known one stay updates")
+    func browseLostThenFound() {
+        var buffer = BrowseEventBuffer()
+        buffer.push(.found(service(1), resolved(1, port: 1)))
+        _ = drain(&buffer)
+        buffer.push(.lost(service(1)))
+        buffer.push(.found(service(1), resolved(1, port: 2)))
+        #expect(drain(&buffer) == [.found(service(1), resolved(1, port: 2))])
+        buffer.push(.updated(service(1), resolved(1, port: 3)))
+        buffer.push(.updated(service(1), resolved(1, port: 4)))
+        #expect(drain(&buffer) == [.updated(service(1), resolved(1, port: 4))])
+    }
+
+    @Test("browse events: interrupted then restored cancel out; restored then interrupted leaves interrupted")
+    func browseStatus() {
+        var buffer = BrowseEventBuffer()
+        let error = DiscoveryError(.daemonFailure, "the daemon stopped")
+        buffer.push(.interrupted(error))
+        buffer.push(.restored)
+        #expect(drain(&buffer).isEmpty)
+        buffer.push(.restored)
+        buffer.push(.interrupted(error))
+        #expect(drain(&buffer) == [.interrupted(error)])
+    }
+
+    @Test("browse events: a service flapping found/lost while nobody reads holds one place, not one per flap")
+    func browseFlapIsBounded() {
+        var buffer = BrowseEventBuffer()
+        for _ in 0..<10_000 {
+            buffer.push(.found(service(1), nil))
+            buffer.push(.lost(service(1)))
+        }
+        buffer.push(.found(service(1), nil))
+        #expect(buffer.count == 1)
+        #expect(drain(&buffer) == [.found(service(1), nil)])
+    }
+
+    @Test("latest per key: one waiting event per key, the newest, in the order keys first arrived; a nil merge cancels both")
+    func latestPerKey() {
+        var buffer = LatestPerKeyBuffer<(String, Int), String>(key: { $0.0 }, merge: { old, new in new.1 < 0 ? nil : (new.0, old.1 + new.1) })
+        buffer.push(("a", 1))
+        buffer.push(("b", 1))
+        buffer.push(("a", 2))
+        #expect(buffer.count == 2)
+        buffer.push(("b", -1))
+        #expect(buffer.count == 1)
+        #expect(buffer.merged == 3)
+        #expect(buffer.pop().map { "\($0.0)\($0.1)" } == "a3")
+        #expect(buffer.pop() == nil)
+    }
+
+    @Test("newest: beyond the limit the oldest waiting event is dropped and counted")
+    func newest() {
+        var buffer = NewestBuffer<Int>(limit: 3)
+        for n in 1...10 { buffer.push(n) }
+        #expect(buffer.count == 3)
+        #expect(buffer.merged == 7)
+        #expect([buffer.pop(), buffer.pop(), buffer.pop(), buffer.pop()] == [8, 9, 10, nil])
+    }
+
+    @Test("a stream whose consumer does not read holds what its policy keeps: 100 services, 100,000 events, 100 waiting")
+    func streamUnread() async {
+        let (stream, source) = EventStream<BrowseEvent>.makeStream(buffer: BrowseEventBuffer())
+        for round in 0..<1000 {
+            for n in 0..<100 { #expect(source.yield(round == 0 ? .found(service(n), nil) : .updated(service(n), resolved(n, port: 9)))) }
+        }
+        #expect(source.waiting == 100)
+        #expect(source.merged == 99_900)
+        source.finish()
+        var read = 0
+        for await event in stream {
+            #expect(event.kind == .found)
+            read += 1
+        }
+        #expect(read == 100)
+    }
+
+    @Test("when the consumer goes away the producer learns it: yield says false and onTermination runs once")
+    func streamTermination() async {
+        let ended = Locked(0)
+        // The consumer's stream lives only inside this closure.
+        let source: EventStream<Int>.Source = {
+            let (stream, source) = EventStream<Int>.makeStream(buffer: NewestBuffer(limit: 4))
+            source.onTermination { ended.withLockedValue { $0 += 1 } }
+            #expect(source.yield(1))
+            _ = stream.makeAsyncIterator()
+            return source
+        }()
+        #expect(ended.withLockedValue { $0 } == 1)
+        #expect(!source.yield(2))
+        source.finish()
+        #expect(ended.withLockedValue { $0 } == 1)
+    }
+
+    @Test("a finished stream gives what waits, then ends; a stream's producer is cancelled when its consumer stops")
+    func streamFinishAndProducer() async {
+        let (stream, source) = EventStream<Int>.makeStream(buffer: NewestBuffer(limit: 8))
+        source.yield(1)
+        source.yield(2)
+        source.finish()
+        #expect(!source.yield(3))
+        var got: [Int] = []
+        for await n in stream { got.append(n) }
+        #expect(got == [1, 2])
+
+        // A producer that would run forever: reading two and stopping cancels it.
+        let cancelled = Locked(false)
+        let firstTwo = await { () async -> [Int] in
+            let endless = EventStream<Int>(buffer: NewestBuffer(limit: 8)) { source in
+                var n = 0
+                while !Task.isCancelled {
+                    n += 1
+                    if !source.yield(n) { break }
+                    await Task.yield()
+                }
+                cancelled.withLockedValue { $0 = true }
+            }
+            var firstTwo: [Int] = []
+            for await n in endless {
+                firstTwo.append(n)
+                if firstTwo.count == 2 { break }
+            }
+            return firstTwo
+        }()
+        #expect(firstTwo.count == 2)
+        // The producer sees the end at its next yield at the latest; wait for it without sleeping.
+        while !cancelled.withLockedValue({ $0 }) { await Task.yield() }
+        #expect(cancelled.withLockedValue { $0 })
+    }
+}
