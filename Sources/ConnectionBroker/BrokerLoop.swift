@@ -30,7 +30,7 @@ public struct DiscoveredPeer: Hashable, Sendable {
 actor BrokerLoop {
     let configuration: BrokerConfiguration
     private let discovery: NearbyDiscovery
-    private let continuation: AsyncStream<BrokerEvent>.Continuation
+    private let continuation: EventStream<BrokerEvent>.Source
     private var machine: BrokerStateMachine
     private let clock: any ShellClock
     /// The children started while the broker runs.
@@ -62,7 +62,7 @@ actor BrokerLoop {
     private var browseStarted: Duration?
 
     init(
-        configuration: BrokerConfiguration, localID: PeerID, continuation: AsyncStream<BrokerEvent>.Continuation, discovery: NearbyDiscovery,
+        configuration: BrokerConfiguration, localID: PeerID, continuation: EventStream<BrokerEvent>.Source, discovery: NearbyDiscovery,
         clock: any ShellClock = SystemClock()
     ) {
         self.configuration = configuration
@@ -197,7 +197,12 @@ actor BrokerLoop {
     }
 
     private func emit(_ event: BrokerEvent) {
+        let before = continuation.merged
         continuation.yield(event)
+        let merged = continuation.merged
+        if merged > before, before == 0 || merged / 1000 > before / 1000 {
+            logger.notice("the application reads broker events more slowly than they come: \(merged) merged so far (see ConnectionBroker.events)")
+        }
     }
 
     // MARK: The machine

@@ -118,8 +118,14 @@ public struct BrokerError: Error, Hashable, Sendable, CustomStringConvertible {
 /// gets the old one probed and replaced if dead, and dropped connections are redialed with a
 /// bounded backoff. The decisions are `BrokerStateMachine`'s; this type performs them.
 public final class ConnectionBroker: Sendable {
-    /// Connections made and lost, peers skipped, refusals.
-    public let events: AsyncStream<BrokerEvent>
+    /// Connections made and lost, peers skipped, refusals. Bounded for an application that
+    /// reads slowly or not at all: `connected` always waits, unless the connection ended before
+    /// it was read (then neither is reported); `dialFailed` waits once per peer and `skipped`
+    /// once per name (the newest reason); refusals wait one by one up to ``noticesWaiting`` and
+    /// are then summed up in one `strangers` event.
+    public let events: EventStream<BrokerEvent>
+    /// Refusals that wait one by one on ``events`` before they are summed up.
+    public static let noticesWaiting = 16
     /// The name this peer is advertised under (after any rename), nil when it does not advertise.
     public let advertisedName: String?
     /// The port listened on, nil when it does not listen.
@@ -136,7 +142,7 @@ public final class ConnectionBroker: Sendable {
         runner.cancel()
     }
 
-    private init(loop: BrokerLoop, events: AsyncStream<BrokerEvent>, advertisedName: String?, port: Int?) {
+    private init(loop: BrokerLoop, events: EventStream<BrokerEvent>, advertisedName: String?, port: Int?) {
         self.loop = loop
         runner = Task { [loop] in await loop.run() }
         self.events = events
@@ -150,7 +156,7 @@ public final class ConnectionBroker: Sendable {
         guard let identity = configuration.connection.identity, !configuration.connection.insecure else {
             throw BrokerError(.startFailed, "a broker needs an identity and TLS: peers are told apart by their peer IDs")
         }
-        let (events, continuation) = AsyncStream.makeStream(of: BrokerEvent.self)
+        let (events, continuation) = EventStream.makeStream(buffer: BrokerEventBuffer())
         let loop = BrokerLoop(configuration: configuration, localID: identity.peerID, continuation: continuation, discovery: discovery)
         var advertisedName: String?
         var port: Int?

@@ -366,10 +366,12 @@ public actor MulticastDNSEngine {
 
     // MARK: API
 
-    /// Publishes a service; the stream reports the name won and any renames.
+    /// Publishes a service; the stream reports the name won and any renames. Names change
+    /// rarely (conflicts are rate-limited, RFC 6762 §8.1), and only the newest 8 events wait for
+    /// a reader: the last of them is the name the service goes by.
     public func register(_ registration: ServiceRegistration) -> (RegistrationID, AsyncStream<RegistrationEvent>) {
         core.advance(to: elapsed)
-        let (stream, continuation) = AsyncStream<RegistrationEvent>.makeStream()
+        let (stream, continuation) = AsyncStream<RegistrationEvent>.makeStream(bufferingPolicy: .bufferingNewest(8))
         let id = core.register(registration)
         registrations[id] = continuation
         flush()

@@ -174,6 +174,10 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
         public mutating func next() async -> Element? {
             await consumer.storage.next()
         }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+            await consumer.storage.next()
+        }
     }
 
     /// Held by the stream and its iterators: when the last of them goes, the consumer is gone.
@@ -300,5 +304,70 @@ extension EventStream {
         let (stream, source) = makeStream(buffer: NewestBuffer<Element>(limit: 1))
         source.finish()
         return stream
+    }
+}
+
+/// Keeps every event in order, except notices (a stranger refused, a summary of them): beyond
+/// `limit` notices waiting, further ones are folded into one summary event that waits in the
+/// order of the first notice it holds. Events that are not notices are never dropped; they carry
+/// what the application must act on (a live connection), and what produces them bounds them.
+public struct SummarizingBuffer<Element: Sendable>: EventBuffer {
+    private enum Entry: Sendable {
+        case event(Element)
+        case summary
+    }
+
+    private var waiting: [Entry] = []
+    private var head = 0
+    private var summary: Element?
+    private var noticesWaiting = 0
+    private let limit: Int
+    private let isNotice: @Sendable (Element) -> Bool
+    private let fold: @Sendable (_ summary: Element?, _ notice: Element) -> Element
+    public private(set) var merged = 0
+
+    /// - Parameters:
+    ///   - limit: notices that may wait one by one.
+    ///   - isNotice: which events may be folded.
+    ///   - fold: the summary so far (nil: none yet) with one more notice in it.
+    public init(
+        limit: Int, isNotice: @escaping @Sendable (Element) -> Bool, fold: @escaping @Sendable (_ summary: Element?, _ notice: Element) -> Element
+    ) {
+        self.limit = max(1, limit)
+        self.isNotice = isNotice
+        self.fold = fold
+    }
+
+    public var count: Int { waiting.count - head }
+
+    public mutating func push(_ element: Element) {
+        guard isNotice(element) else { return waiting.append(.event(element)) }
+        if noticesWaiting < limit, summary == nil {
+            noticesWaiting += 1
+            return waiting.append(.event(element))
+        }
+        if summary == nil { waiting.append(.summary) }
+        summary = fold(summary, element)
+        merged += 1
+    }
+
+    public mutating func pop() -> Element? {
+        while head < waiting.count {
+            let entry = waiting[head]
+            head += 1
+            if head > 32, head * 2 >= waiting.count {
+                waiting.removeFirst(head)
+                head = 0
+            }
+            switch entry {
+            case .event(let element):
+                if isNotice(element) { noticesWaiting -= 1 }
+                return element
+            case .summary:
+                defer { summary = nil }
+                if let summary { return summary }
+            }
+        }
+        return nil
     }
 }

@@ -83,6 +83,27 @@ public struct StrangerSummary: Sendable, Equatable {
     /// Sources (addresses, IPv6 /64s) seen among the closed or failed connections.
     public var sources = 0
 
+    /// A summary of nothing yet, covering `interval`.
+    public init(interval: Duration) {
+        self.interval = interval
+    }
+
+    /// This summary and `other` as one: counts added, the peak the larger, the intervals and
+    /// sources added (a source seen in both counts twice).
+    public func adding(_ other: StrangerSummary) -> StrangerSummary {
+        var sum = self
+        sum.interval += other.interval
+        sum.madeRoom += other.madeRoom
+        sum.overSourceShare += other.overSourceShare
+        sum.refused += other.refused
+        sum.noHello += other.noHello
+        sum.failedUnreported += other.failedUnreported
+        sum.reported += other.reported
+        sum.peakSettingUp = max(sum.peakSettingUp, other.peakSettingUp)
+        sum.sources += other.sources
+        return sum
+    }
+
     /// Connections turned away in all.
     public var total: Int { madeRoom + overSourceShare + refused + noHello + failedUnreported + reported }
 

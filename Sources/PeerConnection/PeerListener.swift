@@ -12,6 +12,7 @@ import NIOCore
 import NIOConcurrencyHelpers
 import NIOPosix
 import NIOSSL
+public import NearbyBasics
 public import PeerTrust
 
 /// Accepts connections from peers: TLS judged by the configuration's trust policy, then
@@ -112,16 +113,23 @@ public final class PeerListener: Sendable {
 
     /// The port listened on (the one the system chose when 0 was asked for).
     public let port: Int
-    public let events: AsyncStream<Event>
+    /// What happens at the listener, in order. Bounded for an application that reads slowly
+    /// or not at all: `connected`, `paired` and accepted invitations always wait (each carries
+    /// what the application must act on); refusals (`rejected`, `strangers`, refused
+    /// invitations) wait one by one up to ``noticesWaiting``, and beyond that are folded into one
+    /// waiting `strangers` summary, counted in ``StrangerSummary/failedUnreported``.
+    public let events: EventStream<Event>
+    /// Refusals that wait one by one on ``events`` before they are summed up.
+    public static let noticesWaiting = 16
     private let channel: any Channel
-    private let continuation: AsyncStream<Event>.Continuation
+    private let continuation: EventStream<Event>.Source
     private let live = NIOLockedValueBox<[ObjectIdentifier: PeerConnection]>([:])
     private let desk: InvitationDesk?
     private let peerID: PeerID?
     private let settingUp: NIOLockedValueBox<Set<ObjectIdentifier>>
 
     private init(
-        channel: any Channel, events: AsyncStream<Event>, continuation: AsyncStream<Event>.Continuation, desk: InvitationDesk?, peerID: PeerID?,
+        channel: any Channel, events: EventStream<Event>, continuation: EventStream<Event>.Source, desk: InvitationDesk?, peerID: PeerID?,
         settingUp: NIOLockedValueBox<Set<ObjectIdentifier>>
     ) {
         self.channel = channel
@@ -145,7 +153,7 @@ public final class PeerListener: Sendable {
         if invitations != nil, tls == nil {
             throw PeerConnectionError(.invalidInput, "invitations need TLS and an identity: the invitee checks the inviter's key, and the inviter the invitee's")
         }
-        let (events, continuation) = AsyncStream.makeStream(of: Event.self)
+        let (events, continuation) = EventStream.makeStream(buffer: Event.policy)
         let desk = invitations.map { offer in
             InvitationDesk(store: offer.store, maximumWrongProofs: offer.maximumWrongProofs) { continuation.yield(.invitation($0)) }
         }
@@ -436,5 +444,26 @@ enum IPv6Text {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return "" }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension PeerListener.Event {
+    /// Whether the event only tells of someone turned away (what may be summed up).
+    var isNotice: Bool {
+        switch self {
+        case .rejected, .strangers: true
+        case .invitation(let attempt): if case .refused = attempt.outcome { true } else { false }
+        case .connected, .paired: false
+        }
+    }
+
+    /// The listener's policy for events its application has not read (see ``PeerListener/events``).
+    static var policy: SummarizingBuffer<PeerListener.Event> {
+        SummarizingBuffer(limit: PeerListener.noticesWaiting, isNotice: { $0.isNotice }) { summary, notice in
+            var sum: StrangerSummary
+            if case .strangers(let so)? = summary { sum = so } else { sum = StrangerSummary(interval: .zero) }
+            if case .strangers(let more) = notice { sum = sum.adding(more) } else { sum.failedUnreported += 1 }
+            return .strangers(sum)
+        }
     }
 }

@@ -12,7 +12,9 @@ public final class DNSRegistration: Sendable {
     /// The host name the SRV record points at, e.g. `buildbox.lab.example.test.` (or
     /// `buildbox-2.…` when another machine holds the first).
     public var hostName: DomainName { state.withLockedValue { $0.hostName } }
-    /// Renames, interruptions and restorations after the first registration.
+    /// Renames, interruptions and restorations after the first registration. They are rare
+    /// (each follows a failed refresh or a conflict in the zone); the newest 8 wait for a reader,
+    /// the last of them saying where the registration stands.
     public let events: AsyncStream<RegistrationEvent>
 
     private struct State {
@@ -50,7 +52,7 @@ public final class DNSRegistration: Sendable {
             registration: registration, hostLabel: label, addresses: Self.hostAddresses(), ownerToken: Self.ownerToken(label: label),
             server: server, signed: key != nil, settings: settings)
         let (inputs, input) = AsyncStream<Input>.makeStream()
-        let (events, eventSink) = AsyncStream<RegistrationEvent>.makeStream()
+        let (events, eventSink) = AsyncStream<RegistrationEvent>.makeStream(bufferingPolicy: .bufferingNewest(8))
         let (first, firstSink) = AsyncStream<RegistrationEvent>.makeStream()
         let state = Locked(State(name: registration.instance, hostName: machine.hostName))
         let task = Task {

@@ -61,7 +61,7 @@ struct Browse: AsyncParsableCommand {
             var found = 0
             for await event in events {
                 if event.kind == .found { found += 1 }
-                printLine(render(event))
+                await StandardOutput.events.emit(render(event))
             }
             return found
         } ?? 0

@@ -210,6 +210,7 @@ struct InviteCommand: AsyncParsableCommand {
             group.addTask {
                 await withDiscardingTaskGroup { connections in
                     for await event in listener.events {
+                        await StandardOutput.events.room()
                         switch event {
                         case .invitation(let attempt):
                             if case .accepted(_, false) = attempt.outcome { accepted.withLockedValue { $0 += 1 } }

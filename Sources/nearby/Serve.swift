@@ -250,6 +250,9 @@ struct Serve: AsyncParsableCommand {
                 group.addTask { await idle.run() }
                 defer { group.cancelAll() }
                 for await event in listener.events {
+                    // Printing waits for stdout: while nobody reads it, the listener's events wait
+                    // in its bounded stream, not here.
+                    await StandardOutput.events.room()
                     idle.activity()
                     switch event {
                     case .rejected(let rejection):
@@ -361,6 +364,7 @@ struct Serve: AsyncParsableCommand {
                 group.addTask { await idle.run() }
                 defer { group.cancelAll() }
                 for await event in broker.events {
+                    await StandardOutput.events.room()
                     idle.activity()
                     switch event {
                     case .connected(let connection, let initiator):

@@ -61,6 +61,13 @@ final class StandardOutput: @unchecked Sendable {
         await offer(Data((line + "\n").utf8))
     }
 
+    /// Waits while more than ``limit`` bytes wait for stdout (or lines emitted before this call
+    /// do): a loop that prints what the network brings calls it before it reads on, so that when
+    /// nobody reads stdout it stops reading, and the stream it reads holds what its policy keeps.
+    func room() async {
+        await offer(Data())
+    }
+
     /// Queues bytes as they are (a pipe's), first waiting while more than ``limit`` bytes wait.
     func emit(bytes: Data) async {
         await offer(bytes)
@@ -199,7 +206,7 @@ struct OutputQueue<Waiter> {
             parked.append((data, waiter))
             return false
         }
-        append(data)
+        if !data.isEmpty { append(data) }
         return true
     }
 

@@ -17,7 +17,7 @@ struct BrokerTimingTests {
     func makeLoop(clock: ManualClock) throws -> BrokerLoop {
         let connection = PeerConnectionConfiguration(identity: nil, trust: TrustEvaluator(policy: .pinned([])))
         let configuration = BrokerConfiguration(connection: connection, serviceType: try #require(ServiceType("_openagents._tcp")))
-        let (_, continuation) = AsyncStream.makeStream(of: BrokerEvent.self)
+        let (_, continuation) = EventStream.makeStream(buffer: BrokerEventBuffer())
         return BrokerLoop(
             configuration: configuration, localID: Self.local, continuation: continuation, discovery: NearbyDiscovery(backend: SilentBackend()),
             clock: clock)
