@@ -150,7 +150,7 @@ actor BrokerLoop {
             guard let service = event.service, let resolved = event.resolved else { return }
             let announcement = announced.seen(
                 PeerAnnouncement(
-                    name: service.name, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
+                    name: service.name, domain: service.domain.description, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
                     addresses: [], port: Int(resolved.port)),
                 on: Self.place(service), at: resolved.addresses.map(PeerAddress.init))
             let after = browseStarted.map { " \(millisecondsText(clock.now - $0))" } ?? ""
@@ -161,7 +161,7 @@ actor BrokerLoop {
             for (_, waiting) in announcementWaiters { waiting.waiter.resume() }
             announcementWaiters = [:]
         case .lost:
-            guard let service = event.service, let change = announced.lost(service.name, on: Self.place(service)) else { return }
+            guard let service = event.service, let change = announced.lost(service.name, in: service.domain.description, on: Self.place(service)) else { return }
             if case .withdrawn = change { logger.debug("withdrawn: \(service.name)") }
             handle(change)
         case .restored:
@@ -377,8 +377,14 @@ actor BrokerLoop {
     func peerID(named name: String, timeout: Duration) async throws(BrokerError) -> PeerID {
         let end = clock.now + timeout
         while clock.now < end {
-            if let announcement = announced[name] {
-                guard let text = announcement.peerID, let peer = PeerID(text) else {
+            let announcements = announced.named(name)
+            if !announcements.isEmpty {
+                let peers = Set(announcements.compactMap { $0.peerID.flatMap(PeerID.init) })
+                if peers.count > 1 {
+                    let domains = announcements.map { String($0.domain.dropLast()) }.joined(separator: ", ")
+                    throw BrokerError(.notFound, "\"\(name)\" is announced by \(peers.count) different peers (in \(domains)): connect by peer ID")
+                }
+                guard let peer = peers.first else {
                     throw BrokerError(.notFound, "\"\(name)\" is announced without a valid TXT id, so whom to expect is unknown")
                 }
                 return peer

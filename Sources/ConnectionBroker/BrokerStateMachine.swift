@@ -7,6 +7,9 @@ import PeerTrust
 public struct PeerAnnouncement: Hashable, Sendable {
     /// The service instance name (what people see).
     public var name: String
+    /// The domain it was found in (`local.` on the link, or a DNS zone): two instances with one
+    /// name in two domains are two announcements.
+    public var domain: String
     /// TXT `id`, as announced (nil when absent).
     public var peerID: String?
     /// TXT `pv`, as announced (nil when absent).
@@ -15,8 +18,9 @@ public struct PeerAnnouncement: Hashable, Sendable {
     public var addresses: [PeerAddress]
     public var port: Int
 
-    public init(name: String, peerID: String?, protocolVersion: String?, addresses: [PeerAddress], port: Int) {
+    public init(name: String, domain: String = "local.", peerID: String?, protocolVersion: String?, addresses: [PeerAddress], port: Int) {
         self.name = name
+        self.domain = domain
         self.peerID = peerID
         self.protocolVersion = protocolVersion
         self.addresses = addresses
@@ -59,7 +63,7 @@ struct BrokerStateMachine: Sendable {
         /// Discovery found or updated an instance.
         case announced(PeerAnnouncement)
         /// Discovery lost an instance (goodbye or expiry): no more dialing it.
-        case withdrawn(name: String)
+        case withdrawn(name: String, domain: String = "local.")
         /// The app asks for a connection to this peer (tiebreak or not).
         case requested(PeerID)
         /// A dial we started ended: connected (authenticated and initialized) or failed, with
@@ -336,9 +340,9 @@ struct BrokerStateMachine: Sendable {
         switch event {
         case .announced(let announcement):
             return announced(announcement, at: now)
-        case .withdrawn(let name):
+        case .withdrawn(let name, let domain):
             // No more dialing it; a dial under way and a connection are left to end by themselves.
-            for (peer, state) in peers where state.announcement?.name == name {
+            for (peer, state) in peers where state.announcement?.name == name && state.announcement?.domain == domain {
                 peers[peer]?.announcement = nil
                 peers[peer]?.backoff = nil
                 if state.state.due != nil { peers[peer]?.state = .idle }

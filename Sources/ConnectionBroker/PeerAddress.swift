@@ -46,38 +46,51 @@ public enum PeerAddress: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// What discovery shows of each instance, by name: the latest announcement, and the addresses
-/// each interface showed it at. An update replaces that interface's addresses (they are never
+/// What discovery shows of each instance, by name and domain: the latest announcement, and the
+/// addresses each interface (or zone) showed it at. An update replaces that interface's addresses (they are never
 /// accumulated), and the announcement carries every interface's addresses, merged.
 struct AnnouncedInstances: Sendable {
-    private var entries: [String: (announcement: PeerAnnouncement, interfaces: [String: [PeerAddress]])] = [:]
+    private struct Key: Hashable {
+        var name: String
+        var domain: String
+    }
+    private var entries: [Key: (announcement: PeerAnnouncement, interfaces: [String: [PeerAddress]])] = [:]
 
     /// Every instance announced now.
     var announcements: some Collection<PeerAnnouncement> { entries.values.lazy.map(\.announcement) }
 
-    subscript(name: String) -> PeerAnnouncement? { entries[name]?.announcement }
+    /// The instances called `name`, in whichever domain (the link's first).
+    func named(_ name: String) -> [PeerAnnouncement] {
+        let matching: [PeerAnnouncement] = entries.values.map(\.announcement).filter { $0.name == name }
+        return matching.sorted { a, b in
+            let aOnLink = a.domain == "local.", bOnLink = b.domain == "local."
+            return aOnLink != bOnLink ? aOnLink : a.domain < b.domain
+        }
+    }
 
     /// The instance `announcement` names was found or updated on `interface` at `addresses`:
     /// the announcement to act on, its addresses those of every interface that shows it.
     mutating func seen(_ announcement: PeerAnnouncement, on interface: String, at addresses: [PeerAddress]) -> PeerAnnouncement {
-        var interfaces = entries[announcement.name]?.interfaces ?? [:]
+        let key = Key(name: announcement.name, domain: announcement.domain)
+        var interfaces = entries[key]?.interfaces ?? [:]
         interfaces[interface] = addresses
         var merged = announcement
         merged.addresses = Self.merged(interfaces)
-        entries[announcement.name] = (merged, interfaces)
+        entries[key] = (merged, interfaces)
         return merged
     }
 
     /// The instance `name` is gone from `interface`: still announced on another interface (with
     /// only those addresses now), withdrawn, or nothing when it was not known there.
-    mutating func lost(_ name: String, on interface: String) -> BrokerStateMachine.Event? {
-        guard var entry = entries[name], entry.interfaces.removeValue(forKey: interface) != nil else { return nil }
+    mutating func lost(_ name: String, in domain: String = "local.", on interface: String) -> BrokerStateMachine.Event? {
+        let key = Key(name: name, domain: domain)
+        guard var entry = entries[key], entry.interfaces.removeValue(forKey: interface) != nil else { return nil }
         guard !entry.interfaces.isEmpty else {
-            entries[name] = nil
-            return .withdrawn(name: name)
+            entries[key] = nil
+            return .withdrawn(name: name, domain: domain)
         }
         entry.announcement.addresses = Self.merged(entry.interfaces)
-        entries[name] = entry
+        entries[key] = entry
         return .announced(entry.announcement)
     }
 

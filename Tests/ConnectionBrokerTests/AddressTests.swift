@@ -53,7 +53,7 @@ struct AddressTests {
         #expect(table.seen(box, on: "wlan0", at: addresses(["198.18.2.2"])).addresses == addresses(["198.18.1.2", "198.18.2.2"]))
         // Moved to a new address on eth0: the old one is gone, not accumulated.
         #expect(table.seen(box, on: "eth0", at: addresses(["198.18.1.9"])).addresses == addresses(["198.18.1.9", "198.18.2.2"]))
-        #expect(table["Box"]?.addresses == addresses(["198.18.1.9", "198.18.2.2"]))
+        #expect(table.named("Box").first?.addresses == addresses(["198.18.1.9", "198.18.2.2"]))
         // Lost where it was never seen: nothing to tell.
         #expect(table.lost("Box", on: "lan7") == nil)
         #expect(table.lost("Other", on: "eth0") == nil)
@@ -61,6 +61,23 @@ struct AddressTests {
         left.addresses = addresses(["198.18.2.2"])
         #expect(table.lost("Box", on: "eth0") == .announced(left))
         #expect(table.lost("Box", on: "wlan0") == .withdrawn(name: "Box"))
-        #expect(table["Box"] == nil && table.announcements.isEmpty)
+        #expect(table.named("Box").isEmpty && table.announcements.isEmpty)
+    }
+
+    @Test("two instances with one name in two domains (the link and a DNS zone) are two announcements; losing one keeps the other")
+    func sameNameTwoDomains() {
+        var table = AnnouncedInstances()
+        let onLink = PeerAnnouncement(name: "Box", peerID: "a", protocolVersion: "0.2.2", addresses: [], port: 9099)
+        let inZone = PeerAnnouncement(name: "Box", domain: "lab.example.test.", peerID: "b", protocolVersion: "0.2.2", addresses: [], port: 9100)
+        _ = table.seen(inZone, on: "lab.example.test.", at: addresses(["198.18.2.7"]))
+        _ = table.seen(onLink, on: "eth0", at: addresses(["198.18.1.2"]))
+        #expect(table.announcements.count == 2)
+        // The link's first, then the zones.
+        #expect(table.named("Box").map(\.peerID) == ["a", "b"])
+        #expect(table.named("Box").map(\.addresses) == [addresses(["198.18.1.2"]), addresses(["198.18.2.7"])])
+        #expect(table.lost("Box", in: "lab.example.test.", on: "lab.example.test.") == .withdrawn(name: "Box", domain: "lab.example.test."))
+        #expect(table.named("Box").map(\.peerID) == ["a"])
+        // The machine withdraws only the peer announced in that domain.
+        #expect(table.lost("Box", on: "eth0") == .withdrawn(name: "Box"))
     }
 }
