@@ -44,6 +44,11 @@ let package = Package(
         // long-lived shells share (the clock they take as a parameter, the Alarm their
         // timekeeping child waits on, ChildTasks).
         .target(name: "NearbyBasics", swiftSettings: strict),
+        // SHA-256, HMAC-SHA-256, random bytes and a constant-time comparison in Swift: what
+        // unicast DNS-SD (TSIG) and the protocol (invitation proofs, pairing) need, below both, so
+        // that discovery builds without OpenSSL. Files are hashed by OpenSSL (PeerTrust), faster.
+        .target(name: "NearbyCrypto", swiftSettings: strict),
+        .testTarget(name: "NearbyCryptoTests", dependencies: ["NearbyCrypto", "NearbyBasics"], swiftSettings: strict),
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
         .target(name: "DNSWire", dependencies: ["NearbyBasics"], swiftSettings: strict),
         .testTarget(
@@ -107,7 +112,7 @@ let package = Package(
         .target(
             name: "UnicastDNSSD",
             dependencies: [
-                "DNSWire", "NearbyBasics", "PeerTrust", "NetworkPlatform",
+                "DNSWire", "NearbyBasics", "NearbyCrypto", "NetworkPlatform",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -121,13 +126,13 @@ let package = Package(
         .target(name: "CPeerTrust", dependencies: ["COpenSSL"]),
         // Peer identity (key, certificate, peer ID, persistence) and X.509 trust evaluation.
         .target(name: "PeerTrust", dependencies: ["NearbyBasics", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
-        .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust"], resources: [.copy("Fixtures")], swiftSettings: strict),
+        .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust", "NearbyCrypto"], resources: [.copy("Fixtures")], swiftSettings: strict),
         // One authenticated channel between two peers: TLS 1.3 judged by PeerTrust, WebSocket,
         // JSON-RPC 2.0, the initialize handshake, invitations and pairing.
         .target(
             name: "PeerConnection",
             dependencies: [
-                "PeerTrust", "NearbyBasics", "NetworkPlatform",
+                "PeerTrust", "NearbyBasics", "NearbyCrypto", "NetworkPlatform",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,4 +1,5 @@
 #if canImport(FoundationEssentials)
+import NearbyCrypto
 import FoundationEssentials
 #else
 import Foundation

@@ -1,4 +1,5 @@
 #if canImport(FoundationEssentials)
+import NearbyCrypto
 public import FoundationEssentials
 #else
 public import Foundation
@@ -222,7 +223,7 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     /// to the inviter's fresh challenge: HMAC-SHA-256 with the secret as key over
     /// "nearby invitation proof 1" ‖ inviter's peer ID (32 bytes) ‖ invitee's peer ID (32 bytes) ‖ challenge (32 bytes).
     static func proof(secret: [UInt8], inviter: PeerID, invitee: PeerID, challenge: [UInt8]) -> [UInt8] {
-        hmacSHA256(key: secret, Array("nearby invitation proof 1".utf8) + inviter.bytes + invitee.bytes + challenge) ?? []
+        hmacSHA256(key: secret, Array("nearby invitation proof 1".utf8) + inviter.bytes + invitee.bytes + challenge)
     }
 
     /// Size of the inviter's challenge, in bytes.

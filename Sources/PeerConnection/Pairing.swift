@@ -1,3 +1,4 @@
+import NearbyCrypto
 import NearbyBasics
 public import PeerTrust
 
@@ -112,12 +113,12 @@ struct PairingExchange: Sendable {
 
     /// The commitment to `nonce`: it hides the nonce and binds the initiator to it.
     static func commitment(to nonce: [UInt8]) -> [UInt8] {
-        sha256(Array("nearby pairing commitment 1".utf8) + nonce)
+        SHA256.hash(Array("nearby pairing commitment 1".utf8) + nonce)
     }
 
     /// The six digits both sides show: from both peer IDs (initiator's first) and both nonces.
     static func code(initiator: PeerID, responder: PeerID, initiatorNonce: [UInt8], responderNonce: [UInt8]) -> String {
-        let digest = sha256(Array("nearby pairing code 1".utf8) + initiator.bytes + responder.bytes + initiatorNonce + responderNonce)
+        let digest = SHA256.hash(Array("nearby pairing code 1".utf8) + initiator.bytes + responder.bytes + initiatorNonce + responderNonce)
         let number = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
         let digits = String(number)
         return String(repeating: "0", count: 6 - digits.count) + digits

@@ -360,22 +360,3 @@ package final class SHA256Hasher {
     }
 }
 
-/// HMAC-SHA-256 of `bytes` under `key` (invitation proofs); nil only when OpenSSL fails.
-package func hmacSHA256(key: [UInt8], _ bytes: [UInt8]) -> [UInt8]? {
-    var mac = [UInt8](repeating: 0, count: 32)
-    let status = key.withUnsafeBufferPointer { key in
-        bytes.withUnsafeBufferPointer { input in
-            mac.withUnsafeMutableBufferPointer { output in
-                nearby_hmac_sha256(key.baseAddress, key.count, input.baseAddress, input.count, output.baseAddress)
-            }
-        }
-    }
-    return status == 0 ? mac : nil
-}
-
-/// Whether two byte strings are equal, compared in time that does not depend on where they differ.
-package func equalInConstantTime(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-    guard a.count == b.count else { return false }
-    guard !a.isEmpty else { return true }
-    return a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { b in nearby_equal_constant_time(a.baseAddress, b.baseAddress, a.count) == 1 } }
-}

@@ -1,8 +1,8 @@
+import NearbyCrypto
 public import DNSWire
 import Logging
 import NearbyBasics
 import NetworkPlatform
-import PeerTrust
 
 /// A service registered in a DNS zone with signed DNS UPDATEs, refreshed while it lives and
 /// removed by ``withdraw()``. The I/O around a pure state machine, which decides (zone, server, names, refresh, removal).
@@ -198,7 +198,7 @@ public final class DNSRegistration: Sendable {
     /// /etc/machine-id (or the host name) and the label, 16 hex digits.
     static func ownerToken(label: String) -> String {
         let machine = readTextFile("/etc/machine-id")?.trimmingWhitespace ?? NetworkPlatform.hostName() ?? label
-        return hexString(sha256(Array("nearby host owner\u{0}\(machine)\u{0}\(label)".utf8)).prefix(8))
+        return hexString(SHA256.hash(Array("nearby host owner\u{0}\(machine)\u{0}\(label)".utf8)).prefix(8))
     }
 }
 

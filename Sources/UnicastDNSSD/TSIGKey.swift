@@ -1,6 +1,6 @@
+import NearbyCrypto
 public import DNSWire
 import NearbyBasics
-import PeerTrust
 
 /// A shared secret for signing DNS messages (TSIG, RFC 8945): the key's name, its algorithm
 /// (HMAC-SHA256) and the secret. Made by `tsig-keygen -a hmac-sha256 NAME`, which writes the
@@ -146,7 +146,7 @@ public struct TSIGKey: Hashable, Sendable, CustomStringConvertible {
     /// the response's signature covers).
     func sign(_ message: [UInt8], id: UInt16, at time: UInt64) -> (bytes: [UInt8], mac: [UInt8]) {
         var record = TSIGRecord(keyName: name, algorithm: algorithm, timeSigned: time, fudge: Self.fudge, mac: [], originalID: id)
-        record.mac = hmacSHA256(key: secret, record.digestInput(message: message, requestMAC: nil)) ?? []
+        record.mac = hmacSHA256(key: secret, record.digestInput(message: message, requestMAC: nil))
         return (record.appended(to: message), record.mac)
     }
 
@@ -182,8 +182,8 @@ public struct TSIGKey: Hashable, Sendable, CustomStringConvertible {
         guard record.keyName == name, record.algorithm == algorithm else {
             return UnicastDNSError(.badResponse, "the answer is signed with another key (\(record.keyName))")
         }
-        let expected = hmacSHA256(key: secret, record.digestInput(message: unsigned, requestMAC: requestMAC)) ?? []
-        guard !expected.isEmpty, equalInConstantTime(expected, record.mac) else {
+        let expected = hmacSHA256(key: secret, record.digestInput(message: unsigned, requestMAC: requestMAC))
+        guard equalInConstantTime(expected, record.mac) else {
             return UnicastDNSError(.badResponse, "the answer's signature does not verify: it was changed on the way, or it is not from the server")
         }
         let difference = time > record.timeSigned ? time - record.timeSigned : record.timeSigned - time
