@@ -12,8 +12,13 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "Nearby",
-    platforms: [.macOS(.v14), .iOS(.v17)],
+    // Built and tested on Linux only (see README, "Use it in your package"). The Apple minimums
+    // are what the code would need there (Synchronization's Mutex: macOS 15, iOS 18); nothing is
+    // built or tested on Apple systems, and PeerTrust needs OpenSSL, which iOS lacks.
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
+        // The front door: advertise, browse, connect to the nearest or a named peer, each a call.
+        .library(name: "Nearby", targets: ["Nearby"]),
         .library(name: "NearbyBasics", targets: ["NearbyBasics"]),
         .library(name: "DNSWire", targets: ["DNSWire"]),
         .library(name: "MulticastDNSCore", targets: ["MulticastDNSCore"]),
@@ -173,8 +178,8 @@ let package = Package(
             name: "FileTransferTests",
             dependencies: ["FileTransfer", "PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict),
-        // Discovered endpoints in, one connection per peer out (issue 11, being built): the
-        // broker's rules as a pure state machine, and the async shell that performs them.
+        // Discovered endpoints in, one connection per peer out: the broker's rules as a pure
+        // state machine, and the async shell that performs them.
         .target(
             name: "ConnectionBroker",
             dependencies: [
@@ -185,6 +190,12 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", "DNSWire"],
+            swiftSettings: strict),
+        // The front door: the three jobs (advertise, browse, connect to the nearest or a named
+        // peer) as calls with safe defaults, over the full modules below.
+        .target(
+            name: "Nearby",
+            dependencies: ["ConnectionBroker", "DNSWire", "NearbyBasics", "NearbyDiscovery", "PeerConnection", "PeerTrust"],
             swiftSettings: strict),
         // libqrencode, for QR codes of invitation links.
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
@@ -223,6 +234,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // README's Swift examples, built as they are shown (NearbyCLITests checks README against them).
+        .executableTarget(name: "readme-advertise", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Advertise", swiftSettings: strict),
+        .executableTarget(name: "readme-browse", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Browse", swiftSettings: strict),
+        .executableTarget(name: "readme-nearest", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Nearest", swiftSettings: strict),
         .executableTarget(
             name: "readme-discovery", dependencies: ["NearbyDiscovery"], path: "Tools/ReadmeExamples/Discovery", swiftSettings: strict),
         .executableTarget(

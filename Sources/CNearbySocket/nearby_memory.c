@@ -2,11 +2,15 @@
 #include "nearby_memory.h"
 
 #include <errno.h>
-#include <link.h>
-#include <malloc.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#if defined(__linux__)
+// Linux only: the loaded objects (dl_iterate_phdr, ELF program headers) and glibc's malloc_trim.
+// Elsewhere nearby_release_mapped_pages releases nothing and says so (objects = 0).
+#include <link.h>
+#include <malloc.h>
 
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
@@ -43,3 +47,9 @@ nearby_release_result nearby_release_mapped_pages(void) {
 #endif
     return result;
 }
+#else
+nearby_release_result nearby_release_mapped_pages(void) {
+    nearby_release_result result = {0, 0, 0, 0};
+    return result;
+}
+#endif

@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
+#if defined(__linux__)
+#include <malloc.h> // mallopt (glibc); elsewhere nearby_tune_malloc_for_bulk does nothing
+#endif
 #include <stdio.h>
 #include <netinet/in.h>
 #include <pthread.h>

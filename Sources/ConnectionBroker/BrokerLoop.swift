@@ -444,7 +444,7 @@ actor BrokerLoop {
         let end = clock.now + timeout
         while compatibleAnnouncements().isEmpty, clock.now < end { await waitForAnnouncement(until: end) }
         guard !compatibleAnnouncements().isEmpty else {
-            throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)")
+            throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)\(skippedText())")
         }
         let due = Nearest.answersDue(
             browseStarted: browseStarted ?? clock.now, firstAnswer: clock.now, window: configuration.answerWindow, deadline: end)
@@ -534,6 +534,20 @@ actor BrokerLoop {
     }
 
     /// The announcements the machine would connect to, with their peers.
+    /// What was found but not taken, and why, for an error a person reads: "; skipped 1: "Printer
+    /// (lab)" (its TXT has no valid id)". Our own announcement is not counted.
+    private func skippedText() -> String {
+        var reasons: [String] = []
+        for announcement in announced.announcements {
+            guard case .failure(let why) = machine.compatibility(of: announcement) else { continue }
+            if case .ownAnnouncement = why { continue }
+            reasons.append("\"\(announcement.name)\" (\(why))")
+        }
+        guard !reasons.isEmpty else { return "" }
+        let shown = reasons.sorted().prefix(5).joined(separator: ", ")
+        return "; skipped \(reasons.count): \(shown)\(reasons.count > 5 ? ", ..." : "")"
+    }
+
     private func compatibleAnnouncements() -> [(PeerID, PeerAnnouncement)] {
         announced.announcements.compactMap { announcement in
             guard let peer = try? machine.compatibility(of: announcement).get() else { return nil }

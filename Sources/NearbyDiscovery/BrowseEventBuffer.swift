@@ -1,4 +1,4 @@
-import NearbyBasics
+public import NearbyBasics
 
 /// The policy of every browse stream: browse events that wait for a slow application are merged
 /// per service, the latest state winning, so at most one event per service (and one for the
@@ -12,7 +12,7 @@ import NearbyBasics
 /// - a service it knows of that leaves and comes back before it reads (`lost` then `found`) is
 ///   reported `found` again, with the new resolution;
 /// - `interrupted` then `restored` cancel out; otherwise the newer of the two waits.
-struct BrowseEventBuffer: EventBuffer {
+public struct BrowseEventBuffer: EventBuffer {
     private enum Slot: Hashable {
         case service(DiscoveredService)
         case browse
@@ -24,11 +24,13 @@ struct BrowseEventBuffer: EventBuffer {
     private var waiting: [Slot: BrowseEvent] = [:]
     /// The services the application was told of (found or updated read, lost not yet read).
     private var told: Set<DiscoveredService> = []
-    private(set) var merged = 0
+    public private(set) var merged = 0
 
-    var count: Int { waiting.count }
+    public init() {}
 
-    mutating func push(_ event: BrowseEvent) {
+    public var count: Int { waiting.count }
+
+    public mutating func push(_ event: BrowseEvent) {
         let slot: Slot = event.service.map { .service($0) } ?? .browse
         guard let old = waiting[slot] else {
             waiting[slot] = event
@@ -58,7 +60,7 @@ struct BrowseEventBuffer: EventBuffer {
         }
     }
 
-    mutating func pop() -> BrowseEvent? {
+    public mutating func pop() -> BrowseEvent? {
         while head < order.count {
             let slot = order[head]
             head += 1

@@ -317,6 +317,33 @@ struct BrokerLabTests {
         }
     }
 
+    @Test("README's front-door programs: advertise and browse end on SIGINT with their output written; nearest connects and pings")
+    func frontDoorExamples() async throws {
+        let lab = try Lab.require(hosts: 2)
+        let folder = URL(fileURLWithPath: Self.nearby).deletingLastPathComponent()
+        func example(_ name: String) -> String { folder.appendingPathComponent(name).path }
+        // Each ends by itself on SIGINT (sent by timeout), exit status 0: --preserve-status.
+        let advertiser = try lab.start(["exec", "h1", "--", "timeout", "--preserve-status", "-s", "INT", "9", example("readme-advertise")])
+        try await lab.withProcesses([advertiser]) {
+            _ = try await advertiser.waitForLine(containing: "advertising as Build Box", timeout: .seconds(20))
+            let browser = try lab.start(["exec", "h2", "--", "timeout", "--preserve-status", "-s", "INT", "3", example("readme-browse")])
+            let status = try await browser.wait(timeout: .seconds(20))
+            #expect(status == 0, "\(browser.output)\(browser.errorOutput)")
+            // Written although the program was stopped by a signal, and resolved.
+            #expect(browser.output.contains("Build Box [\"198.18.1.1\""), "\(browser.output)")
+            #expect(browser.output.contains("9099 [\"version\": \"0.2.2\"]"), "\(browser.output)")
+            #expect(try await advertiser.wait(timeout: .seconds(20)) == 0, "\(advertiser.output)\(advertiser.errorOutput)")
+        }
+        let peers = try await peers(lab, 2)
+        let server = try serve(lab, "h1", peers[0], name: "Front Door", port: 9551)
+        try await lab.withProcesses([server]) {
+            _ = try await server.waitForLine(containing: "listening", timeout: .seconds(20))
+            let output = try await lab.run(["exec", "h2", "--", "env", "NEARBY_STATE_DIR=\(peers[1].directory)", example("readme-nearest")], timeout: .seconds(30))
+            #expect(output.contains("nearest: Front Door, ") && output.contains(" ms away"), "\(output)")
+            #expect(output.contains("ping: {}"), "\(output)")
+        }
+    }
+
     @Test("interop: connect TYPE --peer ID finds a Python websockets TLS server advertised by python-zeroconf with TXT id and pv")
     func pythonPeer() async throws {
         let lab = try Lab.require(hosts: 3)

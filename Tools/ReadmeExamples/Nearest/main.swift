@@ -1,0 +1,10 @@
+import Nearby
+
+do {
+    let peer = try await connectNearest("_openagents._tcp")  // with the identity and pins `nearby` keeps
+    print("nearest: \(peer.name), \(peer.rttText) away")
+    print("ping:", try await peer.request("ping"))
+    await peer.close()
+} catch {
+    print("no connection: \(error)")
+}
