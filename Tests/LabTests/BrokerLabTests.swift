@@ -322,8 +322,11 @@ struct BrokerLabTests {
         let lab = try Lab.require(hosts: 2)
         let folder = URL(fileURLWithPath: Self.nearby).deletingLastPathComponent()
         func example(_ name: String) -> String { folder.appendingPathComponent(name).path }
-        // Each ends by itself on SIGINT (sent by timeout), exit status 0: --preserve-status.
-        let advertiser = try lab.start(["exec", "h1", "--", "timeout", "--preserve-status", "-s", "INT", "9", example("readme-advertise")])
+        // Each ends by itself on SIGINT (sent by timeout), exit status 0: --preserve-status. Their
+        // stdout is a pipe, which C stdio (print) buffers: the advertiser's line by line (stdbuf),
+        // so its line comes as printed; the browser's whole, so its lines come only if it exits
+        // normally after the signal.
+        let advertiser = try lab.start(["exec", "h1", "--", "timeout", "--preserve-status", "-s", "INT", "7", "stdbuf", "-oL", example("readme-advertise")])
         try await lab.withProcesses([advertiser]) {
             _ = try await advertiser.waitForLine(containing: "advertising as Build Box", timeout: .seconds(20))
             let browser = try lab.start(["exec", "h2", "--", "timeout", "--preserve-status", "-s", "INT", "3", example("readme-browse")])
