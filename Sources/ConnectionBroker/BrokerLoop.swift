@@ -119,6 +119,7 @@ actor BrokerLoop {
     /// Stops dialing and listening and closes every connection; then the children end (the
     /// caller of ``run()`` cancels it).
     func shutdown() async {
+        guard !stopped else { return }
         stopped = true
         alarm.set(nil)
         for advertisement in advertisements { await advertisement.cancel() }

@@ -4,6 +4,7 @@ public import Logging
 public import NearbyDiscovery
 public import PeerConnection
 public import PeerTrust
+import ServiceLifecycle
 
 /// What a broker is: who it is and whom it trusts (the connection configuration), what it
 /// advertises and looks for, and whether it connects by itself.
@@ -133,26 +134,83 @@ public final class ConnectionBroker: Sendable {
     public var peerID: PeerID? { loop.configuration.connection.identity?.peerID }
 
     let loop: BrokerLoop
-    /// The one task of the broker's own: it runs the loop's children (dials, probes, watchers,
-    /// the timekeeper) in a task group until ``shutdown()`` cancels it and waits for it. A
-    /// broker is started by a call, not run by a caller's task group, hence a task of its own.
-    private let runner: Task<Void, Never>
+    /// The task ``start(_:discovery:)`` runs ``run()`` in, for a broker nobody else runs.
+    private let runner = Locked<Task<Void, Never>?>(nil)
+    /// Whether ``run()`` was called (it runs once), whether it is over, and who waits for that.
+    private let runState = Locked<(claimed: Bool, over: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, false, []))
+    /// ``shutdown()`` asks the running ``run()`` to stop through this.
+    private let stopRequests: AsyncStream<Void>
+    private let stop: AsyncStream<Void>.Continuation
 
     deinit {
-        runner.cancel()
+        runner.withLockedValue { $0?.cancel() }
+        stop.finish()
     }
 
     private init(loop: BrokerLoop, events: EventStream<BrokerEvent>, advertisedName: String?, port: Int?) {
         self.loop = loop
-        runner = Task { [loop] in await loop.run() }
+        (stopRequests, stop) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.events = events
         self.advertisedName = advertisedName
         self.port = port
     }
 
-    /// Starts a broker on `discovery`: listens and advertises (unless `advertises` is off), and
-    /// browses.
+    /// Prepares a broker on `discovery` and runs it in a task of its own, for scripts and
+    /// programs without a task group of their own; ``shutdown()`` stops it and waits. Programs
+    /// with a task group (or a `ServiceGroup`) use ``prepare(_:discovery:)`` and run ``run()``
+    /// in it instead.
     public static func start(_ configuration: BrokerConfiguration, discovery: NearbyDiscovery) async throws(BrokerError) -> ConnectionBroker {
+        let broker = try await prepare(configuration, discovery: discovery)
+        broker.runState.withLockedValue { $0.claimed = true }
+        let (loop, stopRequests) = (broker.loop, broker.stopRequests)
+        let task = Task {
+            await Self.work(loop: loop, stopRequests: stopRequests)
+        }
+        broker.runner.withLockedValue { $0 = task }
+        return broker
+    }
+
+    /// The broker's work, in the caller's task: accepting, dialing, probing, measuring, the
+    /// timekeeper. It runs until its task is cancelled, its `ServiceGroup` shuts down gracefully,
+    /// or ``shutdown()`` is called; then it withdraws the advertisement, stops dialing and closes
+    /// every connection (1001, going away), and returns. A broker runs once.
+    /// - Throws: ``BrokerError`` (`startFailed`) when the broker runs already (``start(_:discovery:)``
+    ///   runs it).
+    public func run() async throws(BrokerError) {
+        let claimed = runState.withLockedValue { state -> Bool in
+            guard !state.claimed else { return false }
+            state.claimed = true
+            return true
+        }
+        guard claimed else { throw BrokerError(.startFailed, "this broker runs already: run() runs a prepared broker once; start() runs it by itself") }
+        await Self.work(loop: loop, stopRequests: stopRequests)
+        let waiters = runState.withLockedValue { state in
+            state.over = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// What ``run()`` does: the loop's children in a group of this task, until told to stop.
+    private static func work(loop: BrokerLoop, stopRequests: AsyncStream<Void>) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await loop.run() }
+            // Whichever comes first: graceful shutdown or cancellation, or shutdown().
+            await withTaskGroup(of: Void.self) { stopping in
+                stopping.addTask { try? await gracefulShutdown() }
+                stopping.addTask { for await _ in stopRequests { return } }
+                await stopping.next()
+                stopping.cancelAll()
+            }
+            await loop.shutdown()
+            group.cancelAll()
+        }
+    }
+
+    /// Prepares a broker on `discovery`: listens and advertises (unless `advertises` is off), and
+    /// begins browsing. Nothing is accepted, dialed or measured until ``run()`` runs.
+    public static func prepare(_ configuration: BrokerConfiguration, discovery: NearbyDiscovery) async throws(BrokerError) -> ConnectionBroker {
         guard let identity = configuration.connection.identity, !configuration.connection.insecure else {
             throw BrokerError(.startFailed, "a broker needs an identity and TLS: peers are told apart by their peer IDs")
         }
@@ -258,9 +316,21 @@ public final class ConnectionBroker: Sendable {
     /// Stops: withdraws the advertisement (goodbye), stops browsing and dialing, and closes
     /// every connection (1001, going away).
     public func shutdown() async {
-        await loop.shutdown()
-        runner.cancel()
-        await runner.value
+        stop.yield()
+        if let runner = runner.withLockedValue({ $0 }) {
+            await runner.value
+            return
+        }
+        // Run by a caller's group: wait until run() is over; never run: shut the loop down here.
+        let claimed = runState.withLockedValue { $0.claimed }
+        guard claimed else { return await loop.shutdown() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let over = runState.withLockedValue { state -> Bool in
+                if !state.over { state.waiters.append(continuation) }
+                return state.over
+            }
+            if over { continuation.resume() }
+        }
     }
 }
 

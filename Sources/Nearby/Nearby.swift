@@ -312,7 +312,7 @@ private func millisecondsText(_ duration: Duration) -> String {
 }
 
 /// The process's SIGINT and SIGTERM, caught while someone waits: the first one wakes every
-/// waiter, and the signals act as usual again once nobody waits.
+/// waiter, and the signals act as usual again a second after nobody waits.
 private final class SignalWait: @unchecked Sendable {
     static let shared = SignalWait()
     private let lock = NSLockLike()
@@ -368,10 +368,17 @@ private final class SignalWait: @unchecked Sendable {
         let woken = lock.locked { () -> [CheckedContinuation<Void, Never>] in
             let woken = Array(waiters.values)
             waiters = [:]
-            releaseSignals()
             return woken
         }
         for continuation in woken { continuation.resume() }
+        // One signal often comes twice: `timeout` and a terminal send it to the process and to
+        // its group. The second is caught too (and does nothing) for a second, so that it
+        // cannot kill the program while it says its goodbyes; after that, if nobody waits
+        // again, the signals act as usual (a second Ctrl-C stops a program that hangs).
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
+            guard let self else { return }
+            lock.locked { if waiters.isEmpty { releaseSignals() } }
+        }
     }
 }
 

@@ -333,7 +333,8 @@ struct Serve: AsyncParsableCommand {
         settings.logger = network.logger
         if invite { settings.invitations = PeerListener.InvitationOffer(store: state.trust) }
         let broker: ConnectionBroker
-        do { broker = try await ConnectionBroker.start(settings, discovery: discovery) } catch {
+        // Prepared here, run by the service group below (its run() is the broker's work).
+        do { broker = try await ConnectionBroker.prepare(settings, discovery: discovery) } catch {
             await discovery.shutdown()
             throw RuntimeFailure(error.message)
         }
