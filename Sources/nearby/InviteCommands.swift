@@ -11,6 +11,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Logging
 import NearbyBasics
 import NearbyQRCode
 import PeerConnection
@@ -186,7 +187,7 @@ struct InviteCommand: AsyncParsableCommand {
         if !json { status("Waiting for it to be used (Ctrl-C revokes it)...") }
         let accepted = Locked(0)
         // SIGINT or SIGTERM: the invitation is revoked (it lives in this process only).
-        let over = await Self.serveUntilOver(listener, accepted: accepted, json: json)
+        let over = await Self.serveUntilOver(listener, accepted: accepted, json: json, logger: configuration.logger)
         await listener.close()
         let used = accepted.withLockedValue { $0 }
         let reason = !over ? "revoked" : used >= invitation.uses ? "usedUp" : link.hasExpired() ? "expired" : "void"
@@ -204,29 +205,17 @@ struct InviteCommand: AsyncParsableCommand {
     /// Reports attempts and serves admitted connections until every invitation is over and
     /// no connection is open (true), or until SIGINT or SIGTERM (false), counting the invitees
     /// that got in.
-    static func serveUntilOver(_ listener: PeerListener, accepted: Locked<Int>, json: Bool) async -> Bool {
+    static func serveUntilOver(_ listener: PeerListener, accepted: Locked<Int>, json: Bool, logger: Logger) async -> Bool {
         let signals = terminations()
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask {
-                await withDiscardingTaskGroup { connections in
-                    for await event in listener.events {
-                        await StandardOutput.events.room()
-                        switch event {
-                        case .invitation(let attempt):
-                            if case .accepted(_, false) = attempt.outcome { accepted.withLockedValue { $0 += 1 } }
-                            printInvitationAttempt(json, attempt)
-                        case .connected(let connection):
-                            printConnected(json, connection)
-                            connections.addTask { await Serve.serve(connection, json: json) }
-                        case .rejected(let rejection):
-                            printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
-                        case .paired:
-                            break
-                        case .strangers(let summary):
-                            printStrangers(json, summary)
-                        }
-                    }
-                }
+                await serveAll(
+                    events: listener.events, logger: logger,
+                    handle: { event in
+                        if case .invitation(let attempt) = event, case .accepted(_, false) = attempt.outcome { accepted.withLockedValue { $0 += 1 } }
+                        return printListenerEvent(json, event)
+                    },
+                    serve: { await Serve.serve($0, json: json) })
                 return true
             }
             group.addTask {

@@ -241,35 +241,9 @@ struct Serve: AsyncParsableCommand {
                 throw error
             }
         }
-        let idle = QuietRelease(logger: network.logger)
-        idle.activity()
-        let serving = ServingLoop {
-            // Discarding: a finished connection's task is freed at once (a plain group keeps every
-            // child until it is awaited, which this loop never does: memory grew per connection).
-            await withDiscardingTaskGroup { group in
-                group.addTask { await idle.run() }
-                defer { group.cancelAll() }
-                for await event in listener.events {
-                    // Printing waits for stdout: while nobody reads it, the listener's events wait
-                    // in its bounded stream, not here.
-                    await StandardOutput.events.room()
-                    idle.activity()
-                    switch event {
-                    case .rejected(let rejection):
-                        printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
-                    case .connected(let connection):
-                        printConnected(json, connection)
-                        group.addTask { await Self.serve(connection, json: json, receiver: receiver, pipe: pipe) }
-                    case .paired(let result):
-                        printPinned(json, result)
-                    case .invitation(let attempt):
-                        printInvitationAttempt(json, attempt)
-                    case .strangers(let summary):
-                        printStrangers(json, summary)
-                    }
-                }
-            }
-        }
+        let serving = ServingLoop(
+            events: listener.events, logger: network.logger, handle: { printListenerEvent(json, $0) },
+            serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Discovery first: a group shuts down in reverse order, so the listener closes its
         // connections (1001) before the loop serving them ends and the goodbyes go out.
         try await Self.runUntilSignalled((discovery.map { [$0] } ?? []) + [serving, listener], logger: network.logger)
@@ -356,54 +330,29 @@ struct Serve: AsyncParsableCommand {
                 throw error
             }
         }
-        let idle = QuietRelease(logger: network.logger)
-        idle.activity()
-        let serving = ServingLoop {
-            // Discarding: a finished connection's task is freed at once (a plain group keeps every
-            // child until it is awaited, which this loop never does: memory grew per connection).
-            await withDiscardingTaskGroup { group in
-                group.addTask { await idle.run() }
-                defer { group.cancelAll() }
-                for await event in broker.events {
-                    await StandardOutput.events.room()
-                    idle.activity()
-                    switch event {
-                    case .connected(let connection, let initiator):
-                        printConnected(json, connection, extra: [("initiator", .string(initiator.description))])
-                        group.addTask { await Self.serve(connection, json: json, receiver: receiver, pipe: pipe) }
-                    case .disconnected:
-                        break  // each connection's own task says so
-                    case .rejected(let rejection):
-                        printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
-                    case .skipped(let name, let reason):
-                        printEvent(
-                            json, [("event", .string("skipped")), ("name", .string(name)), ("reason", .string(reason))],
-                            text: "Skipped \"\(name)\": \(reason)")
-                    case .dialFailed(let peer, let reason):
-                        printEvent(
-                            json, [("event", .string("dialFailed")), ("peerID", .string(peer.description)), ("reason", .string(reason))],
-                            text: "Could not connect to \(peer.short): \(reason) (retrying)")
-                    case .invitation(let attempt):
-                        printInvitationAttempt(json, attempt)
-                    case .strangers(let summary):
-                        printStrangers(json, summary)
-                    }
-                }
-            }
-        }
+        let serving = ServingLoop(
+            events: broker.events, logger: network.logger, handle: { printBrokerEvent(json, $0) },
+            serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Shut down in reverse order: the statistics are printed, then the broker closes its
         // connections and withdraws its service, then discovery says its goodbyes.
         try await Self.runUntilSignalled([discovery, serving, broker, StatisticsReport(broker: broker, json: json)], logger: network.logger)
     }
 
-    /// The loop that serves connections as they come, as a service of the command's group:
-    /// shut down after the listener or broker later in the group has closed them, it is
-    /// cancelled, with every connection's child.
-    struct ServingLoop: Service {
-        let body: @Sendable () async -> Void
+    /// The one loop that serves connections as they come (serve, serve --auto-invite): each
+    /// event is handled at stdout's pace (while nobody reads stdout, events wait in their
+    /// bounded stream, not here), and each connection to serve runs in a child that is freed
+    /// when it ends. As a service of the command's group: shut down after the listener or broker
+    /// later in the group has closed the connections, it is cancelled, with every child.
+    struct ServingLoop<Events: AsyncSequence & Sendable>: Service where Events.Element: Sendable {
+        let events: Events
+        let logger: Logger
+        /// Prints an event; returns the connection it brought, to serve.
+        let handle: @Sendable (Events.Element) -> PeerConnection?
+        let serve: @Sendable (PeerConnection) async -> Void
 
         func run() async throws {
-            await cancelWhenGracefulShutdown { await body() }
+            let (events, logger, handle, serve) = (events, logger, handle, serve)
+            await cancelWhenGracefulShutdown { await serveAll(events: events, logger: logger, handle: handle, serve: serve) }
             // The loop also ends by itself when the listener or broker after it in the group
             // has shut down (their events end): a service still waits for its own turn, or
             // the group takes its return for a failure (exit status 1).
@@ -494,78 +443,4 @@ extension Serve {
             }
         }
     }
-}
-
-func printConnected(_ json: Bool, _ connection: PeerConnection, extra: [(String, OutputValue)] = []) {
-    let peer = connection.peer
-    let infoKey = connection.role == .connecting ? "agentInfo" : "clientInfo"
-    let ms = milliseconds(connection.setupDuration)
-    printEvent(
-        json,
-        [
-            ("event", .string("connected")), ("connection", .number(Double(connection.id.value))),
-            ("peerID", peer.peerID.map { .string($0.description) } ?? .null),
-            ("name", peer.displayName.map { .string($0) } ?? .null), ("role", .string(connection.role.rawValue)),
-            ("address", .string(connection.remoteAddress)), ("port", .number(Double(connection.remotePort))),
-            ("protocolVersion", .string(peer.protocolVersion.description)), (infoKey, output(peer.info)),
-            ("ms", .number(ms)),
-        ] + extra,
-        text: "Connected to \"\(peer.displayName ?? "?")\" (peer ID \(peer.peerID?.description ?? "none: insecure"), \(connection.remoteAddress) port \(connection.remotePort), protocol \(peer.protocolVersion), \(connection.role.rawValue), \(fixedPoint(ms, digits: 1)) ms, connection \(connection.id))"
-    )
-}
-
-func printRejection(_ json: Bool, address: String, peerID: PeerID?, error: PeerConnectionError) {
-    let reasons = error.reasons.isEmpty ? [error.message] : error.reasons.map(\.message)
-    printEvent(
-        json,
-        [("event", .string("rejected")), ("address", .string(address)), ("peerID", peerID.map { .string($0.description) } ?? .null),
-         ("reasons", .array(reasons.map { .string($0) }))],
-        text: "Rejected \(address)\(peerID.map { " (peer ID \($0.short))" } ?? ""): \(error.message)" + error.reasons.map { "\n  - \($0.message)" }.joined())
-}
-
-/// Connections turned away before they proved anything, summed up over an interval.
-func printStrangers(_ json: Bool, _ summary: StrangerSummary) {
-    printEvent(
-        json,
-        [("event", .string("strangers")), ("seconds", .number((summary.interval / .milliseconds(1)).rounded() / 1000)),
-         ("turnedAway", .number(Double(summary.total))), ("sources", .number(Double(summary.sources))),
-         ("madeRoom", .number(Double(summary.madeRoom))), ("overSourceShare", .number(Double(summary.overSourceShare))),
-         ("refused", .number(Double(summary.refused))), ("noHello", .number(Double(summary.noHello))),
-         ("failed", .number(Double(summary.failedUnreported + summary.reported))), ("reportedOneByOne", .number(Double(summary.reported))),
-         ("peakSettingUp", .number(Double(summary.peakSettingUp)))],
-        text: summary.text.prefix(1).uppercased() + summary.text.dropFirst())
-}
-
-/// The connecting side's failure: the JSON "rejected" event, or in text a line on stderr that
-/// says where it tried and why (an unreachable peer's message already names its address).
-func printNotConnected(_ json: Bool, to place: String, error: PeerConnectionError) {
-    if json {
-        printRejection(true, address: place, peerID: nil, error: error)
-        return
-    }
-    let text = error.code == .unreachable ? error.message : "not connected to \(place): \(error.message)"
-    status("nearby: " + text + error.reasons.map { "\n  - \($0.message)" }.joined())
-}
-
-/// A message from a peer, printed at the pace stdout takes (see ``StandardOutput/emit(_:)``).
-func printMessage(_ json: Bool, peerID: String?, _ message: JSONRPCMessage) async {
-    let text = message.jsonText
-    await StandardOutput.events.emit(
-        json ? JSONText.object([("event", .string("message")), ("peerID", peerID.map { .string($0) } ?? .null), ("message", .raw(text))]) : text)
-}
-
-func printPinned(_ json: Bool, _ result: PairingResult) {
-    printEvent(
-        json, [("event", .string("pinned")), ("peerID", .string(result.peerID.description)), ("name", .string(result.name))],
-        text: "Paired: pinned \"\(result.name)\" (peer ID \(result.peerID))")
-}
-
-/// A duration in whole seconds, rounded (for "up to 30 s" in text).
-func wholeSeconds(_ duration: Duration) -> Int {
-    Int((Double(nanoseconds(duration)) / 1e9).rounded())
-}
-
-/// A duration in milliseconds, to a tenth (for output).
-func milliseconds(_ duration: Duration) -> Double {
-    (Double(nanoseconds(duration)) / 1e5).rounded() / 10
 }
