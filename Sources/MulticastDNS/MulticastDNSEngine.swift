@@ -393,7 +393,10 @@ public actor MulticastDNSEngine {
         flush()
     }
 
-    /// Starts a continuous query; the stream reports records as they come and go.
+    /// Starts a continuous query; the stream reports records as they come and go. Not bounded,
+    /// by design: it is the engine's raw view for programs that drive it directly, an actor
+    /// cannot wait for its reader, and a dropped `removed` would leave a record that is gone.
+    /// Read it promptly (NearbyDiscovery's sources do, into bounded browse streams).
     public func query(name: DomainName, type: RecordType) -> (QueryID, AsyncStream<QueryEvent>) {
         core.advance(to: elapsed)
         let (stream, continuation) = AsyncStream<QueryEvent>.makeStream()
@@ -412,7 +415,8 @@ public actor MulticastDNSEngine {
 
     /// Opens a group of queries whose events arrive together: each batch holds what one
     /// received packet (or one tick of the clock) taught all of the group's queries, in order.
-    /// Records already cached when a query starts come as a batch of their own.
+    /// Records already cached when a query starts come as a batch of their own. Not bounded, as
+    /// ``query(name:type:)`` is not: read it promptly.
     public func openQueryGroup() -> (QueryGroup, AsyncStream<[QueryEvent]>) {
         let group = QueryGroup(rawValue: nextGroup)
         nextGroup += 1

@@ -200,6 +200,8 @@ public final class Advertisement: Sendable {
     public let type: ServiceType
     public let port: UInt16
     /// Renames, interruptions and restorations after the name was first won, as they happen.
+    /// They are rare (a conflict, the daemon going away); for a program that does not read
+    /// them, at most the newest 8 wait, the last one saying where the service stands.
     public let events: AsyncStream<AdvertisementEvent>
     private let updateInfo: @Sendable (DiscoveryInfo) async -> Void
     private let withdraw: @Sendable () async -> Void

@@ -171,7 +171,7 @@ actor SystemAdvertiser {
         self.interfaceIndex = interfaceIndex
         self.name = registration.instance
         self.txt = registration.txt.rdata
-        (events, continuation) = AsyncStream<AdvertisementEvent>.makeStream()
+        (events, continuation) = AsyncStream<AdvertisementEvent>.makeStream(bufferingPolicy: .bufferingNewest(8))
     }
 
     /// Registers and returns the name won; then keeps watching in the background.

@@ -7,7 +7,9 @@ import CDNSSD
 /// A running dns_sd operation: its events, and `cancel()` (also done when it is released),
 /// which deallocates the `DNSServiceRef`. After a `failed` event the operation is over.
 public final class DNSSDOperation<Event: Sendable>: Sendable {
-    /// What the daemon reports, in order.
+    /// What the daemon reports, in order. Not bounded, by design: the daemon's callbacks cannot
+    /// wait, and a dropped removal would leave a service that is gone. Read it promptly
+    /// (NearbyDiscovery's sources do, into bounded browse streams).
     public let events: AsyncStream<Event>
     let id: UInt64
 
