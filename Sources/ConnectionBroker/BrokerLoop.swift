@@ -37,22 +37,21 @@ actor BrokerLoop {
     private let children = ChildTasks()
     /// The earliest of the machine's deadline and the callers' (see ``tick()``).
     private let alarm = Alarm()
-    /// When each caller of ``connect(peerID:timeout:)`` gives up, by peer and ticket (clock time).
-    private var deadlines: [PeerID: [Int: Duration]] = [:]
+    /// Who waits for what, until when (``CallerWaits``); the continuations by ticket below.
+    private var waits = CallerWaits()
     private let origin: Duration
     private var logger: Logger { configuration.logger }
 
     /// Open connections by their ``PeerConnection/id``, which the machine uses as its own.
     private var connections: [UInt64: PeerConnection] = [:]
-    /// Callers waiting for a connection to a peer.
-    private var waiters: [PeerID: [Int: CheckedContinuation<Result<PeerConnection, BrokerError>, Never>]] = [:]
+    /// Callers waiting for a connection to a peer, by ticket.
+    private var waiters: [CallerWaits.Ticket: CheckedContinuation<Result<PeerConnection, BrokerError>, Never>] = [:]
     /// Why the last dial to a peer failed, for a caller waiting on it.
     private var lastFailure: [PeerID: PeerConnectionError] = [:]
-    private var nextWaiter = 0
     /// Who is announced, by instance name, with its addresses on each interface it was seen on.
     private var announced = AnnouncedInstances()
-    /// Callers waiting for news from discovery, until a time of the clock.
-    private var announcementWaiters: [Int: (until: Duration, waiter: CheckedContinuation<Void, Never>)] = [:]
+    /// Callers waiting for news from discovery, by ticket.
+    private var announcementWaiters: [CallerWaits.Ticket: CheckedContinuation<Void, Never>] = [:]
     private(set) var listener: PeerListener?
     private var advertisements: [Advertisement] = []
     private let dials = AsyncLimiter(DialPlan.concurrencyLimit)
@@ -127,12 +126,11 @@ actor BrokerLoop {
         let open = Array(connections.values)
         connections = [:]
         for connection in open { await connection.close(code: 1001, reason: "the broker is shutting down") }
-        for (_, pending) in waiters {
-            for (_, waiter) in pending { waiter.resume(returning: .failure(BrokerError(.unreachable, "the broker was shut down"))) }
+        let everyone = waits.shutDown()
+        for ticket in everyone.peers {
+            waiters.removeValue(forKey: ticket)?.resume(returning: .failure(BrokerError(.unreachable, "the broker was shut down")))
         }
-        waiters = [:]
-        for (_, waiting) in announcementWaiters { waiting.waiter.resume() }
-        announcementWaiters = [:]
+        for ticket in everyone.news { announcementWaiters.removeValue(forKey: ticket)?.resume() }
         continuation.finish()
         children.finish()
     }
@@ -159,8 +157,7 @@ actor BrokerLoop {
                 "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.map(\.description).joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
             raceNews?.yield(.news)
-            for (_, waiting) in announcementWaiters { waiting.waiter.resume() }
-            announcementWaiters = [:]
+            for ticket in waits.news() { announcementWaiters.removeValue(forKey: ticket)?.resume() }
         case .lost:
             guard let service = event.service, let change = announced.lost(service.name, in: service.domain.description, on: Self.place(service)) else { return }
             if case .withdrawn = change { logger.debug("withdrawn: \(service.name)") }
@@ -255,7 +252,7 @@ actor BrokerLoop {
             guard let connection = connections[id] else { return }
             logger.info("connected to \(peer.short) (dialed by \(initiator.short))")
             emit(.connected(connection, initiator: initiator))
-            for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] { waiter.resume(returning: .success(connection)) }
+            for ticket in waits.answered(peer) { waiters.removeValue(forKey: ticket)?.resume(returning: .success(connection)) }
         case .disconnected(let peer, let id, let reason):
             logger.info("disconnected from \(peer.short): \(reason)")
             emit(.disconnected(peer, ConnectionID(value: id), reason: reason))
@@ -267,8 +264,8 @@ actor BrokerLoop {
             logger.info("dial to \(peer.short) failed: \(reason)")
             emit(.dialFailed(peer, reason: reason))
         case .refused(let peer, let reason):
-            for (_, waiter) in waiters.removeValue(forKey: peer) ?? [:] {
-                waiter.resume(returning: .failure(BrokerError(.refused, reason, connectionError: lastFailure[peer])))
+            for ticket in waits.answered(peer) {
+                waiters.removeValue(forKey: ticket)?.resume(returning: .failure(BrokerError(.refused, reason, connectionError: lastFailure[peer])))
             }
         }
     }
@@ -277,21 +274,16 @@ actor BrokerLoop {
     /// end of a wait for news from discovery (all in the clock's time).
     private func rearm() {
         guard !stopped else { return alarm.set(nil) }
-        let callers = deadlines.values.flatMap(\.values).min()
-        let listeners = announcementWaiters.values.map(\.until).min()
-        alarm.set([machine.nextDeadline.map { origin + $0 }, callers, listeners].compactMap { $0 }.min())
+        alarm.set([machine.nextDeadline.map { origin + $0 }, waits.nextDeadline].compactMap { $0 }.min())
     }
 
     /// The alarm went off: whatever is due now happens.
     private func tick() {
         guard !stopped else { return }
         let time = clock.now
-        for (peer, tickets) in deadlines {
-            for (ticket, end) in tickets where end <= time { giveUp(peer, ticket) }
-        }
-        for (ticket, waiting) in announcementWaiters where waiting.until <= time {
-            announcementWaiters.removeValue(forKey: ticket)?.waiter.resume()
-        }
+        let due = waits.due(at: time)
+        for (peer, ticket) in due.gaveUp { giveUp(peer, ticket) }
+        for ticket in due.news { announcementWaiters.removeValue(forKey: ticket)?.resume() }
         if let due = machine.nextDeadline, origin + due <= time {
             perform(machine.advance(to: now))
         } else {
@@ -336,37 +328,26 @@ actor BrokerLoop {
 
     func connect(peerID: PeerID, timeout: Duration) async throws(BrokerError) -> PeerConnection {
         if let id = machine.connection(to: peerID), let connection = connections[id] { return connection }
-        let ticket = nextWaiter
-        nextWaiter += 1
-        deadlines[peerID, default: [:]][ticket] = clock.now + timeout
+        guard !stopped else { throw BrokerError(.unreachable, "the broker was shut down") }
+        let ticket = waits.waitForPeer(peerID, until: clock.now + timeout)
         let outcome = await withCheckedContinuation { waiter in
-            waiters[peerID, default: [:]][ticket] = waiter
+            waiters[ticket] = waiter
             handle(.requested(peerID))
             rearm()
         }
-        forgetDeadline(peerID, ticket)
         return try outcome.get()
-    }
-
-    private func forgetDeadline(_ peer: PeerID, _ ticket: Int) {
-        deadlines[peer]?.removeValue(forKey: ticket)
-        if deadlines[peer]?.isEmpty == true { deadlines[peer] = nil }
     }
 
     /// The peer being dialed asks someone whether to let us in, for up to `wait`: callers
     /// waiting for it wait that long (plus slack for the network), never less than before.
     private func admissionPending(_ peer: PeerID, _ wait: Duration) {
-        let end = clock.now + wait + .seconds(2)
-        for (ticket, deadline) in deadlines[peer] ?? [:] where end > deadline {
-            deadlines[peer]?[ticket] = end
-        }
+        waits.extend(peer, to: clock.now + wait + .seconds(2))
         rearm()
     }
 
     /// A caller waiting for `peer` gives up (see ``connect(peerID:timeout:)``).
-    private func giveUp(_ peer: PeerID, _ ticket: Int) {
-        forgetDeadline(peer, ticket)
-        guard let waiter = waiters[peer]?.removeValue(forKey: ticket) else { return }
+    private func giveUp(_ peer: PeerID, _ ticket: CallerWaits.Ticket) {
+        guard let waiter = waiters.removeValue(forKey: ticket) else { return }
         let known = announced.announcements.contains { $0.peerID.flatMap { PeerID($0) } == peer }
         let why = lastFailure[peer].map { ": the last attempt: \($0.description)" } ?? ""
         waiter.resume(returning: .failure(
@@ -398,10 +379,9 @@ actor BrokerLoop {
     /// Waits until something new is announced, or `end` (clock time).
     private func waitForAnnouncement(until end: Duration) async {
         guard !stopped, clock.now < end else { return }
-        let ticket = nextWaiter
-        nextWaiter += 1
+        let ticket = waits.waitForNews(until: end)
         await withCheckedContinuation {
-            announcementWaiters[ticket] = (end, $0)
+            announcementWaiters[ticket] = $0
             rearm()
         }
     }
