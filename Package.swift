@@ -223,7 +223,7 @@ let package = Package(
         .target(name: "PacketCapture", swiftSettings: strict),
         // Synthesized captures for every rule, and the lab's real captures (Fixtures/captures,
         // made by Tools/make-captures) compared with tshark's dissection of the same files.
-        .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture"], exclude: ["Fixtures"], swiftSettings: strict),
+        .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture", "NearbyCrypto"], exclude: ["Fixtures"], swiftSettings: strict),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
         .testTarget(name: "LabTests", dependencies: ["DNSWire", "PeerTrust"], swiftSettings: strict),
         // Publishes many instances from one process, for Tools/bench-discovery.

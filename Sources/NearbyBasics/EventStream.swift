@@ -15,11 +15,37 @@ public protocol EventBuffer<Element>: Sendable {
     var merged: Int { get }
 }
 
+/// A first-in, first-out queue whose pops cost O(1) amortized: the buffers' storage.
+public struct FIFO<Element: Sendable>: Sendable {
+    private var items: [Element] = []
+    private var head = 0
+
+    public init() {}
+
+    public var count: Int { items.count - head }
+
+    public mutating func append(_ element: Element) {
+        items.append(element)
+    }
+
+    /// The oldest element, removed; nil when empty.
+    public mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let element = items[head]
+        head += 1
+        // Storage is given back once most of it lies before the head.
+        if head > 32, head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return element
+    }
+}
+
 /// Keeps every event, up to `limit` waiting; beyond it the oldest waiting event is dropped (and
 /// counted). For streams whose events are rare by construction: the limit is a seat belt.
 public struct NewestBuffer<Element: Sendable>: EventBuffer {
-    private var waiting: [Element] = []
-    private var head = 0
+    private var waiting = FIFO<Element>()
     public let limit: Int
     public private(set) var merged = 0
 
@@ -27,25 +53,18 @@ public struct NewestBuffer<Element: Sendable>: EventBuffer {
         self.limit = max(1, limit)
     }
 
-    public var count: Int { waiting.count - head }
+    public var count: Int { waiting.count }
 
     public mutating func push(_ element: Element) {
         if count >= limit {
-            head += 1
+            _ = waiting.popFirst()
             merged += 1
         }
         waiting.append(element)
     }
 
     public mutating func pop() -> Element? {
-        guard head < waiting.count else { return nil }
-        let element = waiting[head]
-        head += 1
-        if head > 32, head * 2 >= waiting.count {
-            waiting.removeFirst(head)
-            head = 0
-        }
-        return element
+        waiting.popFirst()
     }
 }
 
@@ -54,8 +73,7 @@ public struct NewestBuffer<Element: Sendable>: EventBuffer {
 /// first one's place in the order. Memory is bounded by the number of keys, which the producer
 /// bounds (services on the link, service types, files in a transfer).
 public struct LatestPerKeyBuffer<Element: Sendable, Key: Hashable & Sendable>: EventBuffer {
-    private var order: [Key] = []
-    private var head = 0
+    private var order = FIFO<Key>()
     /// Keys with a place in `order` (an event, or an empty place left by two that cancelled out).
     private var placed: Set<Key> = []
     private var waiting: [Key: Element] = [:]
@@ -91,13 +109,7 @@ public struct LatestPerKeyBuffer<Element: Sendable, Key: Hashable & Sendable>: E
     }
 
     public mutating func pop() -> Element? {
-        while head < order.count {
-            let k = order[head]
-            head += 1
-            if head > 32, head * 2 >= order.count {
-                order.removeFirst(head)
-                head = 0
-            }
+        while let k = order.popFirst() {
             placed.remove(k)
             // A key whose events cancelled out left its place in `order` empty.
             if let element = waiting.removeValue(forKey: k) { return element }
@@ -317,8 +329,7 @@ public struct SummarizingBuffer<Element: Sendable>: EventBuffer {
         case summary
     }
 
-    private var waiting: [Entry] = []
-    private var head = 0
+    private var waiting = FIFO<Entry>()
     private var summary: Element?
     private var noticesWaiting = 0
     private let limit: Int
@@ -338,7 +349,7 @@ public struct SummarizingBuffer<Element: Sendable>: EventBuffer {
         self.fold = fold
     }
 
-    public var count: Int { waiting.count - head }
+    public var count: Int { waiting.count }
 
     public mutating func push(_ element: Element) {
         guard isNotice(element) else { return waiting.append(.event(element)) }
@@ -352,13 +363,7 @@ public struct SummarizingBuffer<Element: Sendable>: EventBuffer {
     }
 
     public mutating func pop() -> Element? {
-        while head < waiting.count {
-            let entry = waiting[head]
-            head += 1
-            if head > 32, head * 2 >= waiting.count {
-                waiting.removeFirst(head)
-                head = 0
-            }
+        while let entry = waiting.popFirst() {
             switch entry {
             case .event(let element):
                 if isNotice(element) { noticesWaiting -= 1 }

@@ -18,8 +18,7 @@ public struct BrowseEventBuffer: EventBuffer {
         case browse
     }
 
-    private var order: [Slot] = []
-    private var head = 0
+    private var order = FIFO<Slot>()
     private var placed: Set<Slot> = []
     private var waiting: [Slot: BrowseEvent] = [:]
     /// The services the application was told of (found or updated read, lost not yet read).
@@ -61,13 +60,7 @@ public struct BrowseEventBuffer: EventBuffer {
     }
 
     public mutating func pop() -> BrowseEvent? {
-        while head < order.count {
-            let slot = order[head]
-            head += 1
-            if head > 32, head * 2 >= order.count {
-                order.removeFirst(head)
-                head = 0
-            }
+        while let slot = order.popFirst() {
             placed.remove(slot)
             guard let event = waiting.removeValue(forKey: slot) else { continue }
             if let service = event.service {
