@@ -515,8 +515,8 @@ actor BrokerLoop {
     }
 
     /// The announcements the machine would connect to, with their peers.
-    /// What was found but not taken, and why, for an error a person reads: "; skipped 1: "Printer
-    /// (lab)" (its TXT has no valid id)". Our own announcement is not counted.
+    /// What was found but not taken, and why, for an error a person reads: `; skipped 1:
+    /// "Printer" (its TXT has no valid id …)`. Our own announcement is not counted.
     private func skippedText() -> String {
         var reasons: [String] = []
         for announcement in announced.announcements {

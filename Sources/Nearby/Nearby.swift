@@ -10,7 +10,7 @@ import Darwin
 #endif
 import ConnectionBroker
 import DNSWire
-public import NearbyBasics
+import NearbyBasics
 import NearbyDiscovery
 public import PeerConnection
 import PeerTrust
@@ -306,58 +306,58 @@ private func startBroker(_ type: String) async throws(NearbyError) -> (Connectio
 
 private func millisecondsText(_ duration: Duration) -> String {
     let (seconds, attoseconds) = duration.components
-    let milliseconds = Double(seconds) * 1000 + Double(attoseconds) / 1e15
-    let rounded = (milliseconds * 10).rounded() / 10
-    return "\(rounded) ms"
+    return fixedPoint(Double(seconds) * 1000 + Double(attoseconds) / 1e15, digits: 1) + " ms"
 }
 
 /// The process's SIGINT and SIGTERM, caught while someone waits: the first one wakes every
 /// waiter, and the signals act as usual again a second after nobody waits.
-private final class SignalWait: @unchecked Sendable {
+private final class SignalWait: Sendable {
     static let shared = SignalWait()
-    private let lock = NSLockLike()
-    private var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-    private var next: UInt64 = 0
-    private var sources: [any DispatchSourceSignal] = []
+
+    private struct State {
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var next: UInt64 = 0
+        var sources: [any DispatchSourceSignal] = []
+    }
+    private let state = Locked(State())
 
     func wait() async {
-        let id = lock.locked { () -> UInt64 in
-            next += 1
-            return next
+        let id = state.withLockedValue { state -> UInt64 in
+            state.next += 1
+            return state.next
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let cancelled = lock.locked { () -> Bool in
+                let cancelled = state.withLockedValue { state -> Bool in
                     if Task.isCancelled { return true }
-                    waiters[id] = continuation
-                    if sources.isEmpty { catchSignals() }
+                    state.waiters[id] = continuation
+                    if state.sources.isEmpty { state.sources = Self.catchSignals { [weak self] in self?.fire() } }
                     return false
                 }
                 if cancelled { continuation.resume() }
             }
         } onCancel: {
-            let continuation = lock.locked { () -> CheckedContinuation<Void, Never>? in
-                let continuation = waiters.removeValue(forKey: id)
-                if waiters.isEmpty { releaseSignals() }
+            let continuation = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+                let continuation = state.waiters.removeValue(forKey: id)
+                if state.waiters.isEmpty { Self.release(&state.sources) }
                 return continuation
             }
             continuation?.resume()
         }
     }
 
-    /// Under the lock.
-    private func catchSignals() {
-        for number in [SIGINT, SIGTERM] {
+    private static func catchSignals(_ handler: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [weak self] in self?.fire() }
+            source.setEventHandler(handler: handler)
             source.resume()
-            sources.append(source)
+            return source
         }
     }
 
-    /// Under the lock.
-    private func releaseSignals() {
+    private static func release(_ sources: inout [any DispatchSourceSignal]) {
+        guard !sources.isEmpty else { return }
         for source in sources { source.cancel() }
         sources = []
         signal(SIGINT, SIG_DFL)
@@ -365,10 +365,9 @@ private final class SignalWait: @unchecked Sendable {
     }
 
     private func fire() {
-        let woken = lock.locked { () -> [CheckedContinuation<Void, Never>] in
-            let woken = Array(waiters.values)
-            waiters = [:]
-            return woken
+        let woken = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
         }
         for continuation in woken { continuation.resume() }
         // One signal often comes twice: `timeout` and a terminal send it to the process and to
@@ -376,14 +375,9 @@ private final class SignalWait: @unchecked Sendable {
         // cannot kill the program while it says its goodbyes; after that, if nobody waits
         // again, the signals act as usual (a second Ctrl-C stops a program that hangs).
         DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
-            guard let self else { return }
-            lock.locked { if waiters.isEmpty { releaseSignals() } }
+            self?.state.withLockedValue { state in
+                if state.waiters.isEmpty { Self.release(&state.sources) }
+            }
         }
     }
-}
-
-/// A mutex for the signal waiters (NearbyBasics' lock is package-internal to its users).
-private final class NSLockLike: @unchecked Sendable {
-    private let value = Locked(())
-    func locked<T>(_ body: () -> T) -> T { value.withLockedValue { _ in body() } }
 }

@@ -210,7 +210,7 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
         private let state: Locked<State>
         private enum Outcome {
             case value(Element?)
-            case wait
+            case wait(CheckedContinuation<Element?, Never>?)
             case end((@Sendable () -> Void)?)
         }
 
@@ -222,20 +222,18 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
         var waiting: Int { state.withLockedValue { $0.buffer.count } }
 
         func yield(_ element: Element) -> Bool {
-            let handOver: (CheckedContinuation<Element?, Never>, Element)? = state.withLockedValue { state in
-                guard !state.terminated, !state.finished else { return nil }
+            // One lock: the element goes to the waiting reader, into the buffer, or nowhere.
+            let (taken, waiter): (Bool, CheckedContinuation<Element?, Never>?) = state.withLockedValue { state in
+                guard !state.terminated, !state.finished else { return (false, nil) }
                 if let waiter = state.waiter, state.buffer.count == 0 {
                     state.waiter = nil
-                    return (waiter, element)
+                    return (true, waiter)
                 }
                 state.buffer.push(element)
-                return nil
+                return (true, nil)
             }
-            if let (waiter, element) = handOver {
-                waiter.resume(returning: element)
-                return true
-            }
-            return state.withLockedValue { !$0.terminated && !$0.finished }
+            waiter?.resume(returning: element)
+            return taken
         }
 
         func finish() {
@@ -285,22 +283,22 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Element?, Never>) in
                     let outcome: Outcome = state.withLockedValue { state in
-                        if let element = state.buffer.pop() { return .value(element) }
+                        // A consumer that went away (cancelled) reads nothing more, as with
+                        // AsyncStream; a finished stream is read to its end first.
                         if state.terminated { return .value(nil) }
-                        if state.finished { return .end(Self.endLocked(&state)) }
-                        if Task.isCancelled { return .end(Self.endLocked(&state)) }
+                        if let element = state.buffer.pop() { return .value(element) }
+                        if state.finished || Task.isCancelled { return .end(Self.endLocked(&state)) }
                         // One consumer: a second reader waiting at once gets the end.
                         let earlier = state.waiter
                         state.waiter = continuation
-                        if let earlier { earlier.resume(returning: nil) }
-                        return .wait
+                        return .wait(earlier)
                     }
                     switch outcome {
                     case .value(let element): continuation.resume(returning: element)
                     case .end(let action):
                         continuation.resume(returning: nil)
                         action?()
-                    case .wait: break
+                    case .wait(let earlier): earlier?.resume(returning: nil)
                     }
                 }
             } onCancel: {
