@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "UnicastDNSSD", targets: ["UnicastDNSSD"]),
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
         .library(name: "PeerTrust", targets: ["PeerTrust"]),
+        .library(name: "PeerProtocol", targets: ["PeerProtocol"]),
         .library(name: "PeerConnection", targets: ["PeerConnection"]),
         .library(name: "ConnectionBroker", targets: ["ConnectionBroker"]),
         .library(name: "FileTransfer", targets: ["FileTransfer"]),
@@ -52,7 +53,7 @@ let package = Package(
         // SHA-256, HMAC-SHA-256, random bytes and a constant-time comparison in Swift: what
         // unicast DNS-SD (TSIG) and the protocol (invitation proofs, pairing) need, below both, so
         // that discovery builds without OpenSSL. Files are hashed by OpenSSL (PeerTrust), faster.
-        .target(name: "NearbyCrypto", swiftSettings: strict),
+        .target(name: "NearbyCrypto", dependencies: ["NearbyBasics"], swiftSettings: strict),
         .testTarget(name: "NearbyCryptoTests", dependencies: ["NearbyCrypto", "NearbyBasics"], swiftSettings: strict),
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
         .target(name: "DNSWire", dependencies: ["NearbyBasics"], swiftSettings: strict),
@@ -130,14 +131,22 @@ let package = Package(
         // Small C functions over OpenSSL (what its macros and callbacks hide); DER in, DER out.
         .target(name: "CPeerTrust", dependencies: ["COpenSSL"]),
         // Peer identity (key, certificate, peer ID, persistence) and X.509 trust evaluation.
-        .target(name: "PeerTrust", dependencies: ["NearbyBasics", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
+        .target(name: "PeerTrust", dependencies: ["NearbyBasics", "NearbyCrypto", "CPeerTrust", "NetworkPlatform"], swiftSettings: strict),
         .testTarget(name: "PeerTrustTests", dependencies: ["PeerTrust", "NearbyCrypto"], resources: [.copy("Fixtures")], swiftSettings: strict),
         // One authenticated channel between two peers: TLS 1.3 judged by PeerTrust, WebSocket,
         // JSON-RPC 2.0, the initialize handshake, invitations and pairing.
+        // The protocol's core: JSON, JSON-RPC, the handshake, pairing, invitations, the session
+        // and stream machines. Bytes and time in, actions out: no sockets, no TLS, no OpenSSL,
+        // no logging library (NIOCore only for its byte buffers), as MulticastDNSCore is for mDNS.
+        .target(
+            name: "PeerProtocol",
+            dependencies: ["NearbyBasics", "NearbyCrypto", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
         .target(
             name: "PeerConnection",
             dependencies: [
-                "PeerTrust", "NearbyBasics", "NearbyCrypto", "NetworkPlatform",
+                "PeerProtocol", "PeerTrust", "NearbyBasics", "NearbyCrypto", "NetworkPlatform",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -151,7 +160,7 @@ let package = Package(
         .testTarget(
             name: "PeerConnectionTests",
             dependencies: [
-                "PeerConnection", "PeerTrust", "NearbyBasics",
+                "PeerConnection", "PeerProtocol", "PeerTrust", "NearbyBasics", "NearbyCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),

@@ -69,3 +69,10 @@ package func bytes(fromBase64 text: String) -> [UInt8]? {
     guard bits < 6, accumulator & ((1 << UInt32(bits)) - 1) == 0, padding <= 2 else { return nil }
     return bytes
 }
+
+extension String {
+    /// The text with zeros in front up to `length` characters (unchanged if already that long).
+    package func leftPadded(to length: Int) -> String {
+        count >= length ? self : String(repeating: "0", count: length - count) + self
+    }
+}

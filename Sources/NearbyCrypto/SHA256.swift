@@ -1,5 +1,5 @@
 /// SHA-256 (FIPS 180-4) in Swift, for the small digests discovery and the protocol need (TSIG's
-/// HMAC, invitation proofs, pairing commitments): no C library below it, so a program that only
+/// HMAC, invitation proofs, pairing commitments, peer IDs): no C library below it, so a program that only
 /// discovers builds without OpenSSL. Bulk hashing (files) uses OpenSSL's, which is faster.
 public struct SHA256: Sendable {
     /// The digest's length in bytes.

@@ -15,12 +15,12 @@ extension PeerConnection {
     /// An invitee the inviter trusts already just connects: its invitation is not used up.
     ///
     /// - Parameters:
-    ///   - invitation: the link (``InvitationLink/init(parsing:)``).
+    ///   - invitation: the link (`InvitationLink.init(parsing:)`).
     ///   - configuration: this side's identity (required) and settings; TLS cannot be off. Its
     ///     trust policy is not consulted for the inviter: the link names the inviter's key.
     ///   - store: where the inviter is pinned, under the name in its certificate.
     ///   - now: the time to check the link's expiry against.
-    /// - Throws: ``PeerConnectionError``: `invitation` (refused by the inviter, with its reason;
+    /// - Throws: `PeerConnectionError`: `invitation` (refused by the inviter, with its reason;
     ///   expired; no address answered), `untrusted` (a different peer answered at every
     ///   address), `invalidInput` (no identity, or our own invitation), `cancelled`.
     public static func accept(

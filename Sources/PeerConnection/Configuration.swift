@@ -1,9 +1,6 @@
 public import Logging
 public import PeerTrust
 
-/// A method answered on the event loop: params in, a result or an error out, at once.
-public typealias BuiltInMethod = @Sendable (_ params: JSONValue?) -> Result<JSONValue, JSONRPCError>
-
 /// How this side connects and accepts: who it is, whom it trusts, what it speaks, and how long
 /// it waits. The defaults are the ones the README documents.
 public struct PeerConnectionConfiguration: Sendable {

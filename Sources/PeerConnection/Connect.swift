@@ -24,7 +24,7 @@ extension PeerConnection {
     ///   - expecting: the peer ID discovery announced (TXT `id`) or the user expects: a
     ///     certificate with another key is refused before any application byte.
     ///   - configuration: this side's identity, trust policy, protocol version and timeouts.
-    /// - Throws: ``PeerConnectionError``: `unreachable`, `untrusted` (with the reasons), `tls`,
+    /// - Throws: `PeerConnectionError`: `unreachable`, `untrusted` (with the reasons), `tls`,
     ///   `upgrade`, `handshake`, `timeout`, `invalidInput`.
     public static func connect(
         host: String, port: Int, expecting: PeerID? = nil, configuration: PeerConnectionConfiguration
@@ -52,7 +52,7 @@ extension PeerConnection {
     ///   - store: where the peer is pinned.
     ///   - timeout: how long the whole pairing may take, the people's answers included.
     ///   - confirm: asks the person; true when both devices show the same code.
-    /// - Throws: ``PeerConnectionError``: `pairing` (refused, declined on either side, a wrong
+    /// - Throws: `PeerConnectionError`: `pairing` (refused, declined on either side, a wrong
     ///   reveal, too slow), `unreachable`, `tls`, `upgrade`, `invalidInput`.
     public static func pair(
         host: String, port: Int, expecting: PeerID? = nil, configuration: PeerConnectionConfiguration, store: TrustStore,

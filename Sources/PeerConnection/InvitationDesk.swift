@@ -6,7 +6,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import PeerTrust
 
-/// A listener's invitations at run time: the ``InvitationBook`` under a lock, the trust store
+/// A listener's invitations at run time: the `InvitationBook` under a lock, the trust store
 /// invitees are pinned in, and where each attempt is reported. Shared by every connection of
 /// the listener; each call is one step under the lock.
 final class InvitationDesk: Sendable {

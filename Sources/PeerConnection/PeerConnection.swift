@@ -78,7 +78,7 @@ public final class PeerConnection: Sendable {
     ///   - method: the JSON-RPC method to call.
     ///   - params: the request's params, if any.
     ///   - timeout: how long to wait (default: the configuration's `requestTimeout`).
-    /// - Throws: ``PeerConnectionError``: `remote` with the peer's error, `timeout`, `closed`,
+    /// - Throws: `PeerConnectionError`: `remote` with the peer's error, `timeout`, `closed`,
     ///   `cancelled` (the peer is then sent `$/cancelRequest`).
     public func request(_ method: String, params: JSONValue? = nil, timeout: Duration? = nil) async throws(PeerConnectionError) -> JSONValue {
         let id = JSONRPCID.integer(nextID.withLockedValue { value in
@@ -149,7 +149,7 @@ public final class PeerConnection: Sendable {
         }
     }
 
-    /// Closes the connection with a WebSocket close frame (``CloseCode/normal`` by default)
+    /// Closes the connection with a WebSocket close frame (`CloseCode.normal` by default)
     /// and waits until it is closed; returns why it ended (the peer may have ended it first).
     @discardableResult
     public func close(code: CloseCode = .normal, reason: String = "") async -> ConnectionEnd {
@@ -173,7 +173,7 @@ public final class PeerConnection: Sendable {
         }
     }
 
-    /// Waits until the connection has ended; returns why (``ConnectionEnd/kind`` to switch on,
+    /// Waits until the connection has ended; returns why (`ConnectionEnd.kind` to switch on,
     /// its description in words).
     public func closed() async -> ConnectionEnd {
         (try? await ended.get()) ?? ConnectionEnd(.lost, "the connection closed", byPeer: true)
@@ -183,7 +183,7 @@ public final class PeerConnection: Sendable {
     /// it from its ``incomingStreams``.
     /// - Parameter label: what the stream is for, for the peer to route it (up to 255 bytes of
     ///   UTF-8; longer is cut).
-    /// - Throws: ``PeerConnectionError``: `unsupported` (the peer offered no streams in
+    /// - Throws: `PeerConnectionError`: `unsupported` (the peer offered no streams in
     ///   `initialize`, or this side offers none), `busy` (as many streams open as the peer
     ///   takes), `closed`.
     public func openStream(label: String = "") async throws(PeerConnectionError) -> PeerStream {
@@ -208,32 +208,6 @@ public final class PeerConnection: Sendable {
         let session = self.session
         return (try? await channel.eventLoop.submit { session.value.statistics }.get()) ?? ConnectionStatistics()
     }
-}
-
-/// A WebSocket close code (RFC 6455 §7.4): why a side ends a connection. An integer literal
-/// is one (`close(code: 4000)` for an application's own code, 4000-4999).
-public struct CloseCode: Hashable, Sendable, ExpressibleByIntegerLiteral, CustomStringConvertible {
-    public let value: UInt16
-
-    public init(_ value: UInt16) { self.value = value }
-    public init(integerLiteral value: UInt16) { self.value = value }
-
-    /// 1000: done, nothing wrong.
-    public static let normal = CloseCode(1000)
-    /// 1001: this side is going away (shutting down, leaving).
-    public static let goingAway = CloseCode(1001)
-    /// 1002: the peer broke the WebSocket protocol.
-    public static let protocolError = CloseCode(1002)
-    /// 1003: data of a kind this side does not take (binary frames here).
-    public static let unacceptableData = CloseCode(1003)
-    /// 1008: the peer broke this side's rules (a failed handshake or pairing).
-    public static let policyViolation = CloseCode(1008)
-    /// 1009: a message over the size limit.
-    public static let messageTooLarge = CloseCode(1009)
-    /// 1011: this side failed.
-    public static let serverError = CloseCode(1011)
-
-    public var description: String { "\(value)" }
 }
 
 /// A connection's number in this process, unique while it runs (1, 2, 3, …).

@@ -347,7 +347,7 @@ public final class PeerListener: Sendable {
     ///   - ttl: how long it may be used (default 10 minutes).
     ///   - uses: how many invitees it admits (default 1).
     ///   - addresses: where invitees should try; default ``localAddresses(port:hostLabel:)`` with this listener's port.
-    /// - Throws: ``PeerConnectionError`` (`invalidInput`): the listener takes no invitations
+    /// - Throws: `PeerConnectionError` (`invalidInput`): the listener takes no invitations
     ///   (no ``InvitationOffer``), a ttl or uses that is not positive, no address.
     public func invite(ttl: Duration = .seconds(600), uses: Int = 1, addresses: [InvitationLink.Address]? = nil) throws(PeerConnectionError) -> InvitationLink {
         guard let desk, let peerID else {

@@ -10,7 +10,7 @@ import NIOConcurrencyHelpers
 /// ``finish()`` half-closes (the peer's loop ends; it may still write to us); ``reset(_:code:)``
 /// ends both directions at once and tells the peer why.
 ///
-/// Each stream has its own window (``StreamSettings/window``): a reader that stops holds back
+/// Each stream has its own window (`StreamSettings.window`): a reader that stops holds back
 /// its own stream only. One reader and one writer at a time. A stream dropped before it ended
 /// is reset ("dropped").
 public final class PeerStream: AsyncSequence, Sendable {
@@ -40,7 +40,7 @@ public final class PeerStream: AsyncSequence, Sendable {
 
     /// Sends `bytes`; returns once the peer's window took all of them (in frames of at most its
     /// `max_frame`).
-    /// - Throws: ``PeerConnectionError``: `streamReset` (by either side), `closed` (the
+    /// - Throws: `PeerConnectionError`: `streamReset` (by either side), `closed` (the
     ///   connection ended), `invalidInput` (after ``finish()``), `cancelled` (the task was
     ///   cancelled: the stream is then reset).
     public func write(_ bytes: ByteBuffer) async throws(PeerConnectionError) {
@@ -67,7 +67,7 @@ public final class PeerStream: AsyncSequence, Sendable {
 }
 
 /// The streams the peer opens, in the order it opened them; ends with the connection. At most
-/// ``StreamSettings/maximumStreams`` wait or run at once: the peer's next one is refused. An
+/// `StreamSettings.maximumStreams` wait or run at once: the peer's next one is refused. An
 /// app that takes no streams should not offer them (``PeerConnectionConfiguration/streams``).
 public struct IncomingStreams: AsyncSequence, Sendable {
     public typealias Element = PeerStream

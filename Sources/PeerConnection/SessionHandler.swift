@@ -64,24 +64,6 @@ final class WeakSession {
     init(_ handler: SessionHandler) { self.handler = handler }
 }
 
-/// How many messages a connection received, sent and refused.
-public struct ConnectionStatistics: Hashable, Sendable {
-    public var messagesReceived = 0
-    public var messagesSent = 0
-    /// Text that was not JSON-RPC (answered with -32700 or -32600).
-    public var malformed = 0
-    /// Notifications that arrived before `initialize` and were dropped.
-    public var droppedBeforeInitialize = 0
-    /// Requests we gave up waiting for (timeout or cancellation).
-    public var requestsAbandoned = 0
-    /// Times the connection stopped reading because the app was behind (``IncomingLimit``) or
-    /// too many batches waited for its answers.
-    public var heldBack = 0
-    /// Connections closed because the peer went over a hard limit: it did not read our
-    /// answers while 8 MiB of them waited to be sent.
-    public var closedOverLimit = 0
-}
-
 /// Pairing on one connection: the connecting side starts it (`nearby pair`), the accepting
 /// side offers it (a listener with a ``PairingOffer``), sharing one limiter per listener.
 struct PairingSetup: Sendable {
@@ -96,7 +78,7 @@ struct PairingSetup: Sendable {
 }
 
 /// The JSON-RPC layer of a connection, on its event loop: the shell of a
-/// ``SessionStateMachine``. It feeds the machine what happens (text from the peer, the
+/// `SessionStateMachine`. It feeds the machine what happens (text from the peer, the
 /// channel's reads, the app's answers and requests, decisions, time) and performs what the
 /// machine decides; it decides nothing itself. It owns what a pure machine cannot: the
 /// promises of waiting requests and their timers, the app's inbox, and the questions put to
@@ -137,7 +119,7 @@ final class SessionHandler: ChannelDuplexHandler {
     private var timer: (deadline: Duration, task: Scheduled<Void>)?
     /// Someone being asked about the peer (admission, a pairing code); cancelled when the connection ends first.
     private var asking: Task<Void, Never>?
-    /// The app's question, between ``SessionStateMachine/Action/invite(_:)`` and ``SessionStateMachine/Action/ask(_:deadline:)``.
+    /// The app's question, between `SessionStateMachine.Action.invite(_:)` and `SessionStateMachine.Action.ask(_:deadline:)`.
     private var question: (@Sendable (PeerHello, ContinuousClock.Instant) async -> Bool)?
     private let pairingSetup: PairingSetup?
     /// The listener's invitations, when it takes them.
@@ -486,7 +468,7 @@ final class SessionHandler: ChannelDuplexHandler {
                 inbox.whenRoom {}
                 ended.succeed(reason)
             case .log(let level, let message):
-                logger.log(level: level, "\(message)")
+                logger.log(level: Logger.Level(level), "\(message)")
             }
         }
         scheduleTimer(context: context)
@@ -526,5 +508,19 @@ final class SessionHandler: ChannelDuplexHandler {
             handler.perform(handler.machine.advance(to: uptime(context)), context: context)
         }
         timer = (deadline, task)
+    }
+}
+
+extension Logger.Level {
+    /// The level at which the shell writes a line the protocol core's machines asked for.
+    init(_ level: LogLevel) {
+        switch level {
+        case .trace: self = .trace
+        case .debug: self = .debug
+        case .info: self = .info
+        case .notice: self = .notice
+        case .warning: self = .warning
+        case .error: self = .error
+        }
     }
 }

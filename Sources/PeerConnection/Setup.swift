@@ -176,7 +176,7 @@ final class SetupWatcher: ChannelInboundHandler, RemovableChannelHandler {
         let opened = self.opened
         let timeout = self.timeout
         timer = context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds(timeout))) {
-            opened.fail(PeerConnectionError(.timeout, "no TLS and WebSocket set-up within \(seconds(timeout))"))
+            opened.fail(PeerConnectionError(.timeout, "no TLS and WebSocket set-up within \(secondsText(timeout))"))
             channel.close(promise: nil)
         }
         let watcher = NIOLoopBound(self, eventLoop: context.eventLoop)

@@ -27,7 +27,7 @@ enum SocketErrors {
         if error is SocketAddressError || error is SocketAddressError.UnknownHost { return unknownHost(host) }
         if case ChannelError.connectTimeout? = error as? ChannelError {
             return PeerConnectionError(
-                .unreachable, "cannot connect to \(place): no answer within \(seconds(timeout)) (the host is off, or a firewall drops the connection)")
+                .unreachable, "cannot connect to \(place): no answer within \(secondsText(timeout)) (the host is off, or a firewall drops the connection)")
         }
         guard let code = errno(of: error) else {
             return PeerConnectionError(.unreachable, "cannot connect to \(place) (\(error))")

@@ -2,7 +2,7 @@ import Logging
 import NIOCore
 import NIOWebSocket
 
-/// The streams of a connection, on its event loop: the shell of a ``StreamMultiplexer``. It
+/// The streams of a connection, on its event loop: the shell of a `StreamMultiplexer`. It
 /// sits between ``WebSocketMessageHandler`` and ``SessionHandler``: binary messages (stream
 /// frames) go to the machine, text (JSON-RPC) passes on. It owns what a pure machine cannot:
 /// the app's stream objects and the promises of writes that wait for credit.
@@ -153,7 +153,7 @@ final class StreamHandler: ChannelDuplexHandler {
                 logger.info("closing the connection: \(reason)")
                 context?.writeAndFlush(wrapOutboundOut(.close(WebSocketErrorCode(codeNumber: Int(code.value)), reason: reason)), promise: nil)
             case .log(let level, let message):
-                logger.log(level: level, "\(message)")
+                logger.log(level: Logger.Level(level), "\(message)")
             }
         }
         if machine.openCount < cores.count { forgetFinished() }

@@ -43,8 +43,8 @@ final class WebSocketFrameWriter: ChannelOutboundHandler, RemovableChannelHandle
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = ByteBuffer
 
-    /// The longest header: 2 bytes, an 8-byte length, a 4-byte key.
-    static let maximumHeader = 14
+    /// The longest header: 2 bytes, an 8-byte length, a 4-byte key (the room stream frames leave).
+    static let maximumHeader = StreamFrame.webSocketHeadroom
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let frame = unwrapOutboundIn(data)

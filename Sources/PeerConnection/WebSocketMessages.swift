@@ -27,7 +27,7 @@ struct WebSocketEnded: Sendable {
 
 /// Sent down the pipeline by the session when it stops reading because its app is behind, and
 /// when it reads again: the liveness check then neither calls the peer dead nor lets the peer
-/// think we are (see ``Liveness``).
+/// think we are (see `Liveness`).
 enum ReadGate: Sendable {
     case held
     case released
@@ -35,7 +35,7 @@ enum ReadGate: Sendable {
 
 /// Turns WebSocket frames into whole text messages and back (RFC 6455): reassembles fragments
 /// up to `maximumMessageSize` (over it: close 1009), answers pings, runs the close handshake,
-/// and pings a quiet peer so a dead one is noticed within `deadPeerTimeout` (``Liveness``).
+/// and pings a quiet peer so a dead one is noticed within `deadPeerTimeout` (`Liveness`).
 /// Text messages carry JSON-RPC, binary ones stream frames (``StreamHandler`` takes them).
 final class WebSocketMessageHandler: ChannelDuplexHandler {
     typealias InboundIn = WebSocketFrame
@@ -113,7 +113,7 @@ final class WebSocketMessageHandler: ChannelDuplexHandler {
             write(context: context, opcode: .pong, data: context.channel.allocator.buffer(capacity: 0), promise: nil)
             context.flush()
         case .dead(let silence):
-            end(context: context, WebSocketEnded(.deadPeer, code: nil, reason: "the peer sent nothing for \(seconds(silence)) (dead peer: unplugged, stopped or unreachable)", byPeer: true))
+            end(context: context, WebSocketEnded(.deadPeer, code: nil, reason: "the peer sent nothing for \(secondsText(silence)) (dead peer: unplugged, stopped or unreachable)", byPeer: true))
             context.close(promise: nil)
             return
         }
@@ -302,13 +302,3 @@ func uptime(_ context: ChannelHandlerContext) -> Duration {
     .nanoseconds(context.eventLoop.now.uptimeNanoseconds)
 }
 
-/// A duration in whole nanoseconds (also used by the command-line tool).
-package func nanoseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
-}
-
-func seconds(_ duration: Duration) -> String {
-    let value = Double(nanoseconds(duration)) / 1e9
-    return value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
-}

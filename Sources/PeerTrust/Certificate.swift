@@ -19,7 +19,7 @@ public struct Certificate: Hashable, Sendable, CustomStringConvertible {
     public let isCA: Bool
     /// True when issuer and subject are one and the certificate's own key verifies it.
     public let isSelfSigned: Bool
-    /// The DER SubjectPublicKeyInfo, whose SHA-256 is the ``PeerID``.
+    /// The DER SubjectPublicKeyInfo, whose SHA-256 is the `PeerID`.
     public let publicKeyInfo: [UInt8]
 
     /// Reads one DER certificate.

@@ -181,7 +181,7 @@ enum OpenSSL {
     /// One problem X509_verify_cert reported.
     struct Issue {
         /// OpenSSL's X509_V_ERR_* number (see ``VerifyError``). Internal: public reasons carry a
-        /// ``TrustReason/Code`` instead.
+        /// `TrustReason.Code` instead.
         var code: Int
         var depth: Int
         var notBefore: Int64
@@ -221,7 +221,7 @@ enum OpenSSL {
     }
 
     /// The X509_V_ERR_* numbers (openssl/x509_vfy.h, OpenSSL 3) that ``TrustEvaluator`` tells
-    /// apart; every other one becomes ``TrustReason/Code/other``.
+    /// apart; every other one becomes `TrustReason.Code.other`.
     enum VerifyError {
         static let unableToGetIssuerCert = 2  // X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT
         static let unableToDecryptCertSignature = 4  // X509_V_ERR_UNABLE_TO_DECRYPT_CERT_SIGNATURE

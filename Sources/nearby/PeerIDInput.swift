@@ -13,7 +13,7 @@ enum PeerIDInput {
     /// - Throws: `ValidationError` saying that nothing matches (and where it looked) or which
     ///   entries do when several do.
     static func resolve(_ text: String, for what: String, among known: [(id: PeerID, label: String)], lookedIn place: String) throws -> PeerID {
-        let whole: PeerTrustError
+        let whole: PeerIDError
         do { return try PeerID(parsing: text) } catch { whole = error }
         let typed = text.filter { $0 != "-" }.count
         guard typed >= minimumPrefix else {
@@ -26,8 +26,8 @@ enum PeerIDInput {
         case 1:
             return matches[0].id
         case 0:
-            // Say why it is not a whole peer ID too, in case it was meant as one (PeerTrust's
-            // words without the text repeated).
+            // Say why it is not a whole peer ID too, in case it was meant as one (the peer ID's
+            // own words without the text repeated).
             let why = whole.message.firstRange(of: "is not a peer ID: ").map { String(whole.message[$0.upperBound...]) } ?? whole.message
             throw ValidationError("\(what) \"\(text)\" is neither a whole peer ID (\(why)) nor the beginning of one in \(place)")
         default:

@@ -27,18 +27,18 @@ struct PeerIDTests {
             for replacement in PeerID.alphabet where replacement != characters[index] {
                 var typo = characters
                 typo[index] = replacement
-                #expect(throws: PeerTrustError.self) { try PeerID(parsing: String(typo)) }
+                #expect(throws: PeerIDError.self) { try PeerID(parsing: String(typo)) }
             }
         }
     }
 
     @Test("bad input says what is wrong")
     func badInput() {
-        #expect(throws: PeerTrustError(.malformed, "\"ABC\" is not a peer ID: it has 3 characters, a peer ID has 54 (nine groups of six)")) {
+        #expect(throws: PeerIDError("\"ABC\" is not a peer ID: it has 3 characters, a peer ID has 54 (nine groups of six)")) {
             try PeerID(parsing: "ABC")
         }
-        #expect(throws: PeerTrustError.self) { try PeerID(parsing: String(repeating: "U", count: 54)) }
-        #expect(throws: PeerTrustError.self) { try PeerID(parsing: "") }
+        #expect(throws: PeerIDError.self) { try PeerID(parsing: String(repeating: "U", count: 54)) }
+        #expect(throws: PeerIDError.self) { try PeerID(parsing: "") }
     }
 
     @Test("order is bytewise; the verification code is the same from both sides and differs per pair")

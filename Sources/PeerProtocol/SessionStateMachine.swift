@@ -1,16 +1,15 @@
-import Logging
-import PeerTrust
+package import NearbyCrypto
 
 /// How a connection's opening ended: initialized for the app, or paired (and then closed).
-enum Opening: Hashable, Sendable {
+package enum Opening: Hashable, Sendable {
     case initialized(PeerHello)
     case paired(PairingResult)
 }
 
 /// Where the app's answer to one incoming request goes: its id, and the batch it belongs to.
-struct ReplyTarget: Hashable, Sendable {
-    var id: JSONRPCID
-    var batch: Int?
+package struct ReplyTarget: Hashable, Sendable {
+    package var id: JSONRPCID
+    package var batch: Int?
 }
 
 /// One connection's JSON-RPC session, from the first byte after the WebSocket upgrade to the
@@ -24,9 +23,9 @@ struct ReplyTarget: Hashable, Sendable {
 /// promises and timers, and reports back what happened (a decision, a pin written, bytes
 /// handed to the socket). The machine itself touches no channel, clock, thread or file, so
 /// every rule here is tested without any of them.
-struct SessionStateMachine: Sendable {
+package struct SessionStateMachine: Sendable {
     /// Where the session is. Each case carries exactly what that part of a session needs.
-    enum Phase: Sendable {
+    package enum Phase: Sendable {
         /// `initialize` is under way (either side), or has not started.
         case handshaking(Handshake)
         /// Accepting side: the peer asked to pair; the listener's one pairing slot is being
@@ -47,46 +46,71 @@ struct SessionStateMachine: Sendable {
         case closed(ConnectionEnd, pinning: PairingResult?)
     }
 
-    struct Configuration: Sendable {
-        /// Answered here, without the app (see ``PeerConnectionConfiguration/methods``).
-        var methods: [String: BuiltInMethod] = [:]
+    package struct Configuration: Sendable {
+        /// Answered here, without the app (see `PeerConnectionConfiguration.methods`).
+        package var methods: [String: BuiltInMethod] = [:]
         /// This connection pairs: it starts a pairing (`initiator`) or offers one (`responder`).
-        var pairing: PairingPlan?
+        package var pairing: PairingPlan?
         /// This connection uses an invitation (`invitee`) or takes them (`inviter`).
-        var invitation: InvitationPlan?
+        package var invitation: InvitationPlan?
+
         /// Our requests waiting for answers at most; one more fails with `busy`.
-        var maximumPendingRequests = 1024
+        package var maximumPendingRequests = 1024
         /// Batches whose answers the app still owes at most; with more, reading stops.
-        var maximumOpenBatches = 16
+        package var maximumOpenBatches = 16
         /// Answers written but not yet handed to the socket, in bytes, at most; past it the
         /// peer is closed (it sends requests and does not read the answers).
-        var maximumUnsentAnswerBytes = 8 << 20
+        package var maximumUnsentAnswerBytes = 8 << 20
+
+        package init(
+            methods: [String: BuiltInMethod] = [:], pairing: PairingPlan? = nil, invitation: InvitationPlan? = nil,
+            maximumPendingRequests: Int = 1024, maximumOpenBatches: Int = 16, maximumUnsentAnswerBytes: Int = 8 << 20
+        ) {
+            self.methods = methods
+            self.pairing = pairing
+            self.invitation = invitation
+            self.maximumPendingRequests = maximumPendingRequests
+            self.maximumOpenBatches = maximumOpenBatches
+            self.maximumUnsentAnswerBytes = maximumUnsentAnswerBytes
+        }
     }
 
     /// What pairing needs beyond the handshake's identities.
-    struct PairingPlan: Sendable {
-        var role: PairingExchange.Role
-        var timeout: Duration
+    package struct PairingPlan: Sendable {
+        package var role: PairingExchange.Role
+        package var timeout: Duration
         /// Our secret nonce (the shell draws it at random; tests fix it).
-        var nonce: [UInt8]
+        package var nonce: [UInt8]
         /// The name to show and pin when the peer gives none (its certificate's).
-        var fallbackName: String
+        package var fallbackName: String
+
+        package init(role: PairingExchange.Role, timeout: Duration, nonce: [UInt8], fallbackName: String) {
+            self.role = role
+            self.timeout = timeout
+            self.nonce = nonce
+            self.fallbackName = fallbackName
+        }
     }
 
     /// What using an invitation needs beyond the handshake's identities.
-    struct InvitationPlan: Sendable {
-        enum Role: Sendable {
+    package struct InvitationPlan: Sendable {
+        package enum Role: Sendable {
             /// The link's secret and handle.
             case invitee(secret: [UInt8], handle: String)
             /// `peerTrusted`: the peer's certificate is trusted here already. `challenge`: fresh random bytes (the shell draws them; tests fix them).
             case inviter(peerTrusted: Bool, challenge: [UInt8])
         }
-        var role: Role
-        var timeout: Duration = .seconds(10)
+        package var role: Role
+        package var timeout: Duration = .seconds(10)
+
+        package init(role: Role, timeout: Duration = .seconds(10)) {
+            self.role = role
+            self.timeout = timeout
+        }
     }
 
     /// The app's verdict on a peer that asked to come in (the shell asks the app's policy).
-    enum Admission: Hashable, Sendable {
+    package enum Admission: Hashable, Sendable {
         case admit
         case refuse(String)
         /// Someone decides, by the invitation's deadline: ``Action/ask(_:deadline:)``, then
@@ -94,7 +118,7 @@ struct SessionStateMachine: Sendable {
         case ask
     }
 
-    enum Action: Hashable, Sendable {
+    package enum Action: Hashable, Sendable {
         /// Write this text as one message. `tracked`: an answer, counted as unsent until the
         /// shell reports it handed to the socket (``SessionStateMachine/written(bytes:)``).
         case write(String, tracked: Bool)
@@ -140,21 +164,21 @@ struct SessionStateMachine: Sendable {
         case cancelQuestion
         /// The session is over, for this reason: nothing more is delivered.
         case ended(ConnectionEnd)
-        case log(Logger.Level, String)
+        case log(LogLevel, String)
     }
 
-    private(set) var phase: Phase
-    let configuration: Configuration
-    private(set) var statistics = ConnectionStatistics()
+    package private(set) var phase: Phase
+    package let configuration: Configuration
+    package private(set) var statistics = ConnectionStatistics()
     /// Our requests that wait for answers (established only).
     private var pending: Set<JSONRPCID> = []
     /// Incoming batches whose answers are being gathered, by token (established only).
     private var batches: [Int: Batch] = [:]
     private var nextBatch = 0
     /// See ``Configuration/maximumUnsentAnswerBytes``.
-    private(set) var unsentAnswerBytes = 0
+    package private(set) var unsentAnswerBytes = 0
     /// Since when a read the channel asked for waits for room (nil: reading goes on).
-    private(set) var heldSince: Duration?
+    package private(set) var heldSince: Duration?
     /// Inside ``receive(_:at:)``: flushing waits for ``readComplete()``, so that a burst of
     /// requests read at once is answered with one flush (one TLS record, one write).
     private var reading = false
@@ -166,11 +190,11 @@ struct SessionStateMachine: Sendable {
     private let localName: String
 
     private struct Batch {
-        var outstanding: Int
-        var answers: [JSONValue]
+        package var outstanding: Int
+        package var answers: [JSONValue]
     }
 
-    init(handshake: Handshake, configuration: Configuration = Configuration()) {
+    package init(handshake: Handshake, configuration: Configuration = Configuration()) {
         phase = .handshaking(handshake)
         self.configuration = configuration
         localID = handshake.local.peerID
@@ -178,18 +202,18 @@ struct SessionStateMachine: Sendable {
         localName = handshake.local.displayName
     }
 
-    var isEstablished: Bool {
+    package var isEstablished: Bool {
         if case .established = phase { return true }
         return false
     }
 
-    var isClosed: Bool {
+    package var isClosed: Bool {
         if case .closed = phase { return true }
         return false
     }
 
     /// When ``advance(to:)`` is due next (the handshake's or the pairing's deadline).
-    var deadline: Duration? {
+    package var deadline: Duration? {
         switch phase {
         case .handshaking(let handshake): handshake.deadline
         case .pairing(let exchange, _): exchange.deadline
@@ -201,7 +225,7 @@ struct SessionStateMachine: Sendable {
     // MARK: Opening
 
     /// The channel is open (TLS and WebSocket done) at `now`.
-    mutating func start(at now: Duration) -> [Action] {
+    package mutating func start(at now: Duration) -> [Action] {
         var out: [Action] = []
         guard case .handshaking(var handshake) = phase else { return out }
         if case .invitee(let secret, let handle)? = configuration.invitation?.role {
@@ -232,7 +256,7 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The app's policy about the peer in ``Action/invite(_:)``.
-    mutating func admission(_ verdict: Admission, at now: Duration) -> [Action] {
+    package mutating func admission(_ verdict: Admission, at now: Duration) -> [Action] {
         var out: [Action] = []
         switch verdict {
         case .admit:
@@ -248,14 +272,14 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The answer to ``Action/ask(_:deadline:)``.
-    mutating func admissionAnswered(_ accepted: Bool, at now: Duration) -> [Action] {
+    package mutating func admissionAnswered(_ accepted: Bool, at now: Duration) -> [Action] {
         var out: [Action] = []
         perform(withHandshake { $0.decide(accept: accepted, at: now) }, at: now, into: &out)
         return endEvent(out)
     }
 
     /// The answer to ``Action/claimPairingSlot``: nil when the slot is ours, else why not.
-    mutating func pairingSlot(refusal: String?, at now: Duration) -> [Action] {
+    package mutating func pairingSlot(refusal: String?, at now: Duration) -> [Action] {
         var out: [Action] = []
         guard case .claimingPairingSlot(let id, let params) = phase else { return out }
         if let refusal {
@@ -270,7 +294,7 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The answer to ``Action/lookUpInvitation(handle:)``: nil when the invitation may be used, else why not.
-    mutating func invitationLookedUp(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
+    package mutating func invitationLookedUp(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
         var out: [Action] = []
         perform(withInvitation { $0.lookedUp(refusal, at: now) }, at: now, into: &out)
         return endEvent(out)
@@ -278,21 +302,21 @@ struct SessionStateMachine: Sendable {
 
     /// The answer to ``Action/redeemInvitation(handle:proof:challenge:)``: nil when the proof
     /// held, a use was taken and the peer is pinned; else why not.
-    mutating func invitationRedeemed(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
+    package mutating func invitationRedeemed(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
         var out: [Action] = []
         perform(withInvitation { $0.redeemed(refusal, at: now) }, at: now, into: &out)
         return endEvent(out)
     }
 
     /// The person's answer to ``Action/confirmCode(peer:name:code:deadline:)``.
-    mutating func codeConfirmed(_ accepted: Bool, at now: Duration) -> [Action] {
+    package mutating func codeConfirmed(_ accepted: Bool, at now: Duration) -> [Action] {
         var out: [Action] = []
         perform(withExchange { $0.confirm(accepted, at: now) }, at: now, into: &out)
         return endEvent(out)
     }
 
     /// The answer to ``Action/pin(_:name:)``: nil when the pin was saved, else why not.
-    mutating func pinned(failure: String?) -> [Action] {
+    package mutating func pinned(failure: String?) -> [Action] {
         var out: [Action] = []
         let result: PairingResult
         var open = false
@@ -318,7 +342,7 @@ struct SessionStateMachine: Sendable {
     }
 
     /// Time passes: an opening that takes too long fails.
-    mutating func advance(to now: Duration) -> [Action] {
+    package mutating func advance(to now: Duration) -> [Action] {
         var out: [Action] = []
         switch phase {
         case .handshaking:
@@ -336,7 +360,7 @@ struct SessionStateMachine: Sendable {
     // MARK: Inbound
 
     /// One text message from the peer (a JSON-RPC message or batch), at `now`.
-    mutating func receive(_ text: String, at now: Duration) -> [Action] {
+    package mutating func receive(_ text: String, at now: Duration) -> [Action] {
         var out: [Action] = []
         receive(text, at: now, into: &out)
         return out
@@ -344,7 +368,7 @@ struct SessionStateMachine: Sendable {
 
     /// ``receive(_:at:)``, appending to `out` (the shell reuses one buffer: this is the path
     /// every message takes).
-    mutating func receive(_ text: String, at now: Duration, into out: inout [Action]) {
+    package mutating func receive(_ text: String, at now: Duration, into out: inout [Action]) {
         reading = true
         defer { reading = false }
         let frame = JSONRPCFrame(parsing: text)
@@ -450,14 +474,14 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The app's answer to a request it was given; `inboxFull`: whether the app is still behind.
-    mutating func reply(to target: ReplyTarget, _ outcome: Result<JSONValue, JSONRPCError>, inboxFull: Bool) -> [Action] {
+    package mutating func reply(to target: ReplyTarget, _ outcome: Result<JSONValue, JSONRPCError>, inboxFull: Bool) -> [Action] {
         var out: [Action] = []
         reply(to: target, outcome, inboxFull: inboxFull, into: &out)
         return out
     }
 
     /// ``reply(to:_:inboxFull:)``, appending to `out`.
-    mutating func reply(to target: ReplyTarget, _ outcome: Result<JSONValue, JSONRPCError>, inboxFull: Bool, into out: inout [Action]) {
+    package mutating func reply(to target: ReplyTarget, _ outcome: Result<JSONValue, JSONRPCError>, inboxFull: Bool, into out: inout [Action]) {
         guard case .established = phase else { return }
         answer(outcome, to: target, into: &out)
         if target.batch != nil { releaseReadsIfRoom(inboxFull: inboxFull, into: &out) }
@@ -498,7 +522,7 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The channel asks to read at `now`; `inboxFull`: the app has not read what it was given.
-    mutating func readRequested(inboxFull: Bool, at now: @autoclosure () -> Duration) -> [Action] {
+    package mutating func readRequested(inboxFull: Bool, at now: @autoclosure () -> Duration) -> [Action] {
         if mayRead(inboxFull: inboxFull) { return Self.justRead }
         guard heldSince == nil else { return [] }
         heldSince = now()
@@ -507,7 +531,7 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The app read its queue down (``Inbox/whenRoom(_:)``).
-    mutating func roomAgain(inboxFull: Bool) -> [Action] {
+    package mutating func roomAgain(inboxFull: Bool) -> [Action] {
         var out: [Action] = []
         releaseReadsIfRoom(inboxFull: inboxFull, into: &out)
         return out
@@ -522,13 +546,13 @@ struct SessionStateMachine: Sendable {
 
     /// True while reading is held back because the app is behind, for less than `limit` at
     /// `now`: the peer is then not known to be dead, whatever a probe would say.
-    func heldBackRecently(within limit: Duration, at now: Duration) -> Bool {
+    package func heldBackRecently(within limit: Duration, at now: Duration) -> Bool {
         guard let heldSince else { return false }
         return now - heldSince < limit
     }
 
     /// The channel's read is over: what was written during it goes out together.
-    mutating func readComplete() -> [Action] {
+    package mutating func readComplete() -> [Action] {
         guard owesFlush else { return [] }
         owesFlush = false
         return Self.justFlush
@@ -540,21 +564,21 @@ struct SessionStateMachine: Sendable {
     private static let justFlush: [Action] = [.flush]
 
     /// `bytes` of answers reached the socket.
-    mutating func written(bytes: Int) {
+    package mutating func written(bytes: Int) {
         unsentAnswerBytes -= bytes
     }
 
     // MARK: Outbound
 
     /// The app sends request `id`; the actions write it, or the error says why it cannot go.
-    mutating func request(id: JSONRPCID, method: String, params: JSONValue?) -> Result<[Action], PeerConnectionError> {
+    package mutating func request(id: JSONRPCID, method: String, params: JSONValue?) -> Result<[Action], PeerConnectionError> {
         var out: [Action] = []
         if let refusal = request(id: id, method: method, params: params, into: &out) { return .failure(refusal) }
         return .success(out)
     }
 
     /// ``request(id:method:params:)``, appending to `out`; nil when it goes, else why not.
-    mutating func request(id: JSONRPCID, method: String, params: JSONValue?, into out: inout [Action]) -> PeerConnectionError? {
+    package mutating func request(id: JSONRPCID, method: String, params: JSONValue?, into out: inout [Action]) -> PeerConnectionError? {
         switch phase {
         case .established:
             break
@@ -579,7 +603,7 @@ struct SessionStateMachine: Sendable {
 
     /// Stop waiting for request `id` (a timeout, or the caller gave up): the caller gets
     /// `error`, and the peer a `$/cancelRequest` notification.
-    mutating func abandon(_ id: JSONRPCID, _ error: PeerConnectionError) -> [Action] {
+    package mutating func abandon(_ id: JSONRPCID, _ error: PeerConnectionError) -> [Action] {
         guard pending.remove(id) != nil else { return [] }
         statistics.requestsAbandoned += 1
         var out: [Action] = [.resolve(id, .failure(error))]
@@ -589,14 +613,14 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The app writes a message of its own: nil when it may go (it is counted), else why not.
-    mutating func sendingText() -> PeerConnectionError? {
+    package mutating func sendingText() -> PeerConnectionError? {
         if case .closed(let end, _) = phase { return PeerConnectionError(.closed, end.message) }
         statistics.messagesSent += 1
         return nil
     }
 
     /// The connection is over (closed by either side, lost, or failed), for this reason.
-    mutating func end(_ end: ConnectionEnd) -> [Action] {
+    package mutating func end(_ end: ConnectionEnd) -> [Action] {
         var out: [Action] = []
         finish(end, into: &out)
         return out
@@ -612,7 +636,7 @@ struct SessionStateMachine: Sendable {
             case .invite(let hello):
                 out.append(.invite(hello))
             case .waiting(let wait):
-                out.append(.log(.info, "the peer asks someone whether to let us in; waiting up to \(seconds(wait))"))
+                out.append(.log(.info, "the peer asks someone whether to let us in; waiting up to \(secondsText(wait))"))
                 out.append(.waitingForAdmission(wait))
             case .established(let hello):
                 phase = .established
@@ -816,4 +840,25 @@ struct SessionStateMachine: Sendable {
     private mutating func endEvent(_ actions: inout [Action]) {
         if reading { owesFlush = true } else { actions.append(.flush) }
     }
+}
+
+/// How many messages a connection received, sent and refused.
+public struct ConnectionStatistics: Hashable, Sendable {
+
+    package init() {
+    }
+    public var messagesReceived = 0
+    public var messagesSent = 0
+    /// Text that was not JSON-RPC (answered with -32700 or -32600).
+    public var malformed = 0
+    /// Notifications that arrived before `initialize` and were dropped.
+    public var droppedBeforeInitialize = 0
+    /// Requests we gave up waiting for (timeout or cancellation).
+    public var requestsAbandoned = 0
+    /// Times the connection stopped reading because the app was behind (`IncomingLimit`) or
+    /// too many batches waited for its answers.
+    public var heldBack = 0
+    /// Connections closed because the peer went over a hard limit: it did not read our
+    /// answers while 8 MiB of them waited to be sent.
+    public var closedOverLimit = 0
 }

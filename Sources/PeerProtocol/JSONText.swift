@@ -6,13 +6,13 @@ import NearbyBasics
 /// control characters in strings or lone surrogates; nesting deeper than ``maximumDepth`` is
 /// refused rather than recursed into.
 package enum JSONTextCodec {
-    static let maximumDepth = 256
+    package static let maximumDepth = 256
 
-    struct Failure: Error {
-        var message: String
+    package struct Failure: Error {
+        package var message: String
     }
 
-    static func parse(_ bytes: some Collection<UInt8>) throws(Failure) -> JSONValue {
+    package static func parse(_ bytes: some Collection<UInt8>) throws(Failure) -> JSONValue {
         let array = Array(bytes)
         return try array.withUnsafeBufferPointer { buffer throws(Failure) in
             var parser = Parser(bytes: buffer)
@@ -25,23 +25,23 @@ package enum JSONTextCodec {
     }
 
     private struct Parser {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var index = 0
+        package let bytes: UnsafeBufferPointer<UInt8>
+        package var index = 0
 
-        func failure(_ what: String) -> Failure {
+        package func failure(_ what: String) -> Failure {
             guard index < bytes.count else { return Failure(message: "\(what) at the end of the text") }
             let byte = bytes[index]
             let shown = (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
             return Failure(message: "\(what) at offset \(index) (\(shown))")
         }
 
-        mutating func skipSpace() {
+        package mutating func skipSpace() {
             while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
                 index += 1
             }
         }
 
-        mutating func literal(_ word: String, _ value: JSONValue) throws(Failure) -> JSONValue {
+        package mutating func literal(_ word: String, _ value: JSONValue) throws(Failure) -> JSONValue {
             for expected in word.utf8 {
                 guard index < bytes.count, bytes[index] == expected else { throw failure("not a JSON value") }
                 index += 1
@@ -49,7 +49,7 @@ package enum JSONTextCodec {
             return value
         }
 
-        mutating func value(depth: Int) throws(Failure) -> JSONValue {
+        package mutating func value(depth: Int) throws(Failure) -> JSONValue {
             guard index < bytes.count else { throw failure("a value is missing") }
             switch bytes[index] {
             case UInt8(ascii: "{"): return try object(depth: depth + 1)
@@ -63,7 +63,7 @@ package enum JSONTextCodec {
             }
         }
 
-        mutating func object(depth: Int) throws(Failure) -> JSONValue {
+        package mutating func object(depth: Int) throws(Failure) -> JSONValue {
             var members: [String: JSONValue] = [:]
             var more = try open(depth: depth, close: UInt8(ascii: "}"))
             while more {
@@ -80,7 +80,7 @@ package enum JSONTextCodec {
             return .object(members)
         }
 
-        mutating func array(depth: Int) throws(Failure) -> JSONValue {
+        package mutating func array(depth: Int) throws(Failure) -> JSONValue {
             var elements: [JSONValue] = []
             var more = try open(depth: depth, close: UInt8(ascii: "]"))
             while more {
@@ -104,7 +104,7 @@ package enum JSONTextCodec {
 
         /// After an item of an object or array (`kind`): true after a comma (another item
         /// follows), false after `close` (the end).
-        mutating func next(close: UInt8, in kind: String) throws(Failure) -> Bool {
+        package mutating func next(close: UInt8, in kind: String) throws(Failure) -> Bool {
             skipSpace()
             guard index < bytes.count else { throw failure("an unfinished \(kind)") }
             let byte = bytes[index]
@@ -115,7 +115,7 @@ package enum JSONTextCodec {
             return byte != close
         }
 
-        mutating func number() throws(Failure) -> JSONValue {
+        package mutating func number() throws(Failure) -> JSONValue {
             let start = index
             if bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else { throw failure("a digit is expected") }
@@ -148,11 +148,11 @@ package enum JSONTextCodec {
             return .number(value)
         }
 
-        mutating func skipDigits() {
+        package mutating func skipDigits() {
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
         }
 
-        mutating func string() throws(Failure) -> String {
+        package mutating func string() throws(Failure) -> String {
             index += 1
             let start = index
             // The common case: no escapes; the bytes are the string (checked as UTF-8).
@@ -218,7 +218,7 @@ package enum JSONTextCodec {
             }
         }
 
-        mutating func hex4() throws(Failure) -> UInt16 {
+        package mutating func hex4() throws(Failure) -> UInt16 {
             guard index + 4 <= bytes.count else { throw failure("an unfinished \\u escape") }
             var value: UInt16 = 0
             for _ in 0..<4 {
@@ -236,7 +236,7 @@ package enum JSONTextCodec {
             return value
         }
 
-        func utf8(_ range: Range<Int>) throws(Failure) -> String {
+        package func utf8(_ range: Range<Int>) throws(Failure) -> String {
             guard let text = String(validating: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) else {
                 var copy = self
                 copy.index = range.lowerBound
@@ -247,7 +247,7 @@ package enum JSONTextCodec {
     }
 
     /// Compact JSON, object keys sorted (the same value always gives the same text).
-    static func write(_ value: JSONValue, to out: inout String) {
+    package static func write(_ value: JSONValue, to out: inout String) {
         switch value {
         case .null: out += "null"
         case .bool(let flag): out += flag ? "true" : "false"

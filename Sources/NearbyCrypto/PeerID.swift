@@ -13,7 +13,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible, L
 
     /// The peer ID of a DER SubjectPublicKeyInfo.
     public init(publicKeyInfo: [UInt8]) {
-        bytes = OpenSSL.sha256(publicKeyInfo)
+        bytes = SHA256.hash(publicKeyInfo)
     }
 
     /// A peer ID from its 32 bytes; nil for any other length.
@@ -22,7 +22,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible, L
         self.bytes = bytes
     }
 
-    static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+    package static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
     /// The printable form, `XXXXXX-XXXXXX-…` (nine groups of six).
     public var description: String {
@@ -37,7 +37,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible, L
     public var short: String { String(description.prefix(6)) + "…" }
 
     /// Parses the printable form.
-    public init(parsing text: String) throws(PeerTrustError) {
+    public init(parsing text: String) throws(PeerIDError) {
         var characters: [Character] = []
         for character in text.uppercased() where character != "-" && !character.isWhitespace {
             switch character {
@@ -45,20 +45,20 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible, L
             case "I", "L": characters.append("1")
             default:
                 guard Self.alphabet.contains(character) else {
-                    throw PeerTrustError(.malformed, "\"\(text)\" is not a peer ID: '\(character)' is not one of 0-9 A-Z (without U)")
+                    throw PeerIDError("\"\(text)\" is not a peer ID: '\(character)' is not one of 0-9 A-Z (without U)")
                 }
                 characters.append(character)
             }
         }
         guard characters.count == 54 else {
-            throw PeerTrustError(.malformed, "\"\(text)\" is not a peer ID: it has \(characters.count) characters, a peer ID has 54 (nine groups of six)")
+            throw PeerIDError("\"\(text)\" is not a peer ID: it has \(characters.count) characters, a peer ID has 54 (nine groups of six)")
         }
         let first = Array(characters[0..<26]), second = Array(characters[27..<53])
         guard Self.luhnCheck(first) == characters[26], Self.luhnCheck(second) == characters[53] else {
-            throw PeerTrustError(.malformed, "\"\(text)\" is not a peer ID: a check character does not match (a typo?)")
+            throw PeerIDError("\"\(text)\" is not a peer ID: a check character does not match (a typo?)")
         }
         guard let bytes = Self.unbase32(first + second) else {
-            throw PeerTrustError(.malformed, "\"\(text)\" is not a peer ID: its last character carries stray bits")
+            throw PeerIDError("\"\(text)\" is not a peer ID: its last character carries stray bits")
         }
         self.bytes = bytes
     }
@@ -91,7 +91,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible, L
     /// it is not a secret.
     public func verificationCode(with other: PeerID) -> String {
         let (low, high) = self < other ? (self, other) : (other, self)
-        let digest = OpenSSL.sha256(Array("nearby verification code 1".utf8) + low.bytes + high.bytes)
+        let digest = SHA256.hash(Array("nearby verification code 1".utf8) + low.bytes + high.bytes)
         let number = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000_000_000
         let digits = String(number).leftPadded(to: 12)
         return [digits.prefix(4), digits.dropFirst(4).prefix(4), digits.suffix(4)].joined(separator: " ")
@@ -136,8 +136,13 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible, L
     }
 }
 
-extension String {
-    func leftPadded(to length: Int) -> String {
-        count >= length ? self : String(repeating: "0", count: length - count) + self
-    }
+/// Why a text is not a peer ID, in words a person can act on (what was typed, what a peer ID
+/// looks like).
+public struct PeerIDError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The explanation, e.g. `"ABC" is not a peer ID: it has 3 characters, a peer ID has 54 (nine groups of six)`.
+    public let message: String
+
+    package init(_ message: String) { self.message = message }
+
+    public var description: String { message }
 }

@@ -62,7 +62,7 @@ public enum JSONValue: Hashable, Sendable {
     }
 
     /// What kind of value this is, in words ("a string", "null"), for error messages.
-    var kindName: String {
+    package var kindName: String {
         switch self {
         case .null: "null"
         case .bool: "a boolean"
@@ -138,12 +138,12 @@ extension JSONValue: Codable {
 }
 
 /// A coding key made from any string.
-struct AnyKey: CodingKey {
-    var stringValue: String
-    var intValue: Int? { nil }
-    init(_ string: String) { stringValue = string }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { return nil }
+package struct AnyKey: CodingKey {
+    package var stringValue: String
+    package var intValue: Int? { nil }
+    package init(_ string: String) { stringValue = string }
+    package init?(stringValue: String) { self.stringValue = stringValue }
+    package init?(intValue: Int) { return nil }
 }
 
 // Literals, so params read like the JSON they become: `["text": "hi", "n": [1, 2]]`.

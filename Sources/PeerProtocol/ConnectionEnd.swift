@@ -2,7 +2,7 @@ public import NearbyBasics
 
 /// Why a connection ended: a kind a program can switch on, the WebSocket close code when a
 /// close frame said why, which side ended it, and the reason in words (what
-/// ``PeerConnection/closed()`` prints as).
+/// `PeerConnection.closed()` prints as).
 public struct ConnectionEnd: Hashable, Sendable, CustomStringConvertible {
     /// What kind of end this is. New kinds may be added; switch with a `default`.
     public typealias Kind = OpenKind<ConnectionEnd>

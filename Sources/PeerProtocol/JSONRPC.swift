@@ -16,7 +16,7 @@ public enum JSONRPCID: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    var json: JSONValue {
+    package var json: JSONValue {
         switch self {
         case .integer(let value): .integer(value)
         case .string(let value): .string(value)
@@ -141,7 +141,7 @@ public struct JSONRPCFrame: Hashable, Sendable {
         }
     }
 
-    init(entries: [Entry], isBatch: Bool) {
+    package init(entries: [Entry], isBatch: Bool) {
         self.entries = entries
         self.isBatch = isBatch
     }
@@ -152,7 +152,7 @@ public struct JSONRPCFrame: Hashable, Sendable {
     }
 
     /// Checks one value against JSON-RPC 2.0's rules for a request, notification or response.
-    static func entry(_ value: JSONValue) -> Entry {
+    package static func entry(_ value: JSONValue) -> Entry {
         func invalid(_ why: String, id: JSONRPCID? = nil) -> Entry {
             .invalid(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, why)))
         }
@@ -194,3 +194,6 @@ public struct JSONRPCFrame: Hashable, Sendable {
     }
 
 }
+
+/// A method answered on the event loop: params in, a result or an error out, at once.
+public typealias BuiltInMethod = @Sendable (_ params: JSONValue?) -> Result<JSONValue, JSONRPCError>

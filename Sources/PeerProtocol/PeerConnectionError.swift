@@ -1,5 +1,4 @@
 public import NearbyBasics
-public import PeerTrust
 
 /// Why a connection could not be made, or a request not answered, in words a person can act on.
 public struct PeerConnectionError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -19,7 +18,7 @@ public struct PeerConnectionError: Error, Hashable, Sendable, CustomStringConver
         self.reasons = reasons
     }
 
-    init(remote error: JSONRPCError) {
+    package init(remote error: JSONRPCError) {
         self.init(.remote, "the peer answered with an error: \(error.message) (\(error.code))")
         remoteError = error
     }
@@ -57,7 +56,7 @@ extension OpenKind where Owner == PeerConnectionError {
     /// The caller's task was cancelled.
     public static var cancelled: Self { Self("cancelled") }
     /// Over a limit this side set: too many requests waiting for answers, or (with
-    /// ``PeerConnection/SendMode/failIfBusy``) the peer is not reading what we already sent.
+    /// `PeerConnection.SendMode.failIfBusy`) the peer is not reading what we already sent.
     public static var busy: Self { Self("busy") }
     /// The peer does not do what was asked of it (streams, when it offered none in `initialize`).
     public static var unsupported: Self { Self("unsupported") }

@@ -1,6 +1,5 @@
-import NearbyCrypto
 import NearbyBasics
-public import PeerTrust
+public import NearbyCrypto
 
 /// A pairing that both people confirmed: the peer is now pinned in the trust store.
 public struct PairingResult: Hashable, Sendable {
@@ -24,6 +23,14 @@ public struct PairingRequest: Hashable, Sendable {
     public let address: String
     /// The pairing must be done by then (both people's answers included); a later answer counts for nothing.
     public let answerBy: ContinuousClock.Instant
+
+    package init(peerID: PeerID, name: String, code: String, address: String, answerBy: ContinuousClock.Instant) {
+        self.peerID = peerID
+        self.name = name
+        self.code = code
+        self.address = address
+        self.answerBy = answerBy
+    }
 }
 
 /// The pairing exchange (both roles) as a pure state machine: messages, the person's answer
@@ -42,10 +49,10 @@ public struct PairingRequest: Hashable, Sendable {
 /// committed), and the responder picks its nonce after his commitment arrives. Either way one
 /// of the codes is fixed by a nonce he could not know: a one-in-a-million guess, not the
 /// offline grinding of keys that a code made from the two keys alone allows.
-struct PairingExchange: Sendable {
-    enum Role: Sendable, Hashable { case initiator, responder }
+package struct PairingExchange: Sendable {
+    package enum Role: Sendable, Hashable { case initiator, responder }
 
-    enum Action: Hashable, Sendable {
+    package enum Action: Hashable, Sendable {
         /// Write this message.
         case send(JSONRPCMessage)
         /// Ask the person whether the other device shows this code; answer with ``confirm(_:at:)``.
@@ -69,27 +76,27 @@ struct PairingExchange: Sendable {
         case done
     }
 
-    static let requestID = JSONRPCID.string("pair-request")
-    static let revealID = JSONRPCID.string("pair-reveal")
-    static let nonceSize = 32
+    package static let requestID = JSONRPCID.string("pair-request")
+    package static let revealID = JSONRPCID.string("pair-reveal")
+    package static let nonceSize = 32
 
-    let role: Role
+    package let role: Role
     /// Our peer ID and the peer's, as TLS proved them.
-    let localID: PeerID
-    let remoteID: PeerID
-    let localName: String
+    package let localID: PeerID
+    package let remoteID: PeerID
+    package let localName: String
     /// The name to show and pin for the peer when it gives none (its certificate's).
-    let fallbackName: String
+    package let fallbackName: String
     /// Our secret nonce (random; given by the caller so that tests can fix it).
-    let nonce: [UInt8]
+    package let nonce: [UInt8]
     /// The whole pairing, people included, must be done within this.
-    let timeout: Duration
+    package let timeout: Duration
 
     private var state: State = .idle
-    private(set) var deadline: Duration?
+    package private(set) var deadline: Duration?
     private var remoteName: String?
 
-    init(
+    package init(
         role: Role, localID: PeerID, remoteID: PeerID, localName: String, fallbackName: String, nonce: [UInt8],
         timeout: Duration = .seconds(60)
     ) {
@@ -102,22 +109,22 @@ struct PairingExchange: Sendable {
         self.timeout = timeout
     }
 
-    var isOver: Bool { state == .done }
-    var peerName: String { remoteName.flatMap { $0.isEmpty ? nil : $0 } ?? fallbackName }
+    package var isOver: Bool { state == .done }
+    package var peerName: String { remoteName.flatMap { $0.isEmpty ? nil : $0 } ?? fallbackName }
 
     /// A fresh random nonce.
-    static func randomNonce() -> [UInt8] {
+    package static func randomNonce() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         return (0..<nonceSize).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 
     /// The commitment to `nonce`: it hides the nonce and binds the initiator to it.
-    static func commitment(to nonce: [UInt8]) -> [UInt8] {
+    package static func commitment(to nonce: [UInt8]) -> [UInt8] {
         SHA256.hash(Array("nearby pairing commitment 1".utf8) + nonce)
     }
 
     /// The six digits both sides show: from both peer IDs (initiator's first) and both nonces.
-    static func code(initiator: PeerID, responder: PeerID, initiatorNonce: [UInt8], responderNonce: [UInt8]) -> String {
+    package static func code(initiator: PeerID, responder: PeerID, initiatorNonce: [UInt8], responderNonce: [UInt8]) -> String {
         let digest = SHA256.hash(Array("nearby pairing code 1".utf8) + initiator.bytes + responder.bytes + initiatorNonce + responderNonce)
         let number = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
         let digits = String(number)
@@ -127,7 +134,7 @@ struct PairingExchange: Sendable {
     // MARK: Events
 
     /// Initiator: the channel is open at `now`; sends the commitment.
-    mutating func start(at now: Duration) -> [Action] {
+    package mutating func start(at now: Duration) -> [Action] {
         guard state == .idle, role == .initiator else { return [] }
         state = .awaitingNonce
         deadline = now + timeout
@@ -136,7 +143,7 @@ struct PairingExchange: Sendable {
     }
 
     /// Responder: the peer's `pair/request` (already admitted by the rate limit) at `now`.
-    mutating func receiveRequest(id: JSONRPCID, params: JSONValue?, at now: Duration) -> [Action] {
+    package mutating func receiveRequest(id: JSONRPCID, params: JSONValue?, at now: Duration) -> [Action] {
         guard state == .idle, role == .responder else { return [refuse(id, "a pairing is already under way on this connection")] }
         deadline = now + timeout
         guard let commitment = params?["commitment"]?.stringValue.flatMap(bytes(fromHex:)), commitment.count == 32 else {
@@ -149,7 +156,7 @@ struct PairingExchange: Sendable {
     }
 
     /// A message from the peer at `now`.
-    mutating func receive(_ message: JSONRPCMessage, at now: Duration) -> [Action] {
+    package mutating func receive(_ message: JSONRPCMessage, at now: Duration) -> [Action] {
         switch (state, message) {
         case (.idle, .request(let id, "pair/request", let params)) where role == .responder:
             return receiveRequest(id: id, params: params, at: now)
@@ -193,7 +200,7 @@ struct PairingExchange: Sendable {
     }
 
     /// The person's answer: does the other device show the same code?
-    mutating func confirm(_ accepted: Bool, at now: Duration) -> [Action] {
+    package mutating func confirm(_ accepted: Bool, at now: Duration) -> [Action] {
         guard case .confirming(let code, nil, let remote) = state else { return [] }
         let send = Action.send(.notification(method: "pair/confirm", params: .object(["accept": .bool(accepted)])))
         guard accepted else { return [send] + finish("declined here: the codes differ, or the pairing was not wanted") }
@@ -202,13 +209,13 @@ struct PairingExchange: Sendable {
     }
 
     /// Time passes: a pairing that takes too long fails.
-    mutating func advance(to now: Duration) -> [Action] {
+    package mutating func advance(to now: Duration) -> [Action] {
         guard let deadline, now >= deadline, state != .done else { return [] }
-        return finish("the pairing was not completed within \(seconds(timeout))")
+        return finish("the pairing was not completed within \(secondsText(timeout))")
     }
 
     /// The connection ended before the pairing did.
-    mutating func connectionEnded(_ reason: String) -> [Action] {
+    package mutating func connectionEnded(_ reason: String) -> [Action] {
         guard state != .done else { return [] }
         return finish("the connection ended during pairing: \(reason)")
     }
@@ -239,33 +246,33 @@ struct PairingExchange: Sendable {
 /// How often pairing may fail before a listener stops offering it for a while, as a pure
 /// value: time in, a verdict out. One pairing runs at a time, so a stranger cannot queue up
 /// questions for the person at the keyboard.
-struct PairingLimiter: Sendable {
+package struct PairingLimiter: Sendable {
     /// Failed pairings (wrong reveals, "no" on either side, timeouts) allowed within ``window``.
-    let maximumFailures: Int
-    let window: Duration
+    package let maximumFailures: Int
+    package let window: Duration
     private var failures: [Duration] = []
-    private(set) var inProgress = false
+    package private(set) var inProgress = false
 
-    init(maximumFailures: Int = 5, window: Duration = .seconds(600)) {
+    package init(maximumFailures: Int = 5, window: Duration = .seconds(600)) {
         self.maximumFailures = maximumFailures
         self.window = window
     }
 
     /// Whether a new pairing may start at `now`; nil when it may (and it is then in progress),
     /// else why not.
-    mutating func admit(at now: Duration) -> String? {
+    package mutating func admit(at now: Duration) -> String? {
         failures.removeAll { now - $0 >= window }
         if inProgress { return "another pairing is in progress; try again when it is over" }
         if failures.count >= maximumFailures, let oldest = failures.first {
             let wait = window - (now - oldest)
-            return "too many failed pairings (\(failures.count) in \(seconds(window))); try again in \(seconds(wait))"
+            return "too many failed pairings (\(failures.count) in \(secondsText(window))); try again in \(secondsText(wait))"
         }
         inProgress = true
         return nil
     }
 
     /// The pairing admitted last ended at `now`.
-    mutating func finished(succeeded: Bool, at now: Duration) {
+    package mutating func finished(succeeded: Bool, at now: Duration) {
         inProgress = false
         if !succeeded { failures.append(now) }
     }

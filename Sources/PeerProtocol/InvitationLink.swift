@@ -1,11 +1,10 @@
 #if canImport(FoundationEssentials)
-import NearbyCrypto
 public import FoundationEssentials
 #else
 public import Foundation
 #endif
 import NearbyBasics
-public import PeerTrust
+public import NearbyCrypto
 
 /// An invitation to connect to one peer, as one line of text: the inviter's peer ID (so the
 /// invitee knows whom it reaches), a one-time secret (so the inviter knows whom it admits), an
@@ -84,7 +83,7 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
         public var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
         /// The form inside the link: upper case, and for IPv6 no brackets (the port follows the last `:`).
-        var linkText: String { "\(host):\(port)".uppercased() }
+        package var linkText: String { "\(host):\(port)".uppercased() }
     }
 
     /// The version of the invitation protocol this code speaks.
@@ -210,9 +209,9 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// What a link's text may hold (after upper-casing).
-    static let linkCharacters: Set<Unicode.Scalar> = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:/.-".unicodeScalars)
+    package static let linkCharacters: Set<Unicode.Scalar> = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:/.-".unicodeScalars)
     /// What an address's host may hold (lower case).
-    static let hostCharacters: Set<Unicode.Scalar> = Set("abcdefghijklmnopqrstuvwxyz0123456789:.-".unicodeScalars)
+    package static let hostCharacters: Set<Unicode.Scalar> = Set("abcdefghijklmnopqrstuvwxyz0123456789:.-".unicodeScalars)
 
     // MARK: What the secret yields (README, "Invitations: the protocol")
 
@@ -222,10 +221,10 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     /// The invitee's proof that it holds the secret, bound to both keys of this TLS session and
     /// to the inviter's fresh challenge: HMAC-SHA-256 with the secret as key over
     /// "nearby invitation proof 1" ‖ inviter's peer ID (32 bytes) ‖ invitee's peer ID (32 bytes) ‖ challenge (32 bytes).
-    static func proof(secret: [UInt8], inviter: PeerID, invitee: PeerID, challenge: [UInt8]) -> [UInt8] {
+    package static func proof(secret: [UInt8], inviter: PeerID, invitee: PeerID, challenge: [UInt8]) -> [UInt8] {
         hmacSHA256(key: secret, Array("nearby invitation proof 1".utf8) + inviter.bytes + invitee.bytes + challenge)
     }
 
     /// Size of the inviter's challenge, in bytes.
-    static let challengeSize = 32
+    package static let challengeSize = 32
 }

@@ -8,31 +8,31 @@ import Foundation
 /// rules (numbers must fit the type exactly, `Data` is base64 text, `URL` a string, `Date`
 /// seconds since 2001), so ``JSONValue/decode(as:)`` need not write the value out as text and
 /// parse it again (Tools/bench-json measures the difference).
-struct JSONValueDecoder {
-    static func decode<Value: Decodable>(_ type: Value.Type, from value: JSONValue) throws -> Value {
+package struct JSONValueDecoder {
+    package static func decode<Value: Decodable>(_ type: Value.Type, from value: JSONValue) throws -> Value {
         try TreeDecoder(value: value, codingPath: []).decodeValue(type)
     }
 }
 
 private struct TreeDecoder: Decoder {
-    let value: JSONValue
-    let codingPath: [any CodingKey]
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    package let value: JSONValue
+    package let codingPath: [any CodingKey]
+    package var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+    package func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .object(let members) = value else { throw mismatch([String: JSONValue].self, value, codingPath) }
         return KeyedDecodingContainer(KeyedTree(members: members, codingPath: codingPath))
     }
 
-    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+    package func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         guard case .array(let elements) = value else { throw mismatch([JSONValue].self, value, codingPath) }
         return UnkeyedTree(elements: elements, codingPath: codingPath)
     }
 
-    func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleTree(decoder: self) }
+    package func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleTree(decoder: self) }
 
     /// The one place every value is decoded: the special cases JSONDecoder has, then the type's own init.
-    func decodeValue<Value: Decodable>(_ type: Value.Type) throws -> Value {
+    package func decodeValue<Value: Decodable>(_ type: Value.Type) throws -> Value {
         if type == JSONValue.self, let same = value as? Value { return same }
         if type == Data.self {
             guard case .string(let text) = value else { throw mismatch(String.self, value, codingPath) }
@@ -51,7 +51,7 @@ private struct TreeDecoder: Decoder {
         return try Value(from: self)
     }
 
-    func child(_ value: JSONValue, _ key: any CodingKey) -> TreeDecoder {
+    package func child(_ value: JSONValue, _ key: any CodingKey) -> TreeDecoder {
         TreeDecoder(value: value, codingPath: codingPath + [key])
     }
 }
@@ -85,48 +85,48 @@ private func real(_ value: JSONValue, _ path: [any CodingKey]) throws -> Double 
 }
 
 private struct SingleTree: SingleValueDecodingContainer {
-    let decoder: TreeDecoder
-    var codingPath: [any CodingKey] { decoder.codingPath }
+    package let decoder: TreeDecoder
+    package var codingPath: [any CodingKey] { decoder.codingPath }
     private var value: JSONValue { decoder.value }
 
-    init(decoder: TreeDecoder) { self.decoder = decoder }
+    package init(decoder: TreeDecoder) { self.decoder = decoder }
 
-    func decodeNil() -> Bool { value == .null }
-    func decode(_ type: Bool.Type) throws -> Bool {
+    package func decodeNil() -> Bool { value == .null }
+    package func decode(_ type: Bool.Type) throws -> Bool {
         guard case .bool(let flag) = value else { throw mismatch(type, value, codingPath) }
         return flag
     }
-    func decode(_ type: String.Type) throws -> String {
+    package func decode(_ type: String.Type) throws -> String {
         guard case .string(let text) = value else { throw mismatch(type, value, codingPath) }
         return text
     }
-    func decode(_ type: Double.Type) throws -> Double { try real(value, codingPath) }
-    func decode(_ type: Float.Type) throws -> Float {
+    package func decode(_ type: Double.Type) throws -> Double { try real(value, codingPath) }
+    package func decode(_ type: Float.Type) throws -> Float {
         let wide = try real(value, codingPath)
         guard abs(wide) <= Double(Float.greatestFiniteMagnitude) else {
             throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "the number \(wide) does not fit in Float"))
         }
         return Float(wide)
     }
-    func decode(_ type: Int.Type) throws -> Int { try integer(type, value, codingPath) }
-    func decode(_ type: Int8.Type) throws -> Int8 { try integer(type, value, codingPath) }
-    func decode(_ type: Int16.Type) throws -> Int16 { try integer(type, value, codingPath) }
-    func decode(_ type: Int32.Type) throws -> Int32 { try integer(type, value, codingPath) }
-    func decode(_ type: Int64.Type) throws -> Int64 { try integer(type, value, codingPath) }
-    func decode(_ type: UInt.Type) throws -> UInt { try integer(type, value, codingPath) }
-    func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(type, value, codingPath) }
-    func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(type, value, codingPath) }
-    func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(type, value, codingPath) }
-    func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(type, value, codingPath) }
-    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value { try decoder.decodeValue(type) }
+    package func decode(_ type: Int.Type) throws -> Int { try integer(type, value, codingPath) }
+    package func decode(_ type: Int8.Type) throws -> Int8 { try integer(type, value, codingPath) }
+    package func decode(_ type: Int16.Type) throws -> Int16 { try integer(type, value, codingPath) }
+    package func decode(_ type: Int32.Type) throws -> Int32 { try integer(type, value, codingPath) }
+    package func decode(_ type: Int64.Type) throws -> Int64 { try integer(type, value, codingPath) }
+    package func decode(_ type: UInt.Type) throws -> UInt { try integer(type, value, codingPath) }
+    package func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(type, value, codingPath) }
+    package func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(type, value, codingPath) }
+    package func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(type, value, codingPath) }
+    package func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(type, value, codingPath) }
+    package func decode<Value: Decodable>(_ type: Value.Type) throws -> Value { try decoder.decodeValue(type) }
 }
 
 private struct KeyedTree<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let members: [String: JSONValue]
-    let codingPath: [any CodingKey]
+    package let members: [String: JSONValue]
+    package let codingPath: [any CodingKey]
 
-    var allKeys: [Key] { members.keys.compactMap { Key(stringValue: $0) } }
-    func contains(_ key: Key) -> Bool { members[key.stringValue] != nil }
+    package var allKeys: [Key] { members.keys.compactMap { Key(stringValue: $0) } }
+    package func contains(_ key: Key) -> Bool { members[key.stringValue] != nil }
 
     private func member(_ key: Key) throws -> JSONValue {
         guard let value = members[key.stringValue] else {
@@ -139,61 +139,61 @@ private struct KeyedTree<Key: CodingKey>: KeyedDecodingContainerProtocol {
         SingleTree(decoder: TreeDecoder(value: try member(key), codingPath: codingPath + [key]))
     }
 
-    func decodeNil(forKey key: Key) throws -> Bool { try member(key) == .null }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try single(key).decode(type) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try single(key).decode(type) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try single(key).decode(type) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try single(key).decode(type) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try single(key).decode(type) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try single(key).decode(type) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try single(key).decode(type) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try single(key).decode(type) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try single(key).decode(type) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try single(key).decode(type) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try single(key).decode(type) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try single(key).decode(type) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try single(key).decode(type) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try single(key).decode(type) }
-    func decode<Value: Decodable>(_ type: Value.Type, forKey key: Key) throws -> Value {
+    package func decodeNil(forKey key: Key) throws -> Bool { try member(key) == .null }
+    package func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try single(key).decode(type) }
+    package func decode(_ type: String.Type, forKey key: Key) throws -> String { try single(key).decode(type) }
+    package func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try single(key).decode(type) }
+    package func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try single(key).decode(type) }
+    package func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try single(key).decode(type) }
+    package func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try single(key).decode(type) }
+    package func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try single(key).decode(type) }
+    package func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try single(key).decode(type) }
+    package func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try single(key).decode(type) }
+    package func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try single(key).decode(type) }
+    package func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try single(key).decode(type) }
+    package func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try single(key).decode(type) }
+    package func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try single(key).decode(type) }
+    package func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try single(key).decode(type) }
+    package func decode<Value: Decodable>(_ type: Value.Type, forKey key: Key) throws -> Value {
         try TreeDecoder(value: try member(key), codingPath: codingPath + [key]).decodeValue(type)
     }
 
-    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+    package func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
         try TreeDecoder(value: try member(key), codingPath: codingPath + [key]).container(keyedBy: type)
     }
 
-    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+    package func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
         try TreeDecoder(value: try member(key), codingPath: codingPath + [key]).unkeyedContainer()
     }
 
-    func superDecoder() throws -> any Decoder {
+    package func superDecoder() throws -> any Decoder {
         TreeDecoder(value: members["super"] ?? .null, codingPath: codingPath + [AnyKey("super")])
     }
 
-    func superDecoder(forKey key: Key) throws -> any Decoder {
+    package func superDecoder(forKey key: Key) throws -> any Decoder {
         TreeDecoder(value: members[key.stringValue] ?? .null, codingPath: codingPath + [key])
     }
 }
 
 private struct UnkeyedTree: UnkeyedDecodingContainer {
-    let elements: [JSONValue]
-    let codingPath: [any CodingKey]
-    private(set) var currentIndex = 0
+    package let elements: [JSONValue]
+    package let codingPath: [any CodingKey]
+    package private(set) var currentIndex = 0
 
-    init(elements: [JSONValue], codingPath: [any CodingKey]) {
+    package init(elements: [JSONValue], codingPath: [any CodingKey]) {
         self.elements = elements
         self.codingPath = codingPath
     }
 
-    var count: Int? { elements.count }
-    var isAtEnd: Bool { currentIndex >= elements.count }
+    package var count: Int? { elements.count }
+    package var isAtEnd: Bool { currentIndex >= elements.count }
 
     private struct IndexKey: CodingKey {
-        var stringValue: String { "Index \(intValue ?? 0)" }
-        var intValue: Int?
-        init(_ index: Int) { intValue = index }
-        init?(stringValue: String) { return nil }
-        init?(intValue: Int) { self.intValue = intValue }
+        package var stringValue: String { "Index \(intValue ?? 0)" }
+        package var intValue: Int?
+        package init(_ index: Int) { intValue = index }
+        package init?(stringValue: String) { return nil }
+        package init?(intValue: Int) { self.intValue = intValue }
     }
 
     /// The next element's decoder; moves on only once the element decoded.
@@ -205,31 +205,31 @@ private struct UnkeyedTree: UnkeyedDecodingContainer {
         return TreeDecoder(value: elements[currentIndex], codingPath: codingPath + [IndexKey(currentIndex)])
     }
 
-    mutating func decodeNil() throws -> Bool {
+    package mutating func decodeNil() throws -> Bool {
         guard try next(Never.self).value == .null else { return false }
         currentIndex += 1
         return true
     }
 
-    mutating func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+    package mutating func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
         let value = try next(type).decodeValue(type)
         currentIndex += 1
         return value
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+    package mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
         let container = try next([String: JSONValue].self).container(keyedBy: type)
         currentIndex += 1
         return container
     }
 
-    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+    package mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
         let container = try next([JSONValue].self).unkeyedContainer()
         currentIndex += 1
         return container
     }
 
-    mutating func superDecoder() throws -> any Decoder {
+    package mutating func superDecoder() throws -> any Decoder {
         let decoder = try next(JSONValue.self)
         currentIndex += 1
         return decoder

@@ -1,4 +1,4 @@
-public import PeerTrust
+public import NearbyCrypto
 
 /// What a peer said about itself in `initialize`, with who TLS proved it to be.
 public struct PeerHello: Hashable, Sendable {
@@ -21,23 +21,32 @@ public struct PeerHello: Hashable, Sendable {
 /// (an invitation), then answers. Until that is done, nothing but `initialize` is served.
 ///
 /// It runs after TLS has authenticated the peer: `remotePeerID` is what the peer's key proved.
-struct Handshake: Sendable {
-    enum Role: Sendable { case connecting, accepting }
+package struct Handshake: Sendable {
+    package enum Role: Sendable { case connecting, accepting }
 
     /// What this side says about itself.
-    struct Local: Sendable {
+    package struct Local: Sendable {
         /// Nil on an insecure connection without an identity.
-        var peerID: PeerID?
-        var displayName: String
-        var protocolVersion: ProtocolVersion
+        package var peerID: PeerID?
+        package var displayName: String
+        package var protocolVersion: ProtocolVersion
         /// `client_info` or `agent_info`: `{"name","title","version"}`.
-        var info: JSONValue
-        var capabilities: JSONValue = .object([:])
+        package var info: JSONValue
+        package var capabilities: JSONValue = .object([:])
         /// `auth_methods` (accepting side).
-        var authMethods: JSONValue = .array([])
+        package var authMethods: JSONValue = .array([])
+
+        package init(peerID: PeerID? = nil, displayName: String, protocolVersion: ProtocolVersion, info: JSONValue, capabilities: JSONValue = .object([:]), authMethods: JSONValue = .array([])) {
+            self.peerID = peerID
+            self.displayName = displayName
+            self.protocolVersion = protocolVersion
+            self.info = info
+            self.capabilities = capabilities
+            self.authMethods = authMethods
+        }
     }
 
-    enum Action: Hashable, Sendable {
+    package enum Action: Hashable, Sendable {
         /// Write this message.
         case send(JSONRPCMessage)
         /// Accepting side: ask the app whether to let this peer in (``decide(accept:reason:at:)``).
@@ -75,38 +84,38 @@ struct Handshake: Sendable {
         case closed
     }
 
-    let role: Role
-    let local: Local
+    package let role: Role
+    package let local: Local
     /// What TLS proved; nil on an insecure connection (then `_meta.peer_id` is not checked,
     /// and not believed either).
-    let remotePeerID: PeerID?
+    package let remotePeerID: PeerID?
     /// How long the peer has to send (or answer) `initialize`.
-    let initializeTimeout: Duration
+    package let initializeTimeout: Duration
     /// How long the app has to accept an invitation before it counts as declined.
-    let invitationTimeout: Duration
+    package let invitationTimeout: Duration
     /// Accepting side: a `pair/request` before `initialize` turns the connection into a pairing.
-    let offersPairing: Bool
+    package let offersPairing: Bool
     /// Accepting side: an `invitation/open` before `initialize` starts an invitation exchange.
-    let offersInvitations: Bool
+    package let offersInvitations: Bool
     /// Accepting side: an invitation let this peer in; its `initialize` is accepted without asking.
-    private(set) var admittedByInvitation = false
+    package private(set) var admittedByInvitation = false
     /// Connecting side: the longest wait for a person or app on the other side that this side
     /// accepts when told about one (``waitingMethod``), counted from the start.
-    let admissionWaitLimit: Duration
+    package let admissionWaitLimit: Duration
 
     /// Accepting side, to the connecting side while its `initialize` waits for a decision:
     /// `{"timeout_ms": N, "reason": "..."}`. A connecting side that knows it waits up to N ms
     /// more (and says so to its user); one that does not ignores a notification it does not know.
-    static let waitingMethod = "initialize/waiting"
+    package static let waitingMethod = "initialize/waiting"
     /// Slack for the network on top of the time the accepting side announced.
-    static let waitingSlack: Duration = .seconds(2)
+    package static let waitingSlack: Duration = .seconds(2)
 
     private var state: State = .idle
     private var startedAt: Duration = .zero
-    private(set) var deadline: Duration?
-    static let initializeID = JSONRPCID.integer(0)
+    package private(set) var deadline: Duration?
+    package static let initializeID = JSONRPCID.integer(0)
 
-    init(
+    package init(
         role: Role, local: Local, remotePeerID: PeerID?, initializeTimeout: Duration = .seconds(5), invitationTimeout: Duration = .seconds(30),
         offersPairing: Bool = false, offersInvitations: Bool = false, admissionWaitLimit: Duration = .seconds(120)
     ) {
@@ -120,16 +129,16 @@ struct Handshake: Sendable {
         self.invitationTimeout = invitationTimeout
     }
 
-    var isEstablished: Bool { state == .established }
+    package var isEstablished: Bool { state == .established }
 
     /// Accepting side: the peer the app is being asked about, while it is.
-    var invitee: PeerHello? {
+    package var invitee: PeerHello? {
         if case .awaitingDecision(_, let hello) = state { return hello }
         return nil
     }
 
     /// The channel is open (TLS and WebSocket done) at `now`.
-    mutating func start(at now: Duration) -> [Action] {
+    package mutating func start(at now: Duration) -> [Action] {
         guard state == .idle else { return [] }
         startedAt = now
         deadline = now + initializeTimeout
@@ -156,7 +165,7 @@ struct Handshake: Sendable {
     }
 
     /// A message arrived at `now`.
-    mutating func receive(_ message: JSONRPCMessage, at now: Duration) -> [Action] {
+    package mutating func receive(_ message: JSONRPCMessage, at now: Duration) -> [Action] {
         switch state {
         case .established:
             if case .request(let id, "initialize", _) = message {
@@ -219,7 +228,7 @@ struct Handshake: Sendable {
 
     /// Accepting side: the invitation exchange let the peer in at `now`; its `initialize` is
     /// awaited (within the usual time) and accepted without asking anyone.
-    mutating func resumeAfterInvitation(at now: Duration) {
+    package mutating func resumeAfterInvitation(at now: Duration) {
         guard state == .inviting else { return }
         state = .awaitingInitialize
         admittedByInvitation = true
@@ -229,7 +238,7 @@ struct Handshake: Sendable {
     /// Accepting side: the app asks someone (a person) about the peer, which may take until the
     /// invitation's deadline; the peer is told so and by when, so that it waits that long
     /// instead of giving up after its own `initialize` timeout.
-    func announceWaiting(reason: String, at now: Duration) -> [Action] {
+    package func announceWaiting(reason: String, at now: Duration) -> [Action] {
         guard case .awaitingDecision = state, let deadline, deadline > now else { return [] }
         let params: JSONValue = .object(["timeout_ms": .integer(Int(nanoseconds(deadline - now) / 1_000_000)), "reason": .string(reason)])
         return [.send(.notification(method: Self.waitingMethod, params: params))]
@@ -277,12 +286,12 @@ struct Handshake: Sendable {
     }
 
     /// The app's answer to ``Action/invite(_:)``; `reason` tells a declined peer why.
-    mutating func decide(accept: Bool, reason: String? = nil, at now: Duration) -> [Action] {
+    package mutating func decide(accept: Bool, reason: String? = nil, at now: Duration) -> [Action] {
         guard case .awaitingDecision(let id, let hello) = state else { return [] }
         guard accept else {
             // A "no" that comes when the time is up is the time being up, whoever noticed first.
             let late = deadline.map { now >= $0 } ?? false
-            let why = reason ?? (late ? "nobody accepted within \(seconds(invitationTimeout))" : "declined")
+            let why = reason ?? (late ? "nobody accepted within \(secondsText(invitationTimeout))" : "declined")
             return fail(id: id, JSONRPCError(JSONRPCError.declined, why))
         }
         state = .established
@@ -298,11 +307,11 @@ struct Handshake: Sendable {
     }
 
     /// Time passes: a peer that says nothing, or an app that does not decide, runs out of it.
-    mutating func advance(to now: Duration) -> [Action] {
+    package mutating func advance(to now: Duration) -> [Action] {
         guard let deadline, now >= deadline else { return [] }
         switch state {
         case .awaitingAnswer:
-            return close("no answer to initialize within \(seconds(deadline - startedAt))")
+            return close("no answer to initialize within \(secondsText(deadline - startedAt))")
         case .awaitingInitialize:
             return close("no initialize within \(initializeTimeout)")
         case .awaitingDecision:

@@ -1,11 +1,10 @@
 #if canImport(FoundationEssentials)
-import NearbyCrypto
-import FoundationEssentials
+package import FoundationEssentials
 #else
-import Foundation
+package import Foundation
 #endif
 public import NearbyBasics
-public import PeerTrust
+public import NearbyCrypto
 
 /// Why an inviter refused an invitation, in words, with a stable kind for programs.
 public struct InvitationRefusal: Error, Hashable, Sendable, CustomStringConvertible {
@@ -63,46 +62,54 @@ public struct InvitationAttempt: Sendable {
     /// Its address.
     public let address: String
     public let outcome: Outcome
+
+    package init(invitation: InvitationLink?, peerID: PeerID, name: String, address: String, outcome: Outcome) {
+        self.invitation = invitation
+        self.peerID = peerID
+        self.name = name
+        self.address = address
+        self.outcome = outcome
+    }
 }
 
 /// The invitations a listener holds, as a pure value: each with its uses left, its wrong
 /// proofs so far and who used it. It lives in the inviter's memory only: stopping the inviter
 /// revokes every invitation. The listener keeps it under a lock, so that checking a proof and
 /// taking a use are one step (two invitees racing for the last use cannot both get it).
-struct InvitationBook: Sendable {
-    struct Entry: Sendable {
-        var link: InvitationLink
-        var usesLeft: Int
-        var wrongProofs = 0
+package struct InvitationBook: Sendable {
+    package struct Entry: Sendable {
+        package var link: InvitationLink
+        package var usesLeft: Int
+        package var wrongProofs = 0
         /// Invitees that used it: one that dials again (a second address of the same
         /// acceptance) is let in without taking another use.
-        var usedBy: Set<PeerID> = []
+        package var usedBy: Set<PeerID> = []
     }
 
     /// Wrong proofs that make an invitation void.
-    let maximumWrongProofs: Int
-    private(set) var entries: [String: Entry] = [:]
+    package let maximumWrongProofs: Int
+    package private(set) var entries: [String: Entry] = [:]
 
-    init(maximumWrongProofs: Int = 3) {
+    package init(maximumWrongProofs: Int = 3) {
         self.maximumWrongProofs = max(1, maximumWrongProofs)
     }
 
-    mutating func add(_ link: InvitationLink, uses: Int) {
+    package mutating func add(_ link: InvitationLink, uses: Int) {
         entries[link.handle] = Entry(link: link, usesLeft: max(1, uses))
     }
 
     /// Removes an invitation; returns whether it was there.
     @discardableResult
-    mutating func revoke(_ link: InvitationLink) -> Bool {
+    package mutating func revoke(_ link: InvitationLink) -> Bool {
         entries.removeValue(forKey: link.handle) != nil
     }
 
     /// The invitation named by `handle`, whatever its state.
-    func link(for handle: String) -> InvitationLink? { entries[handle]?.link }
+    package func link(for handle: String) -> InvitationLink? { entries[handle]?.link }
 
     /// Whether `handle` names an invitation that `invitee` can still use at `now`; nil when it
     /// can. One that used it before may come again (a second dial of the same acceptance).
-    func check(_ handle: String, invitee: PeerID? = nil, at now: Date) -> InvitationRefusal? {
+    package func check(_ handle: String, invitee: PeerID? = nil, at now: Date) -> InvitationRefusal? {
         guard let entry = entries[handle] else {
             return InvitationRefusal(
                 .unknown, "this invitation is not known here: it was revoked (the inviter stopped or restarted since it was made) or never made here")
@@ -128,7 +135,7 @@ struct InvitationBook: Sendable {
 
     /// Checks `proof` from `invitee` against the secret and, when it holds, takes one use
     /// (none when this invitee used it before). A wrong proof counts towards voiding it.
-    mutating func redeem(
+    package mutating func redeem(
         _ handle: String, proof: [UInt8], invitee: PeerID, challenge: [UInt8], at now: Date
     ) -> Result<(link: InvitationLink, usesLeft: Int, again: Bool), InvitationRefusal> {
         guard var entry = entries[handle] else {
@@ -156,11 +163,11 @@ struct InvitationBook: Sendable {
     }
 
     /// Whether every invitation is over (used up, void or expired) at `now`.
-    func allOver(at now: Date) -> Bool {
+    package func allOver(at now: Date) -> Bool {
         entries.values.allSatisfy { refusal(for: $0, at: now) != nil }
     }
 
-    static func time(_ date: Date) -> String {
+    package static func time(_ date: Date) -> String {
         CivilTime.internetDateTime(sinceReferenceDate: date.timeIntervalSinceReferenceDate)
     }
 }
@@ -178,15 +185,15 @@ struct InvitationBook: Sendable {
 ///
 /// Refusals are JSON-RPC errors -32005 with `data.reason` (``InvitationRefusal/Kind``).
 /// Then `initialize` runs as on any connection, and the inviter admits the invitee.
-struct InvitationExchange: Sendable {
-    enum Role: Sendable, Hashable {
+package struct InvitationExchange: Sendable {
+    package enum Role: Sendable, Hashable {
         /// Holds the link's secret.
         case invitee(secret: [UInt8])
         /// `peerTrusted`: the invitee's certificate is trusted here already. `challenge`: fresh random bytes.
         case inviter(peerTrusted: Bool, challenge: [UInt8])
     }
 
-    enum Action: Hashable, Sendable {
+    package enum Action: Hashable, Sendable {
         case send(JSONRPCMessage)
         /// Inviter: may the invitation named `handle` be used? Answer with ``lookedUp(_:at:)``.
         case lookUp(handle: String)
@@ -215,23 +222,23 @@ struct InvitationExchange: Sendable {
         case done
     }
 
-    static let openID = JSONRPCID.string("invitation-open")
-    static let proveID = JSONRPCID.string("invitation-prove")
-    static let openMethod = "invitation/open"
-    static let proveMethod = "invitation/prove"
+    package static let openID = JSONRPCID.string("invitation-open")
+    package static let proveID = JSONRPCID.string("invitation-prove")
+    package static let openMethod = "invitation/open"
+    package static let proveMethod = "invitation/prove"
 
-    let role: Role
+    package let role: Role
     /// Our peer ID and the peer's, as TLS proved them.
-    let localID: PeerID
-    let remoteID: PeerID
+    package let localID: PeerID
+    package let remoteID: PeerID
     /// The invitation's handle (invitee side).
-    let handle: String
+    package let handle: String
     /// The whole exchange must be done within this.
-    let timeout: Duration
+    package let timeout: Duration
     private var state: State = .idle
-    private(set) var deadline: Duration?
+    package private(set) var deadline: Duration?
 
-    init(role: Role, localID: PeerID, remoteID: PeerID, handle: String = "", timeout: Duration = .seconds(10)) {
+    package init(role: Role, localID: PeerID, remoteID: PeerID, handle: String = "", timeout: Duration = .seconds(10)) {
         self.role = role
         self.localID = localID
         self.remoteID = remoteID
@@ -239,16 +246,16 @@ struct InvitationExchange: Sendable {
         self.timeout = timeout
     }
 
-    var isOver: Bool { state == .done }
+    package var isOver: Bool { state == .done }
 
     /// A fresh random challenge.
-    static func randomChallenge() -> [UInt8] {
+    package static func randomChallenge() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         return (0..<InvitationLink.challengeSize).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 
     /// Invitee: the channel is open at `now`; asks to use the invitation.
-    mutating func start(at now: Duration) -> [Action] {
+    package mutating func start(at now: Duration) -> [Action] {
         guard state == .idle, case .invitee = role else { return [] }
         state = .awaitingChallenge
         deadline = now + timeout
@@ -256,7 +263,7 @@ struct InvitationExchange: Sendable {
     }
 
     /// Inviter: the peer's `invitation/open` at `now`.
-    mutating func receiveOpen(id: JSONRPCID, params: JSONValue?, at now: Duration) -> [Action] {
+    package mutating func receiveOpen(id: JSONRPCID, params: JSONValue?, at now: Duration) -> [Action] {
         guard state == .idle, case .inviter(let trusted, _) = role else {
             return [.send(.failure(id: id, JSONRPCError(JSONRPCError.invalidRequest, "an invitation is already being used on this connection")))]
         }
@@ -273,7 +280,7 @@ struct InvitationExchange: Sendable {
     }
 
     /// Inviter: the book's answer to ``Action/lookUp(handle:)``.
-    mutating func lookedUp(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
+    package mutating func lookedUp(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
         guard case .lookingUp(let id, let handle) = state, case .inviter(_, let challenge) = role else { return [] }
         if let refusal { return fail(id: id, Self.error(refusal), refusal.kind) }
         state = .awaitingProof(handle: handle)
@@ -281,14 +288,14 @@ struct InvitationExchange: Sendable {
     }
 
     /// Inviter: the book's answer to ``Action/redeem(handle:proof:challenge:)``.
-    mutating func redeemed(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
+    package mutating func redeemed(_ refusal: InvitationRefusal?, at now: Duration) -> [Action] {
         guard case .redeeming(let id) = state else { return [] }
         if let refusal { return fail(id: id, Self.error(refusal), refusal.kind) }
         return succeed(answering: id, .object([:]), used: true, handle: nil)
     }
 
     /// A message from the peer at `now`.
-    mutating func receive(_ message: JSONRPCMessage, at now: Duration) -> [Action] {
+    package mutating func receive(_ message: JSONRPCMessage, at now: Duration) -> [Action] {
         switch (state, message, role) {
         case (.idle, .request(let id, Self.openMethod, let params), .inviter):
             return receiveOpen(id: id, params: params, at: now)
@@ -330,9 +337,9 @@ struct InvitationExchange: Sendable {
     }
 
     /// Time passes: an exchange that takes too long fails.
-    mutating func advance(to now: Duration) -> [Action] {
+    package mutating func advance(to now: Duration) -> [Action] {
         guard let deadline, now >= deadline, state != .done else { return [] }
-        return finish("the invitation was not settled within \(seconds(timeout))", nil)
+        return finish("the invitation was not settled within \(secondsText(timeout))", nil)
     }
 
     private mutating func succeed(answering id: JSONRPCID, _ result: JSONValue, used: Bool, handle: String?) -> [Action] {
@@ -351,7 +358,7 @@ struct InvitationExchange: Sendable {
         [.send(.failure(id: id, error))] + finish(error.message, kind)
     }
 
-    static func error(_ refusal: InvitationRefusal) -> JSONRPCError {
+    package static func error(_ refusal: InvitationRefusal) -> JSONRPCError {
         JSONRPCError(JSONRPCError.invitationRefused, refusal.message, data: .object(["reason": .string(refusal.kind.description)]))
     }
 }

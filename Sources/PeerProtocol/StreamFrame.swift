@@ -1,4 +1,4 @@
-import NIOCore
+package import NIOCore
 
 /// A stream's number on its connection. The connecting side numbers the streams it opens 1,
 /// 3, 5, …; the accepting side 2, 4, 6, …, so both may open streams at once without a clash.
@@ -44,25 +44,25 @@ public struct StreamResetCode: Hashable, Sendable, CustomStringConvertible {
 ///     2 WINDOW  4 bytes: how many more bytes the sender may send on the stream
 ///     3 FIN     nothing: the sender sends no more on this stream (half-close)
 ///     4 RESET   2 bytes of code, then a reason in UTF-8 (up to 123 bytes): the stream is over both ways
-enum StreamFrame: Hashable, Sendable {
+package enum StreamFrame: Hashable, Sendable {
     case data(StreamID, ByteBuffer)
     case open(StreamID, label: String)
     case window(StreamID, increment: UInt32)
     case fin(StreamID)
     case reset(StreamID, StreamResetCode, reason: String)
 
-    static let headerSize = 5
-    static let maximumLabel = 255
-    static let maximumReason = 123
+    package static let headerSize = 5
+    package static let maximumLabel = 255
+    package static let maximumReason = 123
 
-    var stream: StreamID {
+    package var stream: StreamID {
         switch self {
         case .data(let id, _), .open(let id, _), .window(let id, _), .fin(let id), .reset(let id, _, _): id
         }
     }
 
     /// Reads one frame; nil with the reason when the bytes are not one.
-    static func parse(_ message: ByteBuffer) -> Result<StreamFrame, StreamFrameError> {
+    package static func parse(_ message: ByteBuffer) -> Result<StreamFrame, StreamFrameError> {
         var buffer = message
         guard let type = buffer.readInteger(as: UInt8.self), let raw = buffer.readInteger(as: UInt32.self) else {
             return .failure(StreamFrameError("a stream frame of \(message.readableBytes) bytes, shorter than its 5-byte header"))
@@ -96,13 +96,17 @@ enum StreamFrame: Hashable, Sendable {
         }
     }
 
+    /// The most a WebSocket frame's header takes (RFC 6455 §5.2: 2 bytes, 8 of length, 4 of
+    /// mask): the room a data frame leaves in front of its bytes.
+    package static let webSocketHeadroom = 14
+
     /// The frame's bytes, ready to go as one binary message.
-    func encoded(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+    package func encoded(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         switch self {
         case .data(let id, let payload):
-            // Room in front for the WebSocket header, written there by WebSocketFrameWriter:
-            // the frame then leaves as one buffer.
-            let headroom = WebSocketFrameWriter.maximumHeader
+            // Room in front for the WebSocket header, written there by the shell's frame
+            // writer: the frame then leaves as one buffer.
+            let headroom = Self.webSocketHeadroom
             var buffer = allocator.buffer(capacity: headroom + Self.headerSize + payload.readableBytes)
             buffer.moveWriterIndex(forwardBy: headroom)
             buffer.moveReaderIndex(forwardBy: headroom)
@@ -141,7 +145,7 @@ enum StreamFrame: Hashable, Sendable {
     }
 
     /// At most `limit` bytes of `text`, cut at a character boundary.
-    static func truncated(_ text: String, to limit: Int) -> [UInt8] {
+    package static func truncated(_ text: String, to limit: Int) -> [UInt8] {
         var bytes: [UInt8] = []
         for character in text {
             let utf8 = Array(String(character).utf8)
@@ -153,7 +157,7 @@ enum StreamFrame: Hashable, Sendable {
 }
 
 /// Bytes that are not a stream frame.
-struct StreamFrameError: Error, Hashable, Sendable, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+package struct StreamFrameError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }

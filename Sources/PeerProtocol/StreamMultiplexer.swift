@@ -1,5 +1,4 @@
-import Logging
-import NIOCore
+package import NIOCore
 
 /// What one side takes on streams; announced in `initialize` as the capability `streams`:
 /// `{"version": 1, "window": 262144, "max_streams": 64, "max_frame": 65536}`.
@@ -18,11 +17,11 @@ public struct StreamSettings: Hashable, Sendable {
         self.maximumFrame = min(max(maximumFrame, 1 << 10), 1 << 20)
     }
 
-    static let version = 1
-    static let capabilityKey = "streams"
+    package static let version = 1
+    package static let capabilityKey = "streams"
 
     /// What goes under `streams` in this side's capabilities.
-    var capability: JSONValue {
+    package var capability: JSONValue {
         .object([
             "version": .integer(Self.version), "window": .integer(window), "max_streams": .integer(maximumStreams),
             "max_frame": .integer(maximumFrame),
@@ -30,7 +29,7 @@ public struct StreamSettings: Hashable, Sendable {
     }
 
     /// The peer's terms from its capabilities; nil when it offers no streams we speak (with why).
-    static func offered(in capabilities: JSONValue) -> Result<StreamSettings, StreamFrameError> {
+    package static func offered(in capabilities: JSONValue) -> Result<StreamSettings, StreamFrameError> {
         guard let offer = capabilities[capabilityKey] else { return .failure(StreamFrameError("the peer offered no streams in initialize")) }
         func integer(_ key: String) -> Int? {
             switch offer[key] {
@@ -59,6 +58,9 @@ public struct StreamSettings: Hashable, Sendable {
 
 /// How many stream frames and bytes a connection moved, and what it refused.
 public struct StreamStatistics: Hashable, Sendable {
+
+    package init() {
+    }
     public var opened = 0
     public var accepted = 0
     /// Streams the peer opened that were refused (too many at once).
@@ -79,13 +81,17 @@ public struct StreamStatistics: Hashable, Sendable {
 /// uses it up, and WINDOW frames give it back as the app reads (once half of it is read). A
 /// slow reader thus holds back its own stream only: the connection never stops reading for
 /// streams, so JSON-RPC messages pass beside a stalled stream.
-struct StreamMultiplexer {
+package struct StreamMultiplexer {
     /// Names one write the app waits for.
-    struct WriteToken: Hashable, Sendable {
-        let value: UInt64
+    package struct WriteToken: Hashable, Sendable {
+        package let value: UInt64
+
+        package init(value: UInt64) {
+            self.value = value
+        }
     }
 
-    enum Action: Sendable {
+    package enum Action: Sendable {
         case send(StreamFrame)
         /// The peer opened a stream: hand it to the app.
         case accepted(StreamID, label: String)
@@ -99,57 +105,57 @@ struct StreamMultiplexer {
         case writeFailed(WriteToken, PeerConnectionError)
         /// The peer broke the streams' rules: close the connection with this code and reason.
         case closeConnection(CloseCode, String)
-        case log(Logger.Level, String)
+        case log(LogLevel, String)
     }
 
     private struct Stream {
-        let openedHere: Bool
+        package let openedHere: Bool
         /// What we may still send (the peer's credit).
-        var sendCredit: Int
+        package var sendCredit: Int
         /// What the peer may still send before we grant more.
-        var receiveCredit: Int
+        package var receiveCredit: Int
         /// Read by the app but not yet granted back.
-        var toGrant = 0
+        package var toGrant = 0
         /// Writes waiting for credit, oldest first; `offset` of the first is already sent.
-        var pending: [(token: WriteToken, data: ByteBuffer)] = []
+        package var pending: [(token: WriteToken, data: ByteBuffer)] = []
         /// FIN goes out once `pending` is empty; this write waits for it.
-        var finishing: WriteToken?
-        var sentFin = false
-        var receivedFin = false
+        package var finishing: WriteToken?
+        package var sentFin = false
+        package var receivedFin = false
     }
 
-    let local: StreamSettings
+    package let local: StreamSettings
     /// The connecting side opens odd-numbered streams, the accepting side even-numbered ones.
-    let opensOdd: Bool
+    package let opensOdd: Bool
     /// The peer's terms; nil until (and unless) both sides offered streams in `initialize`.
-    private(set) var peer: StreamSettings?
+    package private(set) var peer: StreamSettings?
     private var whyNot = "streams are not negotiated until initialize is done"
     private var streams: [StreamID: Stream] = [:]
     private var nextLocal: UInt32
     private var lastRemote: UInt32 = 0
     private var openedByPeer = 0
     private var ended: PeerConnectionError?
-    private(set) var statistics = StreamStatistics()
+    package private(set) var statistics = StreamStatistics()
 
     /// Refused opens after which a peer is taken to open streams without end.
-    static let refusalLimit = 1000
+    package static let refusalLimit = 1000
 
-    init(local: StreamSettings, connecting: Bool) {
+    package init(local: StreamSettings, connecting: Bool) {
         self.local = local
         opensOdd = connecting
         nextLocal = connecting ? 1 : 2
     }
 
-    var isNegotiated: Bool { peer != nil }
-    var openCount: Int { streams.count }
+    package var isNegotiated: Bool { peer != nil }
+    package var openCount: Int { streams.count }
     /// Whether the stream is still open in at least one direction.
-    func isTracking(_ id: StreamID) -> Bool { streams[id] != nil }
+    package func isTracking(_ id: StreamID) -> Bool { streams[id] != nil }
     /// Set once the connection ended.
-    var endedError: PeerConnectionError? { ended }
+    package var endedError: PeerConnectionError? { ended }
 
     /// `initialize` is done: `capabilities` is what the peer announced; `offeredHere` whether
     /// this side offered streams at all.
-    mutating func negotiated(peerCapabilities capabilities: JSONValue, offeredHere: Bool = true) -> [Action] {
+    package mutating func negotiated(peerCapabilities capabilities: JSONValue, offeredHere: Bool = true) -> [Action] {
         guard offeredHere else {
             whyNot = "this side offers no streams"
             return []
@@ -167,7 +173,7 @@ struct StreamMultiplexer {
     // MARK: The app
 
     /// Opens a stream; the peer hears of it with the first frame.
-    mutating func open(label: String) -> Result<(StreamID, [Action]), PeerConnectionError> {
+    package mutating func open(label: String) -> Result<(StreamID, [Action]), PeerConnectionError> {
         if let ended { return .failure(ended) }
         guard let peer else { return .failure(PeerConnectionError(.unsupported, "no streams on this connection: \(whyNot)")) }
         let openHere = streams.values.filter(\.openedHere).count
@@ -183,7 +189,7 @@ struct StreamMultiplexer {
     }
 
     /// Queues `data` for the stream; `token` is done once all of it went out within the credit.
-    mutating func write(_ id: StreamID, _ data: ByteBuffer, token: WriteToken) -> [Action] {
+    package mutating func write(_ id: StreamID, _ data: ByteBuffer, token: WriteToken) -> [Action] {
         guard var stream = streams[id] else { return [.writeFailed(token, overError(id))] }
         guard !stream.sentFin, stream.finishing == nil else {
             return [.writeFailed(token, PeerConnectionError(.invalidInput, "stream \(id) is finished: nothing more can be written to it"))]
@@ -200,7 +206,7 @@ struct StreamMultiplexer {
     /// half-close, and a FIN carries no bytes: done at once, as a reset of it would be. (A peer
     /// that answered, finished and dropped its end resets it, and that reset can overtake this
     /// side's finish: the answer it sent is still read here.) Only the end of the connection fails it.
-    mutating func finish(_ id: StreamID, token: WriteToken) -> [Action] {
+    package mutating func finish(_ id: StreamID, token: WriteToken) -> [Action] {
         guard var stream = streams[id] else {
             if let ended { return [.writeFailed(token, ended)] }
             return [.writeDone(token)]
@@ -214,7 +220,7 @@ struct StreamMultiplexer {
     }
 
     /// Ends the stream both ways at once, telling the peer why. Writes still waiting fail.
-    mutating func reset(_ id: StreamID, code: StreamResetCode, reason: String) -> [Action] {
+    package mutating func reset(_ id: StreamID, code: StreamResetCode, reason: String) -> [Action] {
         guard let stream = streams.removeValue(forKey: id) else { return [] }
         if !stream.openedHere { openedByPeer -= 1 }
         statistics.resetHere += 1
@@ -226,7 +232,7 @@ struct StreamMultiplexer {
     }
 
     /// The app read `bytes` of the stream: credit goes back to the peer once half the window is read.
-    mutating func consumed(_ id: StreamID, bytes: Int) -> [Action] {
+    package mutating func consumed(_ id: StreamID, bytes: Int) -> [Action] {
         guard var stream = streams[id], !stream.receivedFin, bytes > 0 else { return [] }
         stream.toGrant += bytes
         var actions: [Action] = []
@@ -241,7 +247,7 @@ struct StreamMultiplexer {
     }
 
     /// The connection ended: every stream ends with it.
-    mutating func connectionEnded(_ why: String) -> [Action] {
+    package mutating func connectionEnded(_ why: String) -> [Action] {
         guard ended == nil else { return [] }
         let error = PeerConnectionError(.closed, "the connection ended: \(why)")
         ended = error
@@ -257,7 +263,7 @@ struct StreamMultiplexer {
     // MARK: The peer
 
     /// One binary message from the peer.
-    mutating func receive(_ message: ByteBuffer) -> [Action] {
+    package mutating func receive(_ message: ByteBuffer) -> [Action] {
         guard ended == nil else { return [] }
         guard peer != nil else {
             return [.closeConnection(CloseCode(1003), "a binary message, but no streams were negotiated (\(whyNot))")]

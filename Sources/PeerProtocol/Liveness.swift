@@ -10,44 +10,44 @@
 ///
 /// A pure state machine: the connection calls ``heard(at:)`` for every frame received and
 /// ``tick(at:)`` at ``nextTick``; times are durations on any monotonic clock.
-struct Liveness: Sendable {
-    enum Action: Hashable, Sendable {
+package struct Liveness: Sendable {
+    package enum Action: Hashable, Sendable {
         case wait
         case ping
         case heartbeat
         case dead(silentFor: Duration)
     }
 
-    let pingInterval: Duration
-    let deadAfter: Duration
-    private(set) var lastHeard: Duration
+    package let pingInterval: Duration
+    package let deadAfter: Duration
+    package private(set) var lastHeard: Duration
     private var lastPing: Duration?
     /// Reading is held back (by our app); the last heartbeat sent meanwhile.
-    private(set) var heldSince: Duration?
+    package private(set) var heldSince: Duration?
     private var lastHeartbeat: Duration?
 
     /// `deadAfter` must be positive; pings go out at a third of it (at least every 10 s
     /// by default, so NAT and firewall state stays warm too).
-    init(deadAfter: Duration, now: Duration) {
+    package init(deadAfter: Duration, now: Duration) {
         self.deadAfter = deadAfter
         self.pingInterval = deadAfter / 3
         self.lastHeard = now
     }
 
     /// A frame (of any kind) arrived from the peer.
-    mutating func heard(at now: Duration) {
+    package mutating func heard(at now: Duration) {
         lastHeard = max(lastHeard, now)
     }
 
     /// The connection stopped reading because our app is behind.
-    mutating func hold(at now: Duration) {
+    package mutating func hold(at now: Duration) {
         guard heldSince == nil else { return }
         heldSince = now
         lastHeartbeat = nil
     }
 
     /// Reading resumed: the silence clock starts again now.
-    mutating func release(at now: Duration) {
+    package mutating func release(at now: Duration) {
         guard heldSince != nil else { return }
         heldSince = nil
         lastHeard = max(lastHeard, now)
@@ -55,13 +55,13 @@ struct Liveness: Sendable {
     }
 
     /// When ``tick(at:)`` has something to do next.
-    var nextTick: Duration {
+    package var nextTick: Duration {
         if let heldSince { return (lastHeartbeat ?? heldSince) + pingInterval }
         let quietSince = max(lastHeard, lastPing ?? lastHeard)
         return min(lastHeard + deadAfter, quietSince + pingInterval)
     }
 
-    mutating func tick(at now: Duration) -> Action {
+    package mutating func tick(at now: Duration) -> Action {
         if let heldSince {
             guard now - (lastHeartbeat ?? heldSince) >= pingInterval else { return .wait }
             lastHeartbeat = now

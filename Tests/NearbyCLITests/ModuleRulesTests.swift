@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// The rules the architecture rests on, read from the sources themselves: the cores import
+/// nothing that can reach a socket, a file, a clock or a C library, so "no I/O" stays true as
+/// code is added, not only while someone remembers it.
+@Suite("module rules")
+struct ModuleRulesTests {
+    static let sources = ReadmeExamplesTests.repository.appendingPathComponent("Sources")
+
+    /// The modules each core may import (Foundation's pieces only for JSON's `Data` and `Date`).
+    static let allowed: [String: Set<String>] = [
+        "DNSWire": ["NearbyBasics"],
+        "MulticastDNSCore": ["DNSWire"],
+        "NearbyCrypto": ["NearbyBasics"],
+        "PeerProtocol": ["NearbyBasics", "NearbyCrypto", "NIOCore", "FoundationEssentials", "Foundation"],
+    ]
+
+    /// `import X`, `public import X`, `@_exported import struct X.Y`, … → X.
+    static func imports(of file: URL) throws -> Set<String> {
+        let text = try String(contentsOf: file, encoding: .utf8)
+        var modules: Set<String> = []
+        for line in text.split(separator: "\n") {
+            let words = line.split(separator: " ").map(String.init)
+            guard let index = words.firstIndex(of: "import"), index + 1 < words.count,
+                words[..<index].allSatisfy({ ["public", "package", "internal", "@_exported", "@testable"].contains($0) })
+            else { continue }
+            let kinds: Set<String> = ["struct", "enum", "class", "func", "protocol", "typealias", "var", "let"]
+            let path = kinds.contains(words[index + 1]) && index + 2 < words.count ? words[index + 2] : words[index + 1]
+            modules.insert(String(path.split(separator: ".")[0]))
+        }
+        return modules
+    }
+
+    @Test("each core imports only what its rule allows", arguments: allowed.keys.sorted())
+    func coreImports(_ module: String) throws {
+        let directory = Self.sources.appendingPathComponent(module)
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".swift") }
+        #expect(!files.isEmpty, "no Swift files in \(directory.path)")
+        for file in files {
+            let extra = try Self.imports(of: directory.appendingPathComponent(file)).subtracting(Self.allowed[module] ?? [])
+            #expect(extra.isEmpty, "\(module)/\(file) imports \(extra.sorted()); \(module) may import only \(Self.allowed[module]?.sorted() ?? [])")
+        }
+    }
+
+    @Test("the import reader sees every form of import the sources use")
+    func readerSeesImports() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("imports-\(UUID().uuidString).swift")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try """
+            import NIOPosix
+            public import Logging
+            package import NIOSSL
+            @_exported import struct PeerTrust.Identity
+            // import NotThis
+            let text = "import NorThis"
+            """.write(to: file, atomically: true, encoding: .utf8)
+        #expect(try Self.imports(of: file) == ["NIOPosix", "Logging", "NIOSSL", "PeerTrust"])
+    }
+}
