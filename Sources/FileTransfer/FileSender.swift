@@ -110,6 +110,8 @@ public enum FileSender {
     /// Bytes read from the file at once (four frames of the default 64 KiB).
     static let chunk = 256 << 10
 
+    /// The shell of one file's ``SendExchange``: it opens the file and the stream, and does
+    /// what the machine says (messages, the resume check, the bytes, the half-close).
     private static func sendOne(
         _ item: Item, over connection: PeerConnection, resume: Bool, interval: Duration, rateLimit: Int?, report: @Sendable (TransferUpdate) -> Void
     ) async throws(FileTransferError) -> TransferResult {
@@ -123,99 +125,104 @@ public enum FileSender {
             throw FileTransferError(.interrupted, error.message)
         }
         var reader = StreamReader(stream)
+        var exchange = SendExchange(
+            offer: TransferProtocol.Offer(name: item.name, folders: item.folders, size: size, modified: status.modified, resume: resume))
+        var streamReset = false
         do throws(FileTransferError) {
-            let offer = TransferProtocol.Offer(name: item.name, folders: item.folders, size: size, modified: status.modified, resume: resume)
-            try await send(stream, TransferProtocol.frame(offer.json))
-            guard let answer = try await reader.message() else { throw FileTransferError(.interrupted, "the receiver closed the stream without an answer") }
             let hasher = try makeHasher()
-            var start: Int64 = 0
-            switch try TransferProtocol.Answer.parse(answer).get() {
-            case .decline(let reason):
-                stream.reset("declined")
-                throw FileTransferError(.declined, "\(item.shownName) was declined: \(reason)")
-            case .accept(let offset, let prefix):
-                guard offset <= size else { throw TransferProtocol.malformed("an offset of \(offset) bytes into a file of \(size)") }
-                if offset > 0, let prefix {
-                    // Its first bytes must be ours: hash ours up to the offset.
-                    let position = try await file.hashPrefix(offset, into: hasher, chunk: chunk)
-                    if position == offset, hexString(hasher.copyDigest()) == prefix.lowercased() {
-                        start = offset
-                    } else {
-                        hasher.reset()
+            var digest = ""
+            var elapsed = 0.0
+            var steps = exchange.begin()
+            while !steps.isEmpty {
+                switch steps.removeFirst() {
+                case .send(let message):
+                    try await send(stream, TransferProtocol.frame(message))
+                case .readMessage:
+                    steps = try await exchange.received(reader.message()) + steps
+                case .checkPrefix(let count, let expected):
+                    let position = try await file.hashPrefix(count, into: hasher, chunk: chunk)
+                    let matches = position == count && hexString(hasher.copyDigest()) == expected
+                    if !matches { hasher.reset() }
+                    steps = exchange.prefixChecked(matches: matches) + steps
+                case .sendBytes(let start):
+                    elapsed = try await sendBytes(
+                        of: file, path: item.path, name: item.shownName, size: size, from: start, into: stream, hasher: hasher, interval: interval,
+                        rateLimit: rateLimit, report: report)
+                    digest = hexString(hasher.finish())
+                    steps = exchange.bytesSent(sha256: digest) + steps
+                case .finishStream:
+                    do { try await stream.finish() } catch { throw interruption(error) }
+                case .saved(let savedAs, let start):
+                    return TransferResult(name: item.shownName, savedAs: savedAs, size: size, transferred: size - start, sha256: digest, seconds: elapsed)
+                case .failed(let error, let reset):
+                    if let reset {
+                        stream.reset(reset.reason, code: reset.code)
+                        streamReset = true
                     }
+                    throw error
                 }
             }
-            try await send(stream, TransferProtocol.frame(TransferProtocol.start(start)))
-            let clock = ContinuousClock()
-            let began = clock.now
-            var meter = ProgressMeter(name: item.shownName, size: size, resumedAt: start, interval: interval, at: .zero)
-            report(.started(meter.progress(done: start, at: .zero)))
-            var position = start
-            // The next chunk is read (and hashed, on the thread pool) while this one goes out.
-            let read: @Sendable (Int64, ByteBuffer?) async throws(FileTransferError) -> ByteBuffer = { at, spare throws(FileTransferError) in
-                let count = Int(min(Int64(chunk), size - at))
-                return try await LocalFile.blocking { () throws(FileTransferError) in
-                    let bytes = try file.read(at: at, count: count, reusing: spare)
-                    hasher.update(bytes)
-                    return bytes
-                }
-            }
-            let first = position
-            var next: Task<ByteBuffer, any Error>? = first < size ? Task { try await read(first, nil) } : nil
-            defer { next?.cancel() }
-            // Two buffers take turns: one is read into while the other goes out.
-            var spare: ByteBuffer?
-            while let pending = next {
-                let bytes: ByteBuffer
-                do { bytes = try await pending.value } catch let error as FileTransferError { throw error } catch {
-                    throw FileTransferError(.cancelled, "cancelled")
-                }
-                guard bytes.readableBytes > 0 else {
-                    stream.reset("the file changed while it was sent", code: .failed)
-                    throw FileTransferError(.file, "\(item.path) got shorter while it was sent (\(position) of \(size) bytes)")
-                }
-                let after = position + Int64(bytes.readableBytes)
-                let reuse = spare
-                spare = nil
-                next = after < size ? Task { try await read(after, reuse) } : nil
-                try await send(stream, bytes)
-                spare = bytes
-                position = after
-                if let progress = meter.update(done: position, at: clock.now - began) { report(.progress(progress)) }
-                if let rateLimit, rateLimit > 0 {
-                    // Ahead of the pace: wait until the bytes sent so far are due.
-                    let due = began + .seconds(Double(position - start) / Double(rateLimit))
-                    if due > clock.now {
-                        do { try await clock.sleep(until: due) } catch { throw FileTransferError(.cancelled, "cancelled") }
-                    }
-                }
-            }
-            let digest = hexString(hasher.finish())
-            try await send(stream, TransferProtocol.frame(TransferProtocol.trailer(sha256: digest)))
-            do { try await stream.finish() } catch { throw interruption(error) }
-            let elapsed = seconds(clock.now - began)
-            guard let outcome = try await reader.message() else { throw FileTransferError(.interrupted, "the receiver closed the stream without saying whether it has the file") }
-            if let saved = outcome["saved"]?.stringValue {
-                return TransferResult(name: item.shownName, savedAs: saved, size: size, transferred: size - start, sha256: digest, seconds: elapsed)
-            }
-            let reason = outcome["failed"]?.stringValue ?? "no reason given"
-            // Only the kinds the exchange defines; anything else the peer says is an interruption.
-            let kind: FileTransferError.Code =
-                switch outcome["kind"]?.stringValue {
-                case "verification": .verification
-                case "file": .file
-                case "declined": .declined
-                default: .interrupted
-                }
-            throw FileTransferError(kind, "the receiver did not keep \(item.shownName): \(reason)")
+            throw FileTransferError(.interrupted, "the exchange of \(item.shownName) ended without an outcome")
         } catch {
             if Task.isCancelled || error.code == .cancelled {
                 stream.reset("the sender cancelled")
                 throw FileTransferError(.cancelled, "cancelled while sending \(item.shownName)")
             }
-            if error.code == .protocolError { stream.reset(error.message, code: .protocolError) }
+            if error.code == .protocolError && !streamReset { stream.reset(error.message, code: .protocolError) }
             throw error
         }
+    }
+
+    /// Sends the file's bytes from `start` to `size`, reading (and hashing, on the thread pool)
+    /// the next chunk while this one goes out, paced to `rateLimit` bytes per second when given.
+    /// Returns the seconds it took.
+    private static func sendBytes(
+        of file: LocalFile, path: String, name: String, size: Int64, from start: Int64, into stream: PeerStream, hasher: SharedHasher,
+        interval: Duration, rateLimit: Int?, report: @Sendable (TransferUpdate) -> Void
+    ) async throws(FileTransferError) -> Double {
+        let clock = ContinuousClock()
+        let began = clock.now
+        var meter = ProgressMeter(name: name, size: size, resumedAt: start, interval: interval, at: .zero)
+        report(.started(meter.progress(done: start, at: .zero)))
+        var position = start
+        let read: @Sendable (Int64, ByteBuffer?) async throws(FileTransferError) -> ByteBuffer = { at, spare throws(FileTransferError) in
+            let count = Int(min(Int64(chunk), size - at))
+            return try await LocalFile.blocking { () throws(FileTransferError) in
+                let bytes = try file.read(at: at, count: count, reusing: spare)
+                hasher.update(bytes)
+                return bytes
+            }
+        }
+        var next: Task<ByteBuffer, any Error>? = start < size ? Task { try await read(start, nil) } : nil
+        defer { next?.cancel() }
+        // Two buffers take turns: one is read into while the other goes out.
+        var spare: ByteBuffer?
+        while let pending = next {
+            let bytes: ByteBuffer
+            do { bytes = try await pending.value } catch let error as FileTransferError { throw error } catch {
+                throw FileTransferError(.cancelled, "cancelled")
+            }
+            guard bytes.readableBytes > 0 else {
+                stream.reset("the file changed while it was sent", code: .failed)
+                throw FileTransferError(.file, "\(path) got shorter while it was sent (\(position) of \(size) bytes)")
+            }
+            let after = position + Int64(bytes.readableBytes)
+            let reuse = spare
+            spare = nil
+            next = after < size ? Task { try await read(after, reuse) } : nil
+            try await send(stream, bytes)
+            spare = bytes
+            position = after
+            if let progress = meter.update(done: position, at: clock.now - began) { report(.progress(progress)) }
+            if let rateLimit, rateLimit > 0 {
+                // Ahead of the pace: wait until the bytes sent so far are due.
+                let due = began + .seconds(Double(position - start) / Double(rateLimit))
+                if due > clock.now {
+                    do { try await clock.sleep(until: due) } catch { throw FileTransferError(.cancelled, "cancelled") }
+                }
+            }
+        }
+        return seconds(clock.now - began)
     }
 
     private static func send(_ stream: PeerStream, _ bytes: ByteBuffer) async throws(FileTransferError) {
