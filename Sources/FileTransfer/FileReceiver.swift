@@ -72,71 +72,102 @@ public final class FileReceiver: Sendable {
         var offset: Int64
     }
 
+    /// The shell of one file's ``ReceiveExchange``: it does the file work the machine asks for
+    /// (claim, hash, free space, write, publish) and the messages it says.
     private func receiveOne(
         _ stream: PeerStream, sender: PeerID?, interval: Duration, report: @Sendable (TransferUpdate) -> Void
     ) async throws(FileTransferError) -> TransferResult {
         var reader = StreamReader(stream)
-        let offer: TransferProtocol.Offer
-        do throws(FileTransferError) {
-            guard let message = try await reader.message() else { throw TransferProtocol.malformed("no offer before the stream ended") }
-            offer = try TransferProtocol.Offer.parse(message).get()
-        } catch {
-            stream.reset(error.message, code: error.code == .protocolError ? .protocolError : .failed)
-            throw error
-        }
-        let shown = FileNames.shown((offer.folders + [offer.name]).joined(separator: "/"))
-        func decline(_ reason: String) async throws(FileTransferError) -> Never {
-            try? await write(stream, TransferProtocol.Answer.decline(reason).json)
-            try? await stream.finish()
-            throw FileTransferError(.declined, "declined \(shown): \(reason)")
-        }
-        if let problem = FileNames.problem(withPath: offer.folders + [offer.name]) { try await decline("refused name: \(problem)") }
-        if let maximumSize, offer.size > maximumSize { try await decline("\(offer.size) bytes is over the \(maximumSize) this side takes") }
-        let target: Target
-        do { target = try await claim(offer, sender: sender) } catch { try await decline(error.message) }
-        defer { release(target.part) }
-
-        // Resuming: the .part's first bytes, hashed, for the sender to compare with its own.
+        var exchange = ReceiveExchange(maximumSize: maximumSize)
         let hasher = try makeHasher()
-        var prefix: String?
-        if target.offset > 0 {
-            let (file, _) = try await LocalFile.blocking { () throws(FileTransferError) in try LocalFile.openForReading(target.part) }
-            _ = try await file.hashPrefix(target.offset, into: hasher, chunk: FileSender.chunk)
-            prefix = hexString(hasher.copyDigest())
+        var target: Target?
+        defer { if let target { release(target.part) } }
+        var file: LocalFile?
+        var digest = ""
+        var elapsed = 0.0
+        var steps = exchange.begin()
+        while !steps.isEmpty {
+            switch steps.removeFirst() {
+            case .readMessage:
+                steps = try await exchange.received(reader.message()) + steps
+            case .claim(let offer):
+                do throws(FileTransferError) {
+                    let claimed = try await claim(offer, sender: sender)
+                    target = claimed
+                    steps = exchange.claimed(.success(claimed.offset)) + steps
+                } catch {
+                    steps = exchange.claimed(.failure(error)) + steps
+                }
+            case .hashPrefix(let count):
+                guard let part = target?.part else { throw FileTransferError(.file, "internal error: no .part to hash") }
+                let (partial, _) = try await LocalFile.blocking { () throws(FileTransferError) in try LocalFile.openForReading(part) }
+                _ = try await partial.hashPrefix(count, into: hasher, chunk: FileSender.chunk)
+                steps = exchange.prefixHashed(hexString(hasher.copyDigest())) + steps
+            case .checkSpace:
+                steps = exchange.spaceChecked(free: target.flatMap { LocalFile.freeSpace(in: $0.folder) }) + steps
+            case .send(let message):
+                try await write(stream, message)
+            case .receiveBytes(let start):
+                guard let target, let offer = exchange.offer else { throw FileTransferError(.file, "internal error: bytes before an offer") }
+                if start == 0 { hasher.reset() }
+                let opened = try await LocalFile.blocking { () throws(FileTransferError) in
+                    let file = try LocalFile.openForWriting(target.part)
+                    try file.truncate(to: start)
+                    return file
+                }
+                file = opened
+                elapsed = try await receiveBytes(
+                    into: opened, target: target, size: offer.size, from: start, shown: exchange.shownName, reader: &reader, stream: stream,
+                    hasher: hasher, interval: interval, report: report)
+                digest = hexString(hasher.finish())
+                steps = exchange.bytesReceived(sha256: digest) + steps
+            case .discardPart:
+                if let part = target?.part { _ = unlink(part) }
+            case .publish:
+                guard let target, let file, let offer = exchange.offer else { throw FileTransferError(.file, "internal error: nothing to publish") }
+                do throws(FileTransferError) {
+                    let saved = try await LocalFile.blocking { () throws(FileTransferError) in
+                        try file.finishForPublishing()
+                        if let modified = offer.modified, modified.isFinite { file.setModified(modified) }
+                        return try Self.publish(target)
+                    }
+                    steps = exchange.published(.success(saved)) + steps
+                } catch {
+                    steps = exchange.published(.failure(error)) + steps
+                }
+            case .tellAndFinish(let message):
+                // The outcome here holds whatever happens to the stream now. (The sender may
+                // close the connection as soon as it reads "saved", before our FIN goes.)
+                try? await write(stream, message)
+                try? await stream.finish()
+            case .saved(let savedAs, let start):
+                let size = exchange.offer?.size ?? 0
+                return TransferResult(name: exchange.shownName, savedAs: savedAs, size: size, transferred: size - start, sha256: digest, seconds: elapsed)
+            case .failed(let error, let reset):
+                if let reset { stream.reset(reset.reason, code: reset.code) }
+                throw error
+            }
         }
-        let needed = offer.size - target.offset
-        if let free = LocalFile.freeSpace(in: target.folder), needed > free {
-            try await decline("not enough space: \(needed) bytes needed, \(free) free")
-        }
-        try await write(stream, TransferProtocol.Answer.accept(offset: target.offset, prefixSHA256: prefix).json)
+        throw FileTransferError(.interrupted, "the exchange of \(exchange.shownName) ended without an outcome")
+    }
 
-        let start: Int64
-        do throws(FileTransferError) {
-            guard let message = try await reader.message(), let value = TransferProtocol.integer(message["start"]),
-                value == 0 || value == target.offset
-            else { throw TransferProtocol.malformed("a start that is neither 0 nor the offset offered") }
-            start = value
-        } catch {
-            stream.reset(error.message, code: .protocolError)
-            throw error
-        }
-        if start == 0 { hasher.reset() }
-        let file = try await LocalFile.blocking { () throws(FileTransferError) in
-            let file = try LocalFile.openForWriting(target.part)
-            try file.truncate(to: start)
-            return file
-        }
+    /// Takes the offered bytes from `start` to `size` into the `.part`, hashing them and starting
+    /// the write-back every ``writeBackStep`` bytes. Returns the seconds it took.
+    private func receiveBytes(
+        into file: LocalFile, target: Target, size: Int64, from start: Int64, shown: String, reader: inout StreamReader, stream: PeerStream,
+        hasher: SharedHasher, interval: Duration, report: @Sendable (TransferUpdate) -> Void
+    ) async throws(FileTransferError) -> Double {
         let clock = ContinuousClock()
         let began = clock.now
-        var meter = ProgressMeter(name: shown, size: offer.size, resumedAt: start, interval: interval, at: .zero)
+        var meter = ProgressMeter(name: shown, size: size, resumedAt: start, interval: interval, at: .zero)
         report(.started(meter.progress(done: start, at: .zero)))
         var position = start
         var flushedTo = start
         do throws(FileTransferError) {
-            while position < offer.size {
-                guard let bytes = try await reader.bytes(upTo: Int(min(Int64(Int.max), offer.size - position))) else {
+            while position < size {
+                guard let bytes = try await reader.bytes(upTo: Int(min(Int64(Int.max), size - position))) else {
                     throw FileTransferError(
-                        .interrupted, "the sender stopped after \(position) of \(offer.size) bytes of \(shown); \(target.part) is kept for --resume")
+                        .interrupted, "the sender stopped after \(position) of \(size) bytes of \(shown); \(target.part) is kept for --resume")
                 }
                 let at = position
                 let flushed = flushedTo
@@ -157,48 +188,11 @@ public final class FileReceiver: Sendable {
                 throw FileTransferError(.file, "\(error.message); \(target.part) is kept for --resume")
             }
             if error.code == .interrupted, !error.message.contains("kept for --resume") {
-                throw FileTransferError(.interrupted, "\(error.message) (after \(position) of \(offer.size) bytes of \(shown); \(target.part) is kept for --resume)")
+                throw FileTransferError(.interrupted, "\(error.message) (after \(position) of \(size) bytes of \(shown); \(target.part) is kept for --resume)")
             }
             throw error
         }
-        let digest = hexString(hasher.finish())
-        let theirs: String
-        do throws(FileTransferError) {
-            guard let trailer = try await reader.message(), let sha = trailer["sha256"]?.stringValue else {
-                throw TransferProtocol.malformed("no SHA-256 after the bytes")
-            }
-            theirs = sha.lowercased()
-        } catch {
-            stream.reset(error.message, code: .protocolError)
-            throw error
-        }
-        guard theirs == digest else {
-            // Not the sender's file: nothing of it is kept.
-            _ = unlink(target.part)
-            let reason = "its SHA-256 differs from the sender's (\(digest.prefix(16))… here, \(theirs.prefix(16))… sent); nothing was kept"
-            try? await write(stream, TransferProtocol.failed(reason, kind: .verification))
-            try? await stream.finish()
-            throw FileTransferError(.verification, "\(shown): \(reason)")
-        }
-        let saved: [String]
-        do throws(FileTransferError) {
-            saved = try await LocalFile.blocking { () throws(FileTransferError) in
-                try file.finishForPublishing()
-                if let modified = offer.modified, modified.isFinite { file.setModified(modified) }
-                return try Self.publish(target)
-            }
-        } catch {
-            try? await write(stream, TransferProtocol.failed(error.message, kind: .file))
-            try? await stream.finish()
-            throw error
-        }
-        // The file is saved under its name: that holds whatever happens to the stream now. (The
-        // sender may close the connection as soon as it reads "saved", before our FIN goes.)
-        try? await write(stream, TransferProtocol.saved(saved.joined(separator: "/")))
-        try? await stream.finish()
-        return TransferResult(
-            name: shown, savedAs: saved.joined(separator: "/"), size: offer.size, transferred: offer.size - start, sha256: digest,
-            seconds: seconds(clock.now - began))
+        return seconds(clock.now - began)
     }
 
     /// Makes the folders, picks the names and reserves the `.part`.

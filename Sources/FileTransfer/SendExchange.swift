@@ -27,13 +27,7 @@ struct SendExchange: Sendable {
         /// The receiver saved the file under `savedAs`; the bytes from `start` went this time.
         case saved(savedAs: String, start: Int64)
         /// The exchange failed; with `reset`, the shell resets the stream with that reason and code.
-        case failed(FileTransferError, reset: Reset?)
-    }
-
-    /// A stream reset the shell sends with a failure.
-    struct Reset: Equatable, Sendable {
-        var reason: String
-        var code: StreamResetCode
+        case failed(FileTransferError, reset: ExchangeReset?)
     }
 
     enum Phase: Equatable, Sendable {
@@ -69,13 +63,13 @@ struct SendExchange: Sendable {
             guard let message else { return fail(.interrupted, "the receiver closed the stream without an answer") }
             switch TransferProtocol.Answer.parse(message) {
             case .failure(let error):
-                return fail(error, reset: Reset(reason: error.message, code: .protocolError))
+                return fail(error, reset: ExchangeReset(reason: error.message, code: .protocolError))
             case .success(.decline(let reason)):
-                return fail(FileTransferError(.declined, "\(shownName) was declined: \(reason)"), reset: Reset(reason: "declined", code: .cancelled))
+                return fail(FileTransferError(.declined, "\(shownName) was declined: \(reason)"), reset: ExchangeReset(reason: "declined", code: .cancelled))
             case .success(.accept(let offset, let prefix)):
                 guard offset <= offer.size else {
                     let error = TransferProtocol.malformed("an offset of \(offset) bytes into a file of \(offer.size)")
-                    return fail(error, reset: Reset(reason: error.message, code: .protocolError))
+                    return fail(error, reset: ExchangeReset(reason: error.message, code: .protocolError))
                 }
                 // The receiver holds our first `offset` bytes only if they hash the same as ours.
                 if offset > 0, let prefix {
@@ -127,13 +121,19 @@ struct SendExchange: Sendable {
         fail(FileTransferError(code, message), reset: nil)
     }
 
-    private mutating func fail(_ error: FileTransferError, reset: Reset?) -> [Step] {
+    private mutating func fail(_ error: FileTransferError, reset: ExchangeReset?) -> [Step] {
         phase = .done
         return [.failed(error, reset: reset)]
     }
 
     /// An event out of order is the shell's bug, not the peer's: it ends the exchange, loudly.
     private mutating func misuse(_ event: String) -> [Step] {
-        fail(FileTransferError(.protocolError, "internal error: \(event) while \(phase)"), reset: Reset(reason: "internal error", code: .failed))
+        fail(FileTransferError(.protocolError, "internal error: \(event) while \(phase)"), reset: ExchangeReset(reason: "internal error", code: .failed))
     }
+}
+
+/// A stream reset the shell sends with a failed exchange (either side).
+struct ExchangeReset: Equatable, Sendable {
+    var reason: String
+    var code: StreamResetCode
 }

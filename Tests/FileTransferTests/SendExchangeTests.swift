@@ -12,7 +12,7 @@ struct SendExchangeTests {
         TransferProtocol.Answer.accept(offset: offset, prefixSHA256: prefix).json
     }
 
-    func failure(_ steps: [SendExchange.Step]) -> (FileTransferError, SendExchange.Reset?)? {
+    func failure(_ steps: [SendExchange.Step]) -> (FileTransferError, ExchangeReset?)? {
         guard steps.count == 1, case .failed(let error, let reset) = steps[0] else { return nil }
         return (error, reset)
     }
@@ -54,7 +54,7 @@ struct SendExchangeTests {
         _ = exchange.begin()
         let (error, reset) = try #require(failure(exchange.received(TransferProtocol.Answer.decline("not enough space").json)))
         #expect(error == FileTransferError(.declined, "out/build.tar was declined: not enough space"))
-        #expect(reset == SendExchange.Reset(reason: "declined", code: .cancelled))
+        #expect(reset == ExchangeReset(reason: "declined", code: .cancelled))
     }
 
     @Test("answers that break the rules are protocol errors, and the stream is reset as one", arguments: [
