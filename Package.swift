@@ -66,7 +66,9 @@ let package = Package(
         // The RFC 6762 engine without I/O: responder, querier, cache, timing. Messages and time
         // in, messages and events out. Depends on DNSWire alone, so "no I/O" is the compiler's rule.
         .target(name: "MulticastDNSCore", dependencies: ["DNSWire"], swiftSettings: strict),
-        // The operating system's answers about host name and interfaces, in one place.
+        // The operating system in one place: host name and interfaces, the descriptor limit,
+        // threads of our own (the one thread starter, a condition for threads that wait), reading
+        // a descriptor to its end. The pure modules below never import the C library for these.
         .target(name: "NetworkPlatform", swiftSettings: strict),
         // recvmmsg and the packet-information control messages, which need the C library's
         // macros and GNU extensions: the one piece of the receive path written in C.
@@ -78,7 +80,6 @@ let package = Package(
             dependencies: [
                 "DNSWire", "MulticastDNSCore", "NetworkPlatform", "CNearbySocket", "NearbyBasics",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -97,8 +98,7 @@ let package = Package(
         .target(
             name: "SystemDNSSD",
             dependencies: [
-                .target(name: "CDNSSD", condition: .when(platforms: [.linux])),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .target(name: "CDNSSD", condition: .when(platforms: [.linux])), "NearbyBasics", "NetworkPlatform",
             ],
             swiftSettings: strict
         ),
@@ -180,7 +180,7 @@ let package = Package(
             name: "FileTransfer",
             dependencies: [
                 "PeerConnection", "PeerTrust", "NearbyBasics", "CNearbySocket", .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict),
         .testTarget(
@@ -193,7 +193,6 @@ let package = Package(
             name: "ConnectionBroker",
             dependencies: [
                 "DNSWire", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict),

@@ -126,41 +126,6 @@ int nearby_enable_drop_count(int fd) {
 #endif
 }
 
-typedef struct {
-    char name[16];
-    void (*body)(void *);
-    void *context;
-} nearby_thread_start;
-
-static void *nearby_thread_main(void *raw) {
-    nearby_thread_start start = *(nearby_thread_start *)raw;
-    free(raw);
-#if defined(__linux__)
-    (void)pthread_setname_np(pthread_self(), start.name);
-#elif defined(__APPLE__)
-    (void)pthread_setname_np(start.name);
-#endif
-    start.body(start.context);
-    return NULL;
-}
-
-int nearby_start_thread(const char *name, void (*body)(void *), void *context) {
-    nearby_thread_start *start = malloc(sizeof(*start));
-    if (start == NULL) return ENOMEM;
-    strncpy(start->name, name, sizeof(start->name) - 1);
-    start->name[sizeof(start->name) - 1] = 0;
-    start->body = body;
-    start->context = context;
-    pthread_t thread;
-    int result = pthread_create(&thread, NULL, nearby_thread_main, start);
-    if (result != 0) {
-        free(start);
-        return result;
-    }
-    pthread_detach(thread);
-    return 0;
-}
-
 int nearby_start_write_back(int fd, int64_t offset, int64_t count) {
 #ifdef SYNC_FILE_RANGE_WRITE
     return sync_file_range(fd, (off_t)offset, (off_t)count, SYNC_FILE_RANGE_WRITE);

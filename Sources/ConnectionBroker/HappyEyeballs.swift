@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import NearbyBasics
 import PeerConnection
 import PeerTrust
 
@@ -68,7 +68,7 @@ enum HappyEyeballs {
 
 /// Set once, by whoever comes first.
 final class Flag: Sendable {
-    private let value = NIOLockedValueBox(false)
+    private let value = Locked(false)
 
     var isSet: Bool { value.withLockedValue { $0 } }
 

@@ -1,5 +1,4 @@
 import CNearbySocket
-import NIOConcurrencyHelpers
 import NIOCore
 import NearbyBasics
 public import PeerConnection
@@ -26,7 +25,7 @@ public final class FileReceiver: Sendable {
     /// Bytes written between two calls that start their write-back.
     static let writeBackStep: Int64 = 8 << 20
     /// `.part` files being written now, so that two transfers never share one.
-    private let active = NIOLockedValueBox<Set<String>>([])
+    private let active = Locked<Set<String>>([])
 
     /// - Parameters:
     ///   - directory: where files go; it must exist.

@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import NIOCore
 import NearbyBasics
 public import PeerConnection
@@ -234,7 +233,7 @@ public enum FileSender {
 /// transfer's task, never both at once).
 final class SharedHasher: @unchecked Sendable {
     private var hasher: SHA256Hasher
-    private let lock = NIOLock()
+    private let lock = Locked()
 
     init?() {
         guard let hasher = SHA256Hasher() else { return nil }

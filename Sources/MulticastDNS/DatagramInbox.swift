@@ -1,5 +1,5 @@
 public import DNSWire
-import NIOConcurrencyHelpers
+import NearbyBasics
 
 /// A datagram as it arrived on one of the mDNS sockets.
 public struct ReceivedDatagram: Sendable {
@@ -40,7 +40,7 @@ public final class DatagramInbox: Sendable {
             return wasEmpty
         }
     }
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
     /// Signals that datagrams are waiting (at most one signal is buffered).
     public let wakeUps: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation

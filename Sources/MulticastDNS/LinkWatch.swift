@@ -1,6 +1,6 @@
 import Logging
 import NetworkPlatform
-import NIOConcurrencyHelpers
+import NearbyBasics
 
 #if canImport(Glibc)
     import Glibc
@@ -23,7 +23,7 @@ final class LinkWatch: Sendable {
     private let wakeRead: Int32
     private let wakeWrite: Int32
     /// Whether ``stop()`` has written to the wake pipe (its ends stay open until the thread ends).
-    private let stopping = NIOLockedValueBox(false)
+    private let stopping = Locked(false)
     private let logger: Logger
 
     private init(socket: Int32, wake: (read: Int32, write: Int32), logger: Logger) {
@@ -48,7 +48,7 @@ final class LinkWatch: Sendable {
         }
         let watch = LinkWatch(socket: socket, wake: (ends[0], ends[1]), logger: logger)
         do {
-            try startThread(named: "nearby-links") { watch.loop() }
+            try startThread(name: "nearby-links") { watch.loop() }
         } catch {
             for descriptor in [socket, ends[0], ends[1]] { closeDescriptor(descriptor) }
             logger.debug("no link and address reports: \(error)")

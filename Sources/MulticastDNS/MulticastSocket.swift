@@ -255,21 +255,3 @@ final class DatagramReader {
         return address.map { DNSWire.SocketAddress($0, port: info.source_port) }
     }
 }
-
-/// Starts a detached thread of our own for a loop that blocks in the kernel (poll), so that
-/// it never holds a thread of Swift's cooperative pool or of an event loop.
-func startThread(named name: String, _ body: @escaping @Sendable () -> Void) throws(SocketError) {
-    final class Work {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let retained = Unmanaged.passRetained(Work(body))
-    let result = nearby_start_thread(name, { raw in
-        guard let raw else { return }
-        Unmanaged<Work>.fromOpaque(raw).takeRetainedValue().body()
-    }, retained.toOpaque())
-    guard result == 0 else {
-        retained.release()
-        throw SocketError("pthread_create", code: result)
-    }
-}

@@ -2,7 +2,7 @@ public import DNSWire
 public import Logging
 public import MulticastDNSCore
 import NetworkPlatform
-import NIOConcurrencyHelpers
+import NearbyBasics
 
 #if canImport(Glibc)
 import Glibc
@@ -70,7 +70,7 @@ public final class MulticastTransport: Sendable {
         var stopped = false
     }
     /// The sockets, and the lock that keeps sends, option changes and close from interleaving.
-    private let state: NIOLockedValueBox<State>
+    private let state: Locked<State>
     /// A pipe written to when the transport closes, to wake the receive thread from `poll`.
     /// Both ends stay open until the thread has stopped (a write to a pipe nobody reads would
     /// raise SIGPIPE).
@@ -79,7 +79,7 @@ public final class MulticastTransport: Sendable {
     /// Incoming datagrams, bounded, in arrival order.
     public let inbox: DatagramInbox
     let logger: Logger
-    private let receiveCounters = NIOLockedValueBox((truncated: 0, malformed: 0, errors: 0, kernelDropped: 0))
+    private let receiveCounters = Locked((truncated: 0, malformed: 0, errors: 0, kernelDropped: 0))
 
     /// Datagrams per `recvmmsg` call.
     static let datagramsPerRead = 32
@@ -91,7 +91,7 @@ public final class MulticastTransport: Sendable {
     static let longestPause = 4_000_000  // ns
 
     private init(sockets: [IPFamily: MulticastSocket], wake: (read: Int32, write: Int32), inbox: DatagramInbox, logger: Logger) {
-        self.state = NIOLockedValueBox(State(sockets: sockets))
+        self.state = Locked(State(sockets: sockets))
         self.wakeRead = wake.read
         self.wakeWrite = wake.write
         self.inbox = inbox
@@ -150,7 +150,7 @@ public final class MulticastTransport: Sendable {
         let opened = sockets
         let transport = MulticastTransport(sockets: sockets, wake: (pipeEnds[0], pipeEnds[1]), inbox: DatagramInbox(), logger: logger)
         do {
-            try startThread(named: "nearby-mdns-rx") { transport.receiveLoop(sockets: Array(opened.values)) }
+            try startThread(name: "nearby-mdns-rx") { transport.receiveLoop(sockets: Array(opened.values)) }
         } catch {
             closeAll()
             closeDescriptor(pipeEnds[0])

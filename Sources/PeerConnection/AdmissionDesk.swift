@@ -1,5 +1,5 @@
 import Logging
-import NIOConcurrencyHelpers
+import NearbyBasics
 import NIOCore
 
 /// The listener's side of ``AdmissionControl``: one per listener, shared by its event loops.
@@ -12,14 +12,14 @@ final class AdmissionDesk: Sendable {
         var channels: [AdmissionControl.ID: any Channel] = [:]
     }
 
-    private let state: NIOLockedValueBox<State>
+    private let state: Locked<State>
     private let start = ContinuousClock.now
     private let logger: Logger
     private let summarised: @Sendable (StrangerSummary) -> Void
-    private let timer: NIOLockedValueBox<RepeatedTask?> = NIOLockedValueBox(nil)
+    private let timer: Locked<RepeatedTask?> = Locked(nil)
 
     init(settings: AdmissionSettings, logger: Logger, summarised: @escaping @Sendable (StrangerSummary) -> Void) {
-        state = NIOLockedValueBox(State(control: AdmissionControl(settings: settings)))
+        state = Locked(State(control: AdmissionControl(settings: settings)))
         self.logger = logger
         self.summarised = summarised
     }

@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import NIOConcurrencyHelpers
+import NearbyBasics
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -83,10 +83,10 @@ extension PeerConnection {
         side.tls = try TLS.context(for: configuration, server: false)
         side.host = host.contains(":") ? "[\(host)]" : host
         let start = ContinuousClock.now
-        let made = NIOLockedValueBox<EventLoopFuture<Outcome>?>(nil)
+        let made = Locked<EventLoopFuture<Outcome>?>(nil)
         // The channel, so that cancelling the caller's task closes it: a dial under way ends at
         // once instead of at its set-up timeout (a broker shutting down waits for its dials).
-        let dialing = NIOLockedValueBox<(any Channel)?>(nil)
+        let dialing = Locked<(any Channel)?>(nil)
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)

@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import NearbyBasics
 import NIOCore
 
 /// How much the peer may send ahead of the app before the connection stops reading from the
@@ -88,11 +88,11 @@ final class Inbox: Sendable {
         var holding = false
     }
 
-    private let state: NIOLockedValueBox<State>
-    private let onRoom: NIOLockedValueBox<(@Sendable () -> Void)?> = NIOLockedValueBox(nil)
+    private let state: Locked<State>
+    private let onRoom: Locked<(@Sendable () -> Void)?> = Locked(nil)
 
     init(limit: IncomingLimit) {
-        state = NIOLockedValueBox(State(queue: InboxQueue(limit: limit)))
+        state = Locked(State(queue: InboxQueue(limit: limit)))
     }
 
     /// Called once the app made room after ``push(_:size:)`` said the queue is full.

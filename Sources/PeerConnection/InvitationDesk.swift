@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import NIOConcurrencyHelpers
+import NearbyBasics
 import PeerTrust
 
 /// A listener's invitations at run time: the `InvitationBook` under a lock, the trust store
@@ -11,13 +11,13 @@ import PeerTrust
 /// the listener; each call is one step under the lock.
 final class InvitationDesk: Sendable {
     let store: TrustStore
-    private let book: NIOLockedValueBox<InvitationBook>
+    private let book: Locked<InvitationBook>
     private let report: @Sendable (InvitationAttempt) -> Void
     private let now: @Sendable () -> Date
 
     init(store: TrustStore, maximumWrongProofs: Int, now: @escaping @Sendable () -> Date = { Date() }, report: @escaping @Sendable (InvitationAttempt) -> Void) {
         self.store = store
-        book = NIOLockedValueBox(InvitationBook(maximumWrongProofs: maximumWrongProofs))
+        book = Locked(InvitationBook(maximumWrongProofs: maximumWrongProofs))
         self.now = now
         self.report = report
     }

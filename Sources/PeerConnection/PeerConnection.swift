@@ -1,3 +1,4 @@
+import NearbyBasics
 import NIOCore
 import NIOConcurrencyHelpers
 import NIOWebSocket
@@ -46,7 +47,7 @@ public final class PeerConnection: Sendable {
     let streams: NIOLoopBound<StreamHandler>
     private let ended: EventLoopFuture<ConnectionEnd>
     private let requestTimeout: Duration?
-    private let nextID = NIOLockedValueBox(1)
+    private let nextID = Locked(1)
 
     init(
         role: Role, peer: PeerHello, proof: PeerProof?, channel: any Channel, session: SessionHandler, streams: StreamHandler,
@@ -217,7 +218,7 @@ public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
 
     package init(value: UInt64) { self.value = value }
 
-    private static let counter = NIOLockedValueBox<UInt64>(0)
+    private static let counter = Locked<UInt64>(0)
     static func next() -> ConnectionID {
         ConnectionID(value: counter.withLockedValue { value in
             value += 1

@@ -9,7 +9,6 @@ import NetworkPlatform
 #endif
 import Logging
 import NIOCore
-import NIOConcurrencyHelpers
 import NIOPosix
 import NIOSSL
 public import NearbyBasics
@@ -123,14 +122,14 @@ public final class PeerListener: Sendable {
     public static let noticesWaiting = 16
     private let channel: any Channel
     private let continuation: EventStream<Event>.Source
-    private let live = NIOLockedValueBox<[ObjectIdentifier: PeerConnection]>([:])
+    private let live = Locked<[ObjectIdentifier: PeerConnection]>([:])
     private let desk: InvitationDesk?
     private let peerID: PeerID?
-    private let settingUp: NIOLockedValueBox<Set<ObjectIdentifier>>
+    private let settingUp: Locked<Set<ObjectIdentifier>>
 
     private init(
         channel: any Channel, events: EventStream<Event>, continuation: EventStream<Event>.Source, desk: InvitationDesk?, peerID: PeerID?,
-        settingUp: NIOLockedValueBox<Set<ObjectIdentifier>>
+        settingUp: Locked<Set<ObjectIdentifier>>
     ) {
         self.channel = channel
         self.settingUp = settingUp
@@ -172,7 +171,7 @@ public final class PeerListener: Sendable {
             decide = { _, _ in nil }
         case .ask(let ask):
             // Peers admitted by the app while this listener runs: not asked again.
-            let admitted = NIOLockedValueBox<Set<PeerID>>([])
+            let admitted = Locked<Set<PeerID>>([])
             decide = { proof, address in
                 let verdict = proof?.verdict
                 return { hello in
@@ -194,13 +193,13 @@ public final class PeerListener: Sendable {
         if let pairing {
             let limiter = PairingLimiter(maximumFailures: pairing.maximumFailures, window: pairing.failureWindow)
             side.pairing = PairingSetup(
-                side: .offer(NIOLockedValueBox(limiter)), store: pairing.store, confirm: pairing.confirm, timeout: pairing.timeout)
+                side: .offer(Locked(limiter)), store: pairing.store, confirm: pairing.confirm, timeout: pairing.timeout)
         }
         if let desk { side.invitation = InvitationSetup(side: .offer(desk)) }
         let setupSide = side
-        let liveBox = NIOLockedValueBox<PeerListener?>(nil)
+        let liveBox = Locked<PeerListener?>(nil)
         // Connections accepted whose setup (TLS, invitation, pairing, initialize) is not over yet.
-        let settingUp = NIOLockedValueBox<Set<ObjectIdentifier>>([])
+        let settingUp = Locked<Set<ObjectIdentifier>>([])
         // Strangers: how many may be setting up at once, and who makes room (see AdmissionSettings).
         let admitting = configuration.admission.fitting(descriptors: NetworkPlatform.descriptorLimit())
         if admitting.maximumSettingUp < configuration.admission.maximumSettingUp {

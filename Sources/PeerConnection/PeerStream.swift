@@ -1,3 +1,4 @@
+import NearbyBasics
 public import NIOCore
 import NIOConcurrencyHelpers
 
@@ -99,7 +100,7 @@ final class StreamCore: Sendable {
         var finishedHere = false
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
 
     init(id: StreamID, label: String, handler: NIOLoopBound<WeakStreamHandler>) {
         self.id = id

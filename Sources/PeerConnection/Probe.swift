@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import NearbyBasics
 import NIOCore
 import NIOPosix
 
@@ -85,7 +85,7 @@ extension PeerConnection {
         host: String, port: Int, samples: Int = 3, timeout: Duration = .seconds(2), asked: (@Sendable () -> Void)? = nil
     ) async -> Duration? {
         guard (1...65535).contains(port), !Task.isCancelled, let address = try? literalAddress(host, port: port) else { return nil }
-        let done = NIOLockedValueBox<(promise: EventLoopPromise<Duration?>, channel: any Channel)?>(nil)
+        let done = Locked<(promise: EventLoopPromise<Duration?>, channel: any Channel)?>(nil)
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.nanoseconds(nanoseconds(timeout)))

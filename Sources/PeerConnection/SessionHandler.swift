@@ -1,3 +1,4 @@
+import NearbyBasics
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -69,7 +70,7 @@ final class WeakSession {
 struct PairingSetup: Sendable {
     enum Side: Sendable {
         case initiate
-        case offer(NIOLockedValueBox<PairingLimiter>)
+        case offer(Locked<PairingLimiter>)
     }
     var side: Side
     var store: TrustStore

@@ -1,3 +1,4 @@
+import NearbyBasics
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -37,7 +38,7 @@ enum TLS {
         var key: [UInt8]
         var server: Bool
     }
-    private static let contexts = NIOLockedValueBox<[ContextKey: NIOSSLContext]>([:])
+    private static let contexts = Locked<[ContextKey: NIOSSLContext]>([:])
 
     static func context(identity: PeerIdentity, server: Bool) throws(PeerConnectionError) -> NIOSSLContext {
         let key = ContextKey(chain: identity.certificateChain.map(\.der), key: sha256(identity.privateKeyPKCS8), server: server)

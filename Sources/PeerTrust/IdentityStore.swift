@@ -1,3 +1,4 @@
+import NetworkPlatform
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else

@@ -43,7 +43,7 @@ final class OpenSSLMemo: @unchecked Sendable {  // Its dictionaries are touched 
         var until: Int64
     }
 
-    private let lock = ThreadLock()
+    private let lock = Locked()
     private var facts: [[UInt8]: OpenSSL.CertificateFacts] = [:]
     private var verifications: [VerificationKey: VerificationEntry] = [:]
 

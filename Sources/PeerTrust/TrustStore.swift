@@ -204,7 +204,7 @@ struct PinFileVersion: Hashable {
 /// What was read so far from files (pins) or directories (CRLs), per path, with the version
 /// each was read from: read again only when the version changed.
 final class VersionedCache<Value: Sendable>: @unchecked Sendable {  // `entries` is touched only under `lock`.
-    private let lock = ThreadLock()
+    private let lock = Locked()
     private var entries: [String: (version: PinFileVersion, value: Value)] = [:]
 
     func value(at path: String, version: PinFileVersion) -> Value? {

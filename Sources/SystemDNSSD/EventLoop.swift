@@ -8,7 +8,8 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import NIOConcurrencyHelpers
+import NearbyBasics
+import NetworkPlatform
 
 /// The one thread that owns every `DNSServiceRef` of the process.
 ///
@@ -29,7 +30,7 @@ final class DNSSDEventLoop: @unchecked Sendable {
         let context: any DNSSDCallbackContext
     }
 
-    private let lock = NIOLock()
+    private let lock = Locked()
     /// Work for the loop thread. Guarded by `lock`.
     private var jobs: [() -> Void] = []
     private var nextID: UInt64 = 1
@@ -49,25 +50,18 @@ final class DNSSDEventLoop: @unchecked Sendable {
         }
         // Avahi's library prints a warning for every program that links it unless told not to.
         setenv("AVAHI_COMPAT_NOWARN", "1", 1)
-        Self.startThread(running: self)
+        Self.startLoopThread(running: self)
     }
 
     /// Starts the loop on a detached thread of its own (the loop never returns; `shared` is
-    /// never released).
-    private static func startThread(running loop: DNSSDEventLoop) {
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        let argument = Unmanaged.passUnretained(loop).toOpaque()
-        #if canImport(Darwin)
-            var thread: pthread_t?
-            let started = pthread_create(&thread, &attributes, { dnssdThreadMain($0) }, argument)
-        #else
-            var thread = pthread_t()
-            let started = pthread_create(&thread, &attributes, { dnssdThreadMain($0!) }, argument)
-        #endif
-        pthread_attr_destroy(&attributes)
-        precondition(started == 0, "cannot start the dns_sd thread: error \(started)")
+    /// never released). Without that thread nothing of dns_sd can work: a process that cannot
+    /// start one more thread stops here, saying so.
+    private static func startLoopThread(running loop: DNSSDEventLoop) {
+        do {
+            try startThread(name: "nearby.dnssd") { loop.loop() }
+        } catch {
+            preconditionFailure("\(error)")
+        }
     }
 
     func makeID() -> UInt64 {
@@ -218,20 +212,4 @@ final class CallbackContext<Event: Sendable>: DNSSDCallbackContext, @unchecked S
         guard let pointer else { return nil }
         return Unmanaged<CallbackContext<Event>>.fromOpaque(pointer).takeUnretainedValue()
     }
-}
-
-/// The dns_sd thread: named, then the loop for good.
-private func dnssdThreadMain(_ argument: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
-    #if canImport(Darwin)
-        _ = pthread_setname_np("nearby.dnssd")
-    #else
-        // pthread_setname_np is a GNU extension the Glibc module leaves out; this is what it does.
-        let comm = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        if comm >= 0 {
-            _ = write(comm, "nearby.dnssd", 12)
-            close(comm)
-        }
-    #endif
-    Unmanaged<DNSSDEventLoop>.fromOpaque(argument).takeUnretainedValue().loop()
-    return nil
 }

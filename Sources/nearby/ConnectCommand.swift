@@ -126,7 +126,7 @@ struct ConnectCommand: AsyncParsableCommand {
 
 /// Requests sent from stdin whose answers have not arrived yet.
 final class DueReplies: @unchecked Sendable {
-    private let lock = ThreadLock()
+    private let lock = Locked()
     private var ids: Set<JSONRPCID> = []
 
     func sending(_ line: String) {

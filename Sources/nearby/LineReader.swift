@@ -1,3 +1,4 @@
+import NetworkPlatform
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -42,9 +43,14 @@ final class LineReader: @unchecked Sendable {
     private func startLocked() {
         guard !started else { return }
         started = true
-        startThread(name: "nearby-stdin") { [self] in
-            while let line = readLine(strippingNewline: true) { deliver(Line(text: line, arrived: .now)) }
-            finish()
+        do {
+            try startThread(name: "nearby-stdin") { [self] in
+                while let line = readLine(strippingNewline: true) { deliver(Line(text: line, arrived: .now)) }
+                finish()
+            }
+        } catch {
+            // Out of threads at start-up: nothing sensible can go on.
+            preconditionFailure("\(error)")
         }
     }
 

@@ -142,7 +142,7 @@ enum PipeEnding: Sendable, Equatable {
 final class PipeSlot: @unchecked Sendable {
     static let shared = PipeSlot()
     static let label = "nearby.pipe/1"
-    private let lock = ThreadLock()
+    private let lock = Locked()
     private var taken = false
     private(set) var failed = false
 
@@ -229,7 +229,7 @@ enum StandardInputChunks {
 
 /// A continuation resumed once, by whichever comes first: the answer, or a cancellation.
 final class OneAnswer<Value: Sendable>: @unchecked Sendable {
-    private let lock = ThreadLock()
+    private let lock = Locked()
     private var continuation: CheckedContinuation<Value, Never>?
     /// The first value given, when it came before anyone waited.
     private var given: [Value] = []

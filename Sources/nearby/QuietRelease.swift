@@ -1,6 +1,6 @@
 import CNearbySocket
 import Logging
-import Synchronization
+import NearbyBasics
 
 /// Gives back the pages a long-running command (`advertise`, `serve`) needed only to start or
 /// to set up a connection, once it has been quiet for a while.
@@ -19,7 +19,7 @@ final class QuietRelease: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let quiet: Duration
     private let logger: Logger
 
@@ -30,7 +30,7 @@ final class QuietRelease: Sendable {
 
     /// Something happened (start-up, a connection): the next release waits for quiet again.
     func activity() {
-        let waiter = state.withLock { state in
+        let waiter = state.withLockedValue { state in
             state.last = .now
             defer { state.waiter = nil }
             return state.waiter
@@ -43,7 +43,7 @@ final class QuietRelease: Sendable {
         while !Task.isCancelled {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-                    let ready = state.withLock { state in
+                    let ready = state.withLockedValue { state in
                         guard state.last == nil, !Task.isCancelled else { return true }
                         state.waiter = waiter
                         return false
@@ -51,14 +51,14 @@ final class QuietRelease: Sendable {
                     if ready { waiter.resume() }
                 }
             } onCancel: {
-                state.withLock { state in
+                state.withLockedValue { state in
                     defer { state.waiter = nil }
                     return state.waiter
                 }?.resume()
             }
-            while let last = state.withLock({ $0.last }), !Task.isCancelled {
+            while let last = state.withLockedValue({ $0.last }), !Task.isCancelled {
                 try? await Task.sleep(until: last + quiet, clock: .continuous)
-                let settled = state.withLock { state in
+                let settled = state.withLockedValue { state in
                     guard state.last == last else { return false }
                     state.last = nil
                     return true

@@ -36,23 +36,21 @@ func waitForTermination(timeout: Duration? = nil) async {
 /// Keeps signal sources alive for the life of the process.
 enum Signals {
     nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
-    private static let lock = ThreadLock()
+    private static let lock = Locked()
     static func keep(_ source: any DispatchSourceSignal) {
-        lock.lock()
-        sources.append(source)
-        lock.unlock()
+        lock.withLock { sources.append(source) }
     }
 }
 
 final class ResumeOnce: @unchecked Sendable {
-    private let lock = ThreadLock()
+    private let lock = Locked()
     private var continuation: CheckedContinuation<Void, Never>?
     init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
     func resume() {
-        lock.lock()
-        let pending = continuation
-        continuation = nil
-        lock.unlock()
+        let pending = lock.withLock {
+            defer { continuation = nil }
+            return continuation
+        }
         pending?.resume()
     }
 }

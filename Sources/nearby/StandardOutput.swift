@@ -1,3 +1,4 @@
+import NetworkPlatform
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -127,7 +128,7 @@ final class StandardOutput: @unchecked Sendable {
         } else {
             atexit { StandardOutput.shared.drain() }
         }
-        startThread(name: "nearby-stdout") { [self] in writeForever() }
+        do { try startThread(name: "nearby-stdout") { [self] in writeForever() } } catch { preconditionFailure("\(error)") }
     }
 
     private func writeForever() {

@@ -1,3 +1,4 @@
+import NetworkPlatform
 import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials

@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import NearbyBasics
 import PeerConnection
 import PeerTrust
 import Testing
@@ -45,7 +45,7 @@ struct AdmissionTests {
             try? await Task.sleep(for: .seconds(1))
             return true
         })
-        let told = NIOLockedValueBox<[Duration]>([])
+        let told = Locked<[Duration]>([])
         var connecting = Peers.configuration(client, pinning: [server])
         connecting.initializeTimeout = .milliseconds(300)
         connecting.waitingForAdmission = { wait in told.withLockedValue { $0.append(wait) } }

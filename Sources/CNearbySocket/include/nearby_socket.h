@@ -35,10 +35,6 @@ int nearby_enable_drop_count(int fd);
 /// Returns how many were read (0 when none was waiting), or -1 with errno set.
 int nearby_receive_datagrams(int fd, uint8_t *slots, size_t slot_size, nearby_datagram *datagrams, int count);
 
-/// Starts a detached thread named `name` (for `top -H` and debuggers) that runs
-/// `body(context)`. Returns 0, or an errno value when the thread could not be made.
-int nearby_start_thread(const char *name, void (*body)(void *), void *context);
-
 /// For a process that moves bulk bytes (nearby send, receive, pipe): buffers up to 1 MiB come
 /// from the heap rather than from fresh mappings, and up to 16 MiB of freed heap stays mapped,
 /// instead of being handed back to the kernel and faulted in again (zeroed) for the next
