@@ -27,9 +27,11 @@ public struct QueryGroup: Hashable, Sendable {
 /// clock and an ``MulticastTransport``, watches the interfaces, and hands events to whoever
 /// asked for them. Needs no daemon; shares port 5353 with one if it runs.
 ///
-/// Its work is three children of one task group (``run()``): the receiver, the interface
-/// watch and the timekeeper. ``start(hostName:interfaces:logger:)`` runs them in a task of
-/// their own until ``shutdown()``.
+/// Its work is the children of one task group (``run()``): the receiver, the interface watch
+/// (the kernel's reports and a look every two seconds) and the timekeeper. Made with
+/// ``prepare(hostName:interfaces:logger:)``, the caller's task group runs ``run()`` and owns
+/// that work; ``start(hostName:interfaces:logger:)`` runs it in a task of the engine's own,
+/// for callers without a task group. Either way ``shutdown()`` says the goodbyes and ends it.
 public actor MulticastDNSEngine {
     let core: MDNSCore
     let transport: MulticastTransport
@@ -42,8 +44,13 @@ public actor MulticastDNSEngine {
     var ownAddresses: [IPAddress] = []
     /// The core's next deadline, for the timekeeping child.
     let alarm = Alarm()
-    /// ``start(hostName:interfaces:logger:)``'s task, which runs ``run()``.
+    /// ``start(hostName:interfaces:logger:)``'s task, which runs the work.
     var runner: Task<Void, Never>?
+    /// Finished at ``shutdown()``: ends ``run()``.
+    let stopped: AsyncStream<Never>
+    let stop: AsyncStream<Never>.Continuation
+    /// ``run()`` is doing the work.
+    var running = false
     /// Datagrams we multicast lately: the multicast loop brings each back, and every other
     /// interface of ours on the same link hears it once more. None of them is news.
     var recentlySent = SentPackets()
@@ -67,14 +74,29 @@ public actor MulticastDNSEngine {
         self.clock = clock
         self.interfaceNames = interfaceNames
         self.logger = logger
+        (stopped, stop) = AsyncStream.makeStream()
     }
 
-    /// Starts the engine on every multicast-capable interface but loopback, or on those named.
+    /// Starts the engine on every multicast-capable interface but loopback, or on those named,
+    /// its work running in a task of its own until ``shutdown()``: for callers without a task
+    /// group (a script, a command). Parameters as ``prepare(hostName:interfaces:logger:)``.
+    public static func start(
+        hostName: String? = nil, interfaces: [String]? = nil, logger: Logger = Logger(label: "nearby.mdns", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws -> MulticastDNSEngine {
+        let engine = try await prepare(hostName: hostName, interfaces: interfaces, logger: logger)
+        await engine.begin()
+        return engine
+    }
+
+    /// Opens the sockets and joins the groups on every multicast-capable interface but
+    /// loopback, or on those named; nothing is sent and nothing happens until ``run()`` runs
+    /// (in the caller's task group: the engine's work is its children). Probing a name needs
+    /// the work running, so run it before registering.
     /// - Parameters:
     ///   - hostName: the host label to claim in `.local` (default: this machine's name).
     ///   - interfaces: interface names to run on; nil for all.
     ///   - logger: where to say what happens (interfaces, drops, failures); silent by default.
-    public static func start(
+    public static func prepare(
         hostName: String? = nil, interfaces: [String]? = nil, logger: Logger = Logger(label: "nearby.mdns", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws -> MulticastDNSEngine {
         try checkInterfaces(interfaces)
@@ -87,12 +109,13 @@ public actor MulticastDNSEngine {
         }
         let engine = MulticastDNSEngine(
             core: core, transport: transport, clock: SystemClock(), interfaceNames: interfaces, linkWatch: LinkWatch.start(logger: logger), logger: logger)
-        await engine.begin()
+        await engine.refreshInterfaces()
         return engine
     }
 
     deinit {
         runner?.cancel()
+        stop.finish()
         linkWatch?.stop()
     }
 
@@ -115,8 +138,8 @@ public actor MulticastDNSEngine {
 
     var elapsed: Duration { clock.now }
 
-    private func begin() async {
-        refreshInterfaces()
+    private func begin() {
+        guard runner == nil, !running, !isShutDown else { return }
         // The one unstructured task: start() serves callers that have no task group or
         // ServiceGroup to run the engine in. It owns every child (see run()); shutdown()
         // cancels it and waits for it, and so does dropping the engine.
@@ -125,15 +148,32 @@ public actor MulticastDNSEngine {
         }
     }
 
-    /// Runs the engine's children until the task is cancelled: the receiver (one wake-up per
-    /// turn of the receive thread, which batches a busy link itself), the interface watch
-    /// (interfaces and addresses that come and go are noticed as the kernel reports them, within
-    /// about 20 ms, and looked at every two seconds besides) and the timekeeper (the core's next
-    /// deadline). An engine made by ``start(hostName:interfaces:logger:)``
-    /// already runs them; this is for running it inside a task group of one's own.
+    /// The engine's work, until ``shutdown()`` or until the task is cancelled: the receiver
+    /// (one wake-up per turn of the receive thread, which batches a busy link itself), the
+    /// interface watch (interfaces and addresses that come and go are noticed as the kernel
+    /// reports them, within about 20 ms, and looked at every two seconds besides) and the
+    /// timekeeper (the core's next deadline), as children of this call. For an engine made by
+    /// ``prepare(hostName:interfaces:logger:)``. An engine made by
+    /// ``start(hostName:interfaces:logger:)`` already works in its own task: then this waits
+    /// for that to end.
     public func run() async {
-        // The kernel's reports have one reader, the task start() made; this one looks every 2 s.
-        await Self.runChildren(of: self, inbox: transport.inbox, links: runner == nil ? linkWatch?.changes : nil, alarm: alarm, clock: clock)
+        if let runner {
+            await runner.value
+            return
+        }
+        guard !running, !isShutDown else {
+            for await _ in stopped {}
+            return
+        }
+        running = true
+        let (inbox, links, alarm, clock, stopped) = (transport.inbox, linkWatch?.changes, alarm, clock, stopped)
+        await withDiscardingTaskGroup { group in
+            group.addTask { [weak self] in await Self.runChildren(of: self, inbox: inbox, links: links, alarm: alarm, clock: clock) }
+            // Until shutdown() finishes `stopped`, or the caller cancels.
+            for await _ in stopped {}
+            group.cancelAll()
+        }
+        running = false
     }
 
     /// How long a burst of link reports (an address deleted, then one added) may take to settle
@@ -474,6 +514,7 @@ public actor MulticastDNSEngine {
         // loop hand our copies back before the sockets close. Nothing advertised: no goodbyes,
         // no wait (a browse or a `connect --nearest` ends at once).
         if goodbyes > 0 { try? await clock.sleep(for: .milliseconds(20)) }
+        stop.finish()
         runner?.cancel()
         await runner?.value
         runner = nil

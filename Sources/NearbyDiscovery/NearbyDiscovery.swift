@@ -250,11 +250,17 @@ public protocol DiscoveryBackend: Sendable {
     /// The addresses of a host such as `buildbox.local.` (A and AAAA records over mDNS),
     /// IPv4 first; empty when nothing answers within `timeout`.
     func addresses(of host: DomainName, timeout: Duration) async -> [IPAddress]
+    /// The backend's own long-running work, as children of this call, until ``shutdown()``
+    /// (the embedded engine's receiver, interface watch and timekeeper).
+    func run() async
 }
 
 extension DiscoveryBackend {
     /// Backends written before host look-ups existed find no addresses.
     public func addresses(of host: DomainName, timeout: Duration) async -> [IPAddress] { [] }
+    /// Backends whose work runs elsewhere (the daemon and its dns_sd thread, requests to DNS
+    /// servers as they are made) have none to run.
+    public func run() async {}
 }
 
 /// Which DNS-SD implementation does the work.
@@ -310,12 +316,33 @@ public final class NearbyDiscovery: Sendable {
         backend: BackendChoice = .automatic, hostName: String? = nil, interfaces: [String]? = nil,
         logger: Logger = silentLogger, wideArea: WideAreaSettings = WideAreaSettings(), multicast: Bool = true
     ) async throws -> NearbyDiscovery {
+        try await make(backend: backend, hostName: hostName, interfaces: interfaces, logger: logger, wideArea: wideArea, multicast: multicast, running: true)
+    }
+
+    /// Prepares discovery as ``start(backend:hostName:interfaces:logger:wideArea:multicast:)``
+    /// does, with the embedded engine's work left to ``run()``: run it in your task group (a
+    /// `ServiceGroup`, listed before the services that use discovery) and advertise, browse and
+    /// resolve while it runs. On the system backend nothing differs (the daemon does the work).
+    public static func prepare(
+        backend: BackendChoice = .automatic, hostName: String? = nil, interfaces: [String]? = nil,
+        logger: Logger = silentLogger, wideArea: WideAreaSettings = WideAreaSettings(), multicast: Bool = true
+    ) async throws -> NearbyDiscovery {
+        try await make(backend: backend, hostName: hostName, interfaces: interfaces, logger: logger, wideArea: wideArea, multicast: multicast, running: false)
+    }
+
+    private static func make(
+        backend: BackendChoice, hostName: String?, interfaces: [String]?, logger: Logger, wideArea: WideAreaSettings, multicast: Bool, running: Bool
+    ) async throws -> NearbyDiscovery {
         let unicast = UnicastBackend(settings: wideArea, logger: logger)
         guard multicast else { return NearbyDiscovery(backend: unicast) }
+        func embedded() async throws -> EmbeddedBackend {
+            running
+                ? try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger)
+                : try await EmbeddedBackend.prepare(hostName: hostName, interfaces: interfaces, logger: logger)
+        }
         switch backend {
         case .embedded:
-            return NearbyDiscovery(
-                backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger), wideArea: unicast)
+            return NearbyDiscovery(backend: try await embedded(), wideArea: unicast)
         case .system:
             if hostName != nil {
                 throw DiscoveryError(.unsupported, "the system backend publishes under the daemon's host name; a host name needs the embedded backend")
@@ -327,8 +354,7 @@ public final class NearbyDiscovery: Sendable {
                 return NearbyDiscovery(backend: try await SystemBackend.start(interfaces: interfaces, logger: logger), wideArea: unicast)
             }
             logger.debug("using the embedded engine")
-            return NearbyDiscovery(
-                backend: try await EmbeddedBackend.start(hostName: hostName, interfaces: interfaces, logger: logger), wideArea: unicast)
+            return NearbyDiscovery(backend: try await embedded(), wideArea: unicast)
         }
     }
 
@@ -461,7 +487,8 @@ public struct EmbeddedBackend: DiscoveryBackend {
     let engine: MulticastDNSEngine
     let logger: Logger
 
-    /// Starts the engine on the named interfaces (nil: all multicast-capable but loopback).
+    /// Starts the engine on the named interfaces (nil: all multicast-capable but loopback), its
+    /// work in a task of its own until ``shutdown()``.
     public static func start(
         hostName: String? = nil, interfaces: [String]? = nil, logger: Logger = NearbyDiscovery.silentLogger
     ) async throws -> EmbeddedBackend {
@@ -472,6 +499,21 @@ public struct EmbeddedBackend: DiscoveryBackend {
             throw DiscoveryError(error.isUnknownInterface ? .invalidInput : .transportFailure, error.description)
         }
     }
+
+    /// Prepares the engine on the named interfaces; its work is ``run()``.
+    public static func prepare(
+        hostName: String? = nil, interfaces: [String]? = nil, logger: Logger = NearbyDiscovery.silentLogger
+    ) async throws -> EmbeddedBackend {
+        do {
+            let engine = try await MulticastDNSEngine.prepare(hostName: hostName, interfaces: interfaces, logger: logger)
+            return EmbeddedBackend(engine: engine, logger: logger)
+        } catch let error as TransportError {
+            throw DiscoveryError(error.isUnknownInterface ? .invalidInput : .transportFailure, error.description)
+        }
+    }
+
+    /// The engine's work (receiver, interface watch, timekeeper) until ``shutdown()``.
+    public func run() async { await engine.run() }
 
     public func hostName() async -> DomainName { await engine.hostName }
 

@@ -109,8 +109,19 @@ struct Advertise: AsyncParsableCommand {
                             network: network, hostName: host)
             return
         }
+        // Prepared, and run as a child of this command: the engine's work lives in this task group.
         let discovery = try await network.start(
-            hostName: host, embeddedOnly: network.wideArea.usesLink ? embeddedOnlyOption : nil, ttl: ttl.map(UInt32.init))
+            hostName: host, embeddedOnly: network.wideArea.usesLink ? embeddedOnlyOption : nil, ttl: ttl.map(UInt32.init), running: false)
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await discovery.run() }
+            try await advertise(on: discovery, type: serviceType, info: info)
+            group.cancelAll()
+        }
+    }
+
+    /// Publishes in every domain asked for, says so, and keeps the advertisements (and the
+    /// SIGHUP reloads) until SIGINT or SIGTERM; then the goodbyes.
+    private func advertise(on discovery: NearbyDiscovery, type serviceType: ServiceType, info: DiscoveryInfo) async throws {
         var ads: [Advertisement] = []
         for domain in network.domains {
             let typed = serviceType.inDomain(domain)

@@ -51,15 +51,17 @@ struct NetworkOptions: ParsableArguments {
         }
     }
 
-    /// Starts discovery. `embeddedOnly` names an option that only the embedded engine has; it
-    /// makes `auto` choose the embedded engine.
-    func start(hostName: String? = nil, embeddedOnly: String? = nil, ttl: UInt32? = nil) async throws -> NearbyDiscovery {
+    /// Starts discovery (with `running: false`, prepares it: its work is then its `run()`, in
+    /// the command's task group). `embeddedOnly` names an option that only the embedded engine
+    /// has; it makes `auto` choose the embedded engine.
+    func start(hostName: String? = nil, embeddedOnly: String? = nil, ttl: UInt32? = nil, running: Bool = true) async throws -> NearbyDiscovery {
         let choice: BackendChoice = backend == .automatic && embeddedOnly != nil ? .embedded : backend
         let settings = try wideArea.settings(hostLabel: hostName, ttl: ttl)
+        let make = running ? NearbyDiscovery.start : NearbyDiscovery.prepare
         do {
-            return try await NearbyDiscovery.start(
-                backend: choice, hostName: wideArea.usesLink ? hostName : nil, interfaces: interfaces.isEmpty ? nil : interfaces, logger: logger,
-                wideArea: settings, multicast: wideArea.usesLink)
+            return try await make(
+                choice, wideArea.usesLink ? hostName : nil, interfaces.isEmpty ? nil : interfaces, logger,
+                settings, wideArea.usesLink)
         } catch let error as DiscoveryError where error.code == .invalidInput {
             throw ValidationError(error.description)  // an interface that is not there: bad input, exit 2
         } catch let error as DiscoveryError {

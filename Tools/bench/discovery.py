@@ -69,7 +69,12 @@ def wait_line(process, needle, timeout):
         if needle in process.seen_text:
             process.seen_text = process.seen_text.split(needle, 1)[1]
             return time.monotonic()
-        if read_more(process) == b"" or process.poll() is not None:
+        # Only the end of its output is the end: a process that printed the needle and exited
+        # at once (nearby resolve, --version) has it in what is read last. (Giving up as soon as
+        # the process had exited counted such runs as misses.)
+        if read_more(process) == b"":
+            if needle in process.seen_text:
+                continue
             return None
     return None
 
