@@ -386,13 +386,13 @@ actor BrokerLoop {
         }
     }
 
+    /// The shell of ``ManualConnect``: it dials and closes, the decisions are there.
     func connect(host: String, port: Int, timeout: Duration) async throws(BrokerError) -> PeerConnection {
-        // Already connected to whoever announces this address and port: that connection.
-        let literal = PeerAddress(host)
-        for announcement in announced.announcements where announcement.port == port && literal.map(announcement.addresses.contains) == true {
-            if let peer = announcement.peerID.flatMap({ PeerID($0) }), let id = machine.connection(to: peer), let open = connections[id] {
-                return open
-            }
+        let machine = self.machine
+        if let id = ManualConnect.existing(host: host, port: port, announcements: announced.announcements, connection: { machine.connection(to: $0) }),
+            let open = connections[id]
+        {
+            return open
         }
         var settings = configuration.connection
         settings.setupTimeout = timeout
@@ -402,18 +402,20 @@ actor BrokerLoop {
         } catch {
             throw BrokerError(BrokerStateMachine.isRefusal(error.code) ? .refused : .unreachable, error.description, connectionError: error)
         }
-        guard let peer = connection.peerID else {
+        let openID = connection.peerID.flatMap { self.machine.connection(to: $0) }
+        let open = openID.flatMap { connections[$0] }
+        switch ManualConnect.settle(peer: connection.peerID, host: host, port: port, open: open == nil ? nil : openID) {
+        case .refuse(let why):
             await connection.close(code: 1008, reason: "no peer ID")
-            throw BrokerError(.refused, "the peer at \(host) port \(port) proved no peer ID")
-        }
-        if let id = machine.connection(to: peer), let open = connections[id] {
-            // One connection per peer: the new one goes, the one already open stays.
+            throw BrokerError(.refused, why)
+        case .keepOpen:
             await connection.close(code: 1000, reason: BrokerStateMachine.CloseReason.duplicate.description)
-            return open
+            return open ?? connection
+        case .adopt(let peer):
+            let id = register(connection)
+            handle(.dialSucceeded(peer, id))
+            return connections[id] ?? connection
         }
-        let id = register(connection)
-        handle(.dialSucceeded(peer, id))
-        return connections[id] ?? connection
     }
 
     // MARK: Measuring
