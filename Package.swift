@@ -70,8 +70,9 @@ let package = Package(
         // threads of our own (the one thread starter, a condition for threads that wait), reading
         // a descriptor to its end. The pure modules below never import the C library for these.
         .target(name: "NetworkPlatform", swiftSettings: strict),
-        // recvmmsg and the packet-information control messages, which need the C library's
-        // macros and GNU extensions: the one piece of the receive path written in C.
+        // What needs the C library's macros and GNU extensions, a file per job: the receive
+        // path's recvmmsg and packet information (nearby_socket), the file transfer's renameat2
+        // and sync_file_range (nearby_files), and memory given back or tuned (nearby_memory).
         .target(name: "CNearbySocket"),
         // The embedded engine on real sockets: an actor driving MulticastDNSCore with the clock
         // and a UDP multicast transport with a receive thread of its own and a bounded inbox.

@@ -53,3 +53,16 @@ nearby_release_result nearby_release_mapped_pages(void) {
     return result;
 }
 #endif
+
+#if defined(__linux__)
+#include <malloc.h> // mallopt (glibc); elsewhere nearby_tune_malloc_for_bulk does nothing
+#endif
+
+int nearby_tune_malloc_for_bulk(void) {
+#if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+    int ok = mallopt(M_MMAP_THRESHOLD, 1 << 20) && mallopt(M_TRIM_THRESHOLD, 16 << 20);
+    return ok ? 0 : -1;
+#else
+    return -1;
+#endif
+}

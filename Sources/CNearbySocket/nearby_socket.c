@@ -2,13 +2,7 @@
 #include "nearby_socket.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#if defined(__linux__)
-#include <malloc.h> // mallopt (glibc); elsewhere nearby_tune_malloc_for_bulk does nothing
-#endif
-#include <stdio.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -122,34 +116,6 @@ int nearby_enable_drop_count(int fd) {
 #else
     (void)fd;
     errno = ENOPROTOOPT;
-    return -1;
-#endif
-}
-
-int nearby_start_write_back(int fd, int64_t offset, int64_t count) {
-#ifdef SYNC_FILE_RANGE_WRITE
-    return sync_file_range(fd, (off_t)offset, (off_t)count, SYNC_FILE_RANGE_WRITE);
-#else
-    (void)fd; (void)offset; (void)count;
-    return -1;
-#endif
-}
-
-int nearby_tune_malloc_for_bulk(void) {
-#if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
-    int ok = mallopt(M_MMAP_THRESHOLD, 1 << 20) && mallopt(M_TRIM_THRESHOLD, 16 << 20);
-    return ok ? 0 : -1;
-#else
-    return -1;
-#endif
-}
-
-int nearby_rename_noreplace(const char *from, const char *to) {
-#ifdef RENAME_NOREPLACE
-    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
-#else
-    (void)from; (void)to;
-    errno = ENOSYS;
     return -1;
 #endif
 }

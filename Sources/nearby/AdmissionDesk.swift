@@ -23,9 +23,9 @@ actor AdmissionDesk {
     /// The prompt's next deadline, waited for by a child of the reading task.
     private let alarm = Alarm()
     private let clock = SystemClock()
-    private let lines: LineReader
+    private let lines: StandardInput
 
-    init(json: Bool, lines: LineReader = .standardInput) {
+    init(json: Bool, lines: StandardInput = .shared) {
         self.json = json
         self.lines = lines
     }
@@ -81,7 +81,7 @@ actor AdmissionDesk {
         perform(prompt.withdraw(number, at: now))
     }
 
-    private func received(_ line: LineReader.Line) {
+    private func received(_ line: StandardInput.Line) {
         perform(prompt.receive(line.text, arrivedAt: clock.time(of: line.arrived), at: now))
     }
 

@@ -87,7 +87,7 @@ struct ConnectCommand: AsyncParsableCommand {
         // first, this task is left waiting and the process ends without it (unstructured on
         // purpose: a child would keep the command from ending).
         Task {
-            while let line = await LineReader.standardInput.next() {
+            while let line = await StandardInput.shared.next() {
                 guard !line.trimmingBlanks().isEmpty else { continue }
                 due.sending(line)
                 do { try await connection.send(text: line) } catch {

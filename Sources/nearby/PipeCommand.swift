@@ -163,7 +163,7 @@ final class PipeSlot: @unchecked Sendable {
         await withTaskGroup(of: PipeEnding.self) { group in
             group.addTask {
                 do throws(PeerConnectionError) {
-                    while let chunk = await StandardInputChunks.next() {
+                    while let chunk = await StandardInput.shared.nextChunk() {
                         try await stream.write(chunk)
                     }
                     try await stream.finish()
@@ -193,67 +193,5 @@ final class PipeSlot: @unchecked Sendable {
             }
             return ending
         }
-    }
-}
-
-/// stdin in chunks, read on a Dispatch thread (a read may block for as long as nobody types:
-/// never on the cooperative pool). Works for terminals, pipes and regular files alike. A read
-/// cannot be interrupted, so a cancelled wait returns nil at once and leaves the read behind
-/// (the process is ending, or the pipe is over).
-enum StandardInputChunks {
-    private static let queue = DispatchQueue(label: "nearby.stdin")
-    static let size = 256 << 10
-
-    /// The next chunk; nil at the end of stdin, on a read error, or when the task is cancelled.
-    static func next() async -> [UInt8]? {
-        let answer = OneAnswer<[UInt8]?>()
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                answer.wait(continuation)
-                queue.async {
-                    var buffer = [UInt8](repeating: 0, count: size)
-                    while true {
-                        let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, size) }
-                        if count < 0, errno == EINTR { continue }
-                        guard count > 0 else { return answer.give(nil) }
-                        buffer.removeSubrange(count...)
-                        return answer.give(buffer)
-                    }
-                }
-            }
-        } onCancel: {
-            answer.give(nil)
-        }
-    }
-}
-
-/// A continuation resumed once, by whichever comes first: the answer, or a cancellation.
-final class OneAnswer<Value: Sendable>: @unchecked Sendable {
-    private let lock = Locked()
-    private var continuation: CheckedContinuation<Value, Never>?
-    /// The first value given, when it came before anyone waited.
-    private var given: [Value] = []
-    private var done = false
-
-    func wait(_ continuation: CheckedContinuation<Value, Never>) {
-        let ready: [Value] = lock.withLock {
-            if given.isEmpty { self.continuation = continuation }
-            return given
-        }
-        if let value = ready.first { continuation.resume(returning: value) }
-    }
-
-    func give(_ value: Value) {
-        let waiting: CheckedContinuation<Value, Never>? = lock.withLock {
-            guard !done else { return nil }
-            done = true
-            if let continuation {
-                self.continuation = nil
-                return continuation
-            }
-            given = [value]
-            return nil
-        }
-        waiting?.resume(returning: value)
     }
 }

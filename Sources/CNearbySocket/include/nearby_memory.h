@@ -26,4 +26,11 @@ typedef struct {
 /// strangers' TLS handshakes) allocated and freed would otherwise stay in malloc's arenas.
 nearby_release_result nearby_release_mapped_pages(void);
 
+/// For a process that moves bulk bytes (nearby send, receive, pipe): buffers up to 1 MiB come
+/// from the heap rather than from fresh mappings, and up to 16 MiB of freed heap stays mapped,
+/// instead of being handed back to the kernel and faulted in again (zeroed) for the next
+/// buffer, which was half of a sender's system time. Returns 0, or -1 where malloc has no
+/// such settings.
+int nearby_tune_malloc_for_bulk(void);
+
 #endif

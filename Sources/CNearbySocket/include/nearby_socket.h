@@ -1,7 +1,7 @@
 // The part of the mDNS receive path that needs the C library's macros and its GNU
 // extensions (recvmmsg, struct in6_pktinfo, CMSG_*), which Swift's Glibc module does not
-// import. Everything else about the sockets is Swift (Sources/MulticastDNS). Also one GNU
-// file call the file transfer needs (sync_file_range).
+// import. Everything else about the sockets is Swift (Sources/MulticastDNS). The file calls
+// are in nearby_files.h, the memory calls in nearby_memory.h.
 #ifndef NEARBY_SOCKET_H
 #define NEARBY_SOCKET_H
 
@@ -34,24 +34,5 @@ int nearby_enable_drop_count(int fd);
 /// into `slots + n * slot_size`, in one system call where the system has one (recvmmsg).
 /// Returns how many were read (0 when none was waiting), or -1 with errno set.
 int nearby_receive_datagrams(int fd, uint8_t *slots, size_t slot_size, nearby_datagram *datagrams, int count);
-
-/// For a process that moves bulk bytes (nearby send, receive, pipe): buffers up to 1 MiB come
-/// from the heap rather than from fresh mappings, and up to 16 MiB of freed heap stays mapped,
-/// instead of being handed back to the kernel and faulted in again (zeroed) for the next
-/// buffer, which was half of a sender's system time. Returns 0, or -1 where malloc has no
-/// such settings.
-int nearby_tune_malloc_for_bulk(void);
-
-/// Renames `from` to `to` unless `to` exists (renameat2 with RENAME_NOREPLACE, a GNU
-/// extension): 0, or -1 with errno (EEXIST when `to` exists; EINVAL or ENOSYS where the file
-/// system or the system cannot).
-int nearby_rename_noreplace(const char *from, const char *to);
-
-/// Starts writing a file's range to the disk without waiting (Linux's sync_file_range with
-/// SYNC_FILE_RANGE_WRITE, a GNU extension). Returns 0, or -1 with errno set (or where the
-/// system has no such call).
-int nearby_start_write_back(int fd, int64_t offset, int64_t count);
-
-#include "nearby_memory.h"
 
 #endif
