@@ -19,11 +19,11 @@ let package = Package(
     products: [
         // The front door: advertise, browse, connect to the nearest or a named peer, each a call.
         .library(name: "Nearby", targets: ["Nearby"]),
+        // The full modules, for those who need more than the front door. The engines under
+        // NearbyDiscovery (MulticastDNSCore, MulticastDNS, SystemDNSSD) are not products: their
+        // work is reached through NearbyDiscovery's backends, and they may change with it.
         .library(name: "NearbyBasics", targets: ["NearbyBasics"]),
         .library(name: "DNSWire", targets: ["DNSWire"]),
-        .library(name: "MulticastDNSCore", targets: ["MulticastDNSCore"]),
-        .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
-        .library(name: "SystemDNSSD", targets: ["SystemDNSSD"]),
         .library(name: "UnicastDNSSD", targets: ["UnicastDNSSD"]),
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
         .library(name: "PeerTrust", targets: ["PeerTrust"]),
