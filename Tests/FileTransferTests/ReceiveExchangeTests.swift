@@ -22,6 +22,15 @@ struct ReceiveExchangeTests {
         return exchange
     }
 
+    /// A new file's exchange with all its bytes in, hashing to `sha256`, waiting for the trailer.
+    func received(sha256: String) -> ReceiveExchange {
+        var exchange = claimed(offset: 0)
+        _ = exchange.spaceChecked(free: nil)
+        _ = exchange.received(TransferProtocol.start(0))
+        _ = exchange.bytesReceived(sha256: sha256)
+        return exchange
+    }
+
     @Test("a new file: claim, free space, accept at 0, the bytes, a matching trailer, publish, then saved is said")
     func wholeFile() {
         var exchange = ReceiveExchange(maximumSize: nil)
@@ -82,10 +91,7 @@ struct ReceiveExchangeTests {
 
     @Test("bytes that hash differently are discarded and the sender hears it was a verification failure")
     func verification() throws {
-        var exchange = claimed(offset: 0)
-        _ = exchange.spaceChecked(free: nil)
-        _ = exchange.received(TransferProtocol.start(0))
-        _ = exchange.bytesReceived(sha256: "aaaa1111")
+        var exchange = received(sha256: "aaaa1111")
         let steps = exchange.received(TransferProtocol.trailer(sha256: "bbbb2222"))
         #expect(steps.first == .discardPart)
         guard case .tellAndFinish(let told)? = steps.dropFirst().first else { Issue.record("\(steps)"); return }
@@ -102,10 +108,7 @@ struct ReceiveExchangeTests {
         case 0: steps = exchange.received(nil)
         case 1: steps = exchange.received(.object(["size": .integer(3)]))
         default:
-            exchange = claimed(offset: 0)
-            _ = exchange.spaceChecked(free: nil)
-            _ = exchange.received(TransferProtocol.start(0))
-            _ = exchange.bytesReceived(sha256: "aa")
+            exchange = received(sha256: "aa")
             steps = exchange.received(.object(["sha": .string("aa")]))
         }
         let (error, reset) = try #require(failure(steps))
@@ -114,10 +117,7 @@ struct ReceiveExchangeTests {
 
     @Test("a file that cannot be published is reported to the sender as a file failure")
     func publishFails() throws {
-        var exchange = claimed(offset: 0)
-        _ = exchange.spaceChecked(free: nil)
-        _ = exchange.received(TransferProtocol.start(0))
-        _ = exchange.bytesReceived(sha256: "aa")
+        var exchange = received(sha256: "aa")
         _ = exchange.received(TransferProtocol.trailer(sha256: "aa"))
         let steps = exchange.published(.failure(FileTransferError(.file, "cannot save out/build.tar: no permission")))
         #expect(steps.first == .tellAndFinish(TransferProtocol.failed("cannot save out/build.tar: no permission", kind: .file)))

@@ -5,7 +5,8 @@ import Testing
 @testable import NearbyDiscovery
 
 /// A backend that records what reaches it, to show that checks happen above the backends.
-final class RecordingBackend: DiscoveryBackend, @unchecked Sendable {
+/// Tests that need more of a backend subclass it.
+class RecordingBackend: DiscoveryBackend, @unchecked Sendable {
     private(set) var advertised: [ServiceRegistration] = []
 
     func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
@@ -19,6 +20,7 @@ final class RecordingBackend: DiscoveryBackend, @unchecked Sendable {
     func serviceTypes() -> EventStream<ServiceType> { .finished }
     func hostName() async -> DomainName { "test.local." }
     func shutdown() async {}
+    func run() async {}
 }
 
 @Suite("backends")

@@ -4,7 +4,7 @@ import Testing
 @testable import NearbyDiscovery
 
 /// A backend whose work is its run(): it records starting and ending, and ends at shutdown().
-final class WorkingBackend: DiscoveryBackend, Sendable {
+final class WorkingBackend: RecordingBackend, @unchecked Sendable {
     struct State {
         var started = false
         var ended = false
@@ -13,24 +13,15 @@ final class WorkingBackend: DiscoveryBackend, Sendable {
     let state = Locked(State())
     private let (stopped, stop) = AsyncStream<Never>.makeStream()
 
-    func run() async {
+    override func run() async {
         state.withLockedValue { $0.started = true }
         for await _ in stopped {}
         state.withLockedValue { $0.ended = true }
     }
-    func shutdown() async {
+    override func shutdown() async {
         state.withLockedValue { $0.shutdowns += 1 }
         stop.finish()
     }
-    func advertise(_ registration: ServiceRegistration) async throws -> Advertisement {
-        Advertisement(
-            name: registration.instance, requestedName: registration.instance, type: registration.type, port: registration.port,
-            events: AsyncStream { $0.finish() }, update: { _ in }, cancel: {})
-    }
-    func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent> { .finished }
-    func resolve(_ instance: ServiceInstanceName, timeout: Duration) async -> ResolvedService? { nil }
-    func serviceTypes() -> EventStream<ServiceType> { .finished }
-    func hostName() async -> DomainName { "test.local." }
 }
 
 @Suite("discovery's run() is its work")
