@@ -155,16 +155,15 @@ public actor MulticastDNSEngine {
     /// timekeeper (the core's next deadline), as children of this call. For an engine made by
     /// ``prepare(hostName:interfaces:logger:)``. An engine made by
     /// ``start(hostName:interfaces:logger:)`` already works in its own task: then this waits
-    /// for that to end.
+    /// for that to end. Call it once; a second call returns at once.
     public func run() async {
         if let runner {
             await runner.value
             return
         }
-        guard !running, !isShutDown else {
-            for await _ in stopped {}
-            return
-        }
+        // Once: a second call while the work runs (the stream below has one reader) or a call
+        // after shutdown has nothing to do.
+        guard !running, !isShutDown else { return }
         running = true
         let (inbox, links, alarm, clock, stopped) = (transport.inbox, linkWatch?.changes, alarm, clock, stopped)
         await withDiscardingTaskGroup { group in
