@@ -1,3 +1,4 @@
+import NearbyBasics
 import NetworkPlatform
 #if canImport(Glibc)
 import Glibc
@@ -34,8 +35,9 @@ final class StandardInput: @unchecked Sendable {  // Every stored property is to
     private var started = false
     private var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     private var nextWaiter: UInt64 = 0
-    /// Lines cut from chunks and not taken yet, and the start of the next one.
-    private var lines: [Line] = []
+    /// Lines cut from chunks and not taken yet (a chunk may hold thousands: O(1) pops), and the
+    /// start of the next one.
+    private var lines = FIFO<Line>()
     private var partial: [UInt8] = []
 
     init(descriptor: Int32) {
@@ -87,10 +89,12 @@ final class StandardInput: @unchecked Sendable {  // Every stored property is to
         while !Task.isCancelled {
             lock.lock()
             startLocked()
-            if !partial.isEmpty || !lines.isEmpty {
+            if !partial.isEmpty || lines.count > 0 {
                 // Lines were taken before: what was cut and not taken comes first, as bytes.
-                let rest = lines.flatMap { Array($0.text.utf8) + [10] } + partial
-                (lines, partial) = ([], [])
+                var rest: [UInt8] = []
+                while let line = lines.popFirst() { rest += Array(line.text.utf8) + [10] }
+                rest += partial
+                partial = []
                 lock.unlock()
                 return rest
             }
@@ -119,8 +123,7 @@ final class StandardInput: @unchecked Sendable {  // Every stored property is to
         while true {
             lock.lock()
             startLocked()
-            if !lines.isEmpty {
-                let line = lines.removeFirst()
+            if let line = lines.popFirst() {
                 lock.unlock()
                 return line
             }
