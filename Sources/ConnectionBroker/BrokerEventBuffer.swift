@@ -12,7 +12,10 @@ import PeerTrust
 /// - Refusals (`rejected`, `strangers`, refused invitations) wait one by one up to
 ///   ``ConnectionBroker/noticesWaiting``; beyond that they are folded into one `strangers`
 ///   summary (each `rejected` counted in ``StrangerSummary/failedUnreported``).
-struct BrokerEventBuffer: EventBuffer {
+///
+/// The buffer sees an event only through its ``BrokerEventRole``, so the policy is tested with
+/// events that need no live connection.
+struct BrokerEventBuffer<Event: BufferedBrokerEvent>: EventBuffer {
     private enum Key: Hashable {
         case connection(ConnectionID)
         case dial(PeerID)
@@ -25,7 +28,7 @@ struct BrokerEventBuffer: EventBuffer {
         }
     }
 
-    private var waiting: [Int: BrokerEvent] = [:]
+    private var waiting: [Int: Event] = [:]
     private var first = 0
     private var next = 0
     private var keyed: [Key: Int] = [:]
@@ -40,31 +43,30 @@ struct BrokerEventBuffer: EventBuffer {
 
     var count: Int { waiting.count }
 
-    private static func key(_ event: BrokerEvent) -> Key? {
-        switch event {
-        case .connected(let connection, _): .connection(connection.id)
-        case .dialFailed(let peer, _): .dial(peer)
-        case .skipped(let name, _): .skipped(name)
+    private static func key(_ event: Event) -> Key? {
+        switch event.bufferRole {
+        case .opened(let id): .connection(id)
+        case .failedDial(let peer): .dial(peer)
+        case .skipped(let name): .skipped(name)
         default: nil
         }
     }
 
-    private static func isNotice(_ event: BrokerEvent) -> Bool {
-        switch event {
-        case .rejected, .strangers: true
-        case .invitation(let attempt): if case .refused = attempt.outcome { true } else { false }
+    private static func isNotice(_ event: Event) -> Bool {
+        switch event.bufferRole {
+        case .notice, .summary: true
         default: false
         }
     }
 
-    private mutating func append(_ event: BrokerEvent) {
+    private mutating func append(_ event: Event) {
         if let key = Self.key(event) { keyed[key] = next }
         waiting[next] = event
         next += 1
     }
 
-    mutating func push(_ event: BrokerEvent) {
-        if case .disconnected(_, let id, _) = event, let at = keyed[.connection(id)] {
+    mutating func push(_ event: Event) {
+        if case .closed(let id) = event.bufferRole, let at = keyed[.connection(id)] {
             // Connected and gone before the application looked: nothing to tell.
             waiting[at] = nil
             keyed[.connection(id)] = nil
@@ -82,17 +84,17 @@ struct BrokerEventBuffer: EventBuffer {
             return append(event)
         }
         var sum = StrangerSummary(interval: .zero)
-        if let at = summaryAt, case .strangers(let so)? = waiting[at] { sum = so }
-        if case .strangers(let more) = event { sum = sum.adding(more) } else { sum.failedUnreported += 1 }
+        if let at = summaryAt, let so = waiting[at], case .summary(let earlier) = so.bufferRole { sum = earlier }
+        if case .summary(let more) = event.bufferRole { sum = sum.adding(more) } else { sum.failedUnreported += 1 }
         if summaryAt == nil {
             summaryAt = next
             next += 1
         }
-        if let at = summaryAt { waiting[at] = .strangers(sum) }
+        if let at = summaryAt { waiting[at] = Event.strangers(sum) }
         merged += 1
     }
 
-    mutating func pop() -> BrokerEvent? {
+    mutating func pop() -> Event? {
         while first < next {
             let at = first
             first += 1
@@ -106,5 +108,43 @@ struct BrokerEventBuffer: EventBuffer {
             return event
         }
         return nil
+    }
+}
+
+/// What ``BrokerEventBuffer`` needs to know of an event to apply its policy.
+enum BrokerEventRole {
+    /// A live connection the application must see (unless its end comes first).
+    case opened(ConnectionID)
+    /// That connection's end.
+    case closed(ConnectionID)
+    /// A peer's failed dial: the newest waits.
+    case failedDial(PeerID)
+    /// An instance skipped: the newest reason waits.
+    case skipped(String)
+    /// A refusal, counted toward the limit and summed up beyond it.
+    case notice
+    /// A summary of refusals, merged with the buffer's own.
+    case summary(StrangerSummary)
+    /// Anything else waits as it is.
+    case other
+}
+
+/// An event ``BrokerEventBuffer`` can hold: it names its role and can be a summary.
+protocol BufferedBrokerEvent: Sendable {
+    var bufferRole: BrokerEventRole { get }
+    static func strangers(_ summary: StrangerSummary) -> Self
+}
+
+extension BrokerEvent: BufferedBrokerEvent {
+    var bufferRole: BrokerEventRole {
+        switch self {
+        case .connected(let connection, _): .opened(connection.id)
+        case .disconnected(_, let id, _): .closed(id)
+        case .dialFailed(let peer, _): .failedDial(peer)
+        case .skipped(let name, _): .skipped(name)
+        case .rejected: .notice
+        case .strangers(let summary): .summary(summary)
+        case .invitation(let attempt): if case .refused = attempt.outcome { .notice } else { .other }
+        }
     }
 }

@@ -52,7 +52,8 @@ public struct BrokerConfiguration: Sendable {
     }
 }
 
-/// What happens to a broker's connections.
+/// What happens to a broker's connections. A closed enum, like every event of the package: a
+/// `switch` needs no `default`, and a case added later is a breaking change, released as one.
 public enum BrokerEvent: Sendable {
     /// A connection is now the peer's one connection; `initiator` is the peer ID that dialed.
     case connected(PeerConnection, initiator: PeerID)
@@ -214,7 +215,7 @@ public final class ConnectionBroker: Sendable {
         guard let identity = configuration.connection.identity, !configuration.connection.insecure else {
             throw BrokerError(.startFailed, "a broker needs an identity and TLS: peers are told apart by their peer IDs")
         }
-        let (events, continuation) = EventStream.makeStream(buffer: BrokerEventBuffer())
+        let (events, continuation) = EventStream.makeStream(buffer: BrokerEventBuffer<BrokerEvent>())
         let loop = BrokerLoop(configuration: configuration, localID: identity.peerID, continuation: continuation, discovery: discovery)
         var advertisedName: String?
         var port: Int?

@@ -17,7 +17,7 @@ struct BrokerTimingTests {
     func makeLoop(clock: ManualClock) throws -> BrokerLoop {
         let connection = PeerConnectionConfiguration(identity: nil, trust: TrustEvaluator(policy: .pinned([])))
         let configuration = BrokerConfiguration(connection: connection, serviceType: try #require(ServiceType("_openagents._tcp")))
-        let (_, continuation) = EventStream.makeStream(buffer: BrokerEventBuffer())
+        let (_, continuation) = EventStream.makeStream(buffer: BrokerEventBuffer<BrokerEvent>())
         return BrokerLoop(
             configuration: configuration, localID: Self.local, continuation: continuation, discovery: NearbyDiscovery(backend: SilentBackend()),
             clock: clock)
