@@ -57,17 +57,43 @@ public struct IdentityStore: Sendable {
         }
     }
 
+    /// An identity from ``loadOrCreate(displayName:)`` and what getting it did, so that a
+    /// program can tell its user when a key was written or a name was not used.
+    public struct Loaded: Sendable {
+        /// The identity: the stored one, or the one this call made and stored.
+        public let identity: PeerIdentity
+        /// True when there was no identity and this call made one and wrote it, private key
+        /// included, to ``IdentityStore/identityFile``. Its peer ID is new: no peer has pinned it
+        /// yet, so say so (and show the peer ID) to whoever runs the program.
+        public let created: Bool
+        /// The display name that was asked for but not used, because the stored identity has
+        /// another one (nil when the name was used or none was asked for). Loading never changes a
+        /// stored identity: its name is the one it was made with.
+        public let unusedName: String?
+    }
+
     /// The stored identity; makes and stores one first when there is none.
-    public func loadOrCreate(displayName: String? = nil) throws(PeerTrustError) -> PeerIdentity {
-        if let identity = try load() { return identity }
+    ///
+    /// What it did is in the result: ``Loaded/created`` when a key was written,
+    /// ``Loaded/unusedName`` when the stored identity kept its own name.
+    /// - Parameter displayName: the name for an identity made now (default: the host's name).
+    /// - Throws: ``PeerTrustError``: `damaged` when a stored identity cannot be used (it is
+    ///   left alone), `storage` when the directory or file cannot be made.
+    public func loadOrCreate(displayName: String? = nil) throws(PeerTrustError) -> Loaded {
+        let asked = displayName?.trimmingBlanks(newlines: true)
+        func loaded(_ identity: PeerIdentity, created: Bool) -> Loaded {
+            let unused = asked.flatMap { $0.isEmpty || $0 == identity.displayName ? nil : $0 }
+            return Loaded(identity: identity, created: created, unusedName: unused)
+        }
+        if let identity = try load() { return loaded(identity, created: false) }
         let identity = try PeerIdentity.generate(displayName: displayName)
         do {
             try save(identity, replacing: false)
-            return identity
+            return loaded(identity, created: true)
         } catch where error.code == .exists {
             // Another process made one at the same moment: theirs stands.
             guard let winner = try load() else { throw error }
-            return winner
+            return loaded(winner, created: false)
         }
     }
 

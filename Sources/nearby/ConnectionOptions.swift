@@ -112,7 +112,7 @@ struct ChannelOptions: ParsableArguments {
         let identity: PeerIdentity
         do {
             if creating {
-                identity = try state.identities.loadOrCreate()
+                identity = try state.identityMadeIfMissing()
             } else {
                 try state.requireExisting()
                 identity = try state.identities.load() ?? PeerIdentity.generate(displayName: PeerIdentity.defaultDisplayName())

@@ -54,7 +54,7 @@ struct PairCommand: AsyncParsableCommand {
         let logger = output.logger("nearby.pairing")
         let json = output.json
         let identity: PeerIdentity
-        do { identity = try state.identities.loadOrCreate() } catch { throw inputError(error) }
+        do { identity = try state.identityMadeIfMissing() } catch { throw inputError(error) }
         var configuration = PeerConnectionConfiguration(identity: identity, trust: TrustEvaluator(policy: .pinned([])))
         configuration.logger = logger
         configuration.setupTimeout = .milliseconds(Int64(min(timeout, 10) * 1000))

@@ -26,6 +26,18 @@ struct StateDirectory: ParsableArguments {
     var identities: IdentityStore { IdentityStore(directory: directory) }
     var trust: TrustStore { TrustStore(directory: directory.appendingPathComponent("trust")) }
 
+    /// The identity commands that connect use: the stored one, else one made and stored now,
+    /// which is said on stderr with its peer ID (no peer has pinned it yet).
+    func identityMadeIfMissing() throws(PeerTrustError) -> PeerIdentity {
+        let loaded = try identities.loadOrCreate()
+        if loaded.created {
+            let id = loaded.identity.peerID
+            writeToStandardError(
+                "made a new identity in \(directory.path) (peer ID \(id)); peers must pin it before they trust this one: nearby trust pin \(id)\n")
+        }
+        return loaded.identity
+    }
+
     /// For commands that only read: a --state-dir that does not exist is a typo, not an empty
     /// store. (The default directory may be missing: nothing was stored yet.)
     func requireExisting() throws {

@@ -131,11 +131,14 @@ struct ReadmeExamplesTests {
 
         let (status, output) = try Self.run("readme-trust", [peerFile.path, peer.peerID.description], environment: environment)
         #expect(status == 0, "\(output)")
-        #expect(output.contains("I am Build Box"), "\(output)")
+        // The first run makes the identity and says so; the next one loads the same one.
+        let made = try #require(try IdentityStore(directory: state).load())
+        #expect(output.contains("made a new identity: Build Box \(made.peerID)"), "\(output)")
         #expect(output.contains("trusted Peer Box \(peer.peerID)"), "\(output)")
 
         let (again, rejected) = try Self.run("readme-trust", [strangerFile.path], environment: environment)
         #expect(again == 0, "\(rejected)")
+        #expect(rejected.contains("I am Build Box \(made.peerID)"), "\(rejected)")
         #expect(rejected.contains("- notPinned"), "\(rejected)")
     }
 }

@@ -73,7 +73,7 @@ struct TrustCommandTests {
         defer { try? FileManager.default.removeItem(at: work) }
         let state = work.appendingPathComponent("state")
         let store = IdentityStore(directory: state)
-        let identity = try store.loadOrCreate(displayName: "Pinned Peer")
+        let identity = try store.loadOrCreate(displayName: "Pinned Peer").identity
         let chain = work.appendingPathComponent("peer.pem")
         try Data(identity.pem().utf8).write(to: chain)
         await #expect(throws: ExitCode(1)) { try await run(["trust", "check", chain.path, "--state-dir", state.path]) }

@@ -127,9 +127,17 @@ struct IdentityTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = IdentityStore(directory: directory)
         #expect(try store.load() == nil)
-        let first = try store.loadOrCreate(displayName: "Kept Box")
-        let second = try IdentityStore(directory: directory).loadOrCreate(displayName: "Other Name")
+        let made = try store.loadOrCreate(displayName: "Kept Box")
+        #expect(made.created && made.unusedName == nil)
+        let first = made.identity
+        let again = try IdentityStore(directory: directory).loadOrCreate(displayName: "Other Name")
+        let second = again.identity
         #expect(second.peerID == first.peerID && second.displayName == "Kept Box")
+        // Loading says what it did not do: no key written, the name asked for not used.
+        #expect(!again.created && again.unusedName == "Other Name")
+        let plain = try store.loadOrCreate()
+        #expect(!plain.created && plain.unusedName == nil)
+        #expect(try store.loadOrCreate(displayName: " Kept Box ").unusedName == nil)
         let directoryMode = try FileManager.default.attributesOfItem(atPath: directory.path)[.posixPermissions] as? Int
         let fileMode = try FileManager.default.attributesOfItem(atPath: store.identityFile.path)[.posixPermissions] as? Int
         #expect(directoryMode == 0o700 && fileMode == 0o600)
@@ -155,7 +163,7 @@ struct IdentityTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let ids: [PeerID?] = await withTaskGroup(of: PeerID?.self) { group in
             for _ in 0..<8 {
-                group.addTask { () -> PeerID? in (try? IdentityStore(directory: directory).loadOrCreate())?.peerID }
+                group.addTask { () -> PeerID? in (try? IdentityStore(directory: directory).loadOrCreate())?.identity.peerID }
             }
             var ids: [PeerID?] = []
             for await id in group { ids.append(id) }

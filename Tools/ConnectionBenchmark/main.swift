@@ -32,7 +32,7 @@ let (mode, host, stateDirectory) = (arguments[1], arguments[2], URL(fileURLWithP
 let identity: PeerIdentity
 let policy: TrustPolicy
 do {
-    identity = try IdentityStore(directory: stateDirectory).loadOrCreate()
+    identity = try IdentityStore(directory: stateDirectory).loadOrCreate().identity
     policy = try TrustPolicy.pinned(TrustStore(directory: stateDirectory.appendingPathComponent("trust")))
 } catch {
     fail("\(error)")

@@ -16,7 +16,7 @@ let state = IdentityStore.defaultDirectory
 let pins = TrustStore(directory: state.appendingPathComponent("trust"))
 let connection: PeerConnectionConfiguration
 do {
-    let identity = try IdentityStore(directory: state).loadOrCreate()
+    let identity = try IdentityStore(directory: state).loadOrCreate().identity
     guard try !pins.pins().isEmpty else {
         fail("nobody is pinned in \(pins.directory.path): pin the peers to connect to (nearby trust pin PEER-ID, "
             + "or nearby pair), and have them pin this one: nearby trust pin \(identity.peerID)")

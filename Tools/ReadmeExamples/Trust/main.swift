@@ -3,8 +3,9 @@ import PeerTrust
 
 // This machine's identity: made on first use (a P-256 key, a self-signed certificate), then
 // loaded from ~/.local/state/nearby (or $NEARBY_STATE_DIR).
-let identity = try IdentityStore().loadOrCreate(displayName: "Build Box")
-print("I am", identity.displayName, identity.peerID)
+let loaded = try IdentityStore().loadOrCreate(displayName: "Build Box")
+let identity = loaded.identity
+print(loaded.created ? "made a new identity:" : "I am", identity.displayName, identity.peerID)
 
 // A peer's certificate chain, as its TLS handshake presents it (here read from a PEM file
 // named on the command line), and the peer ID discovery announced for it (TXT "id"), if any.
