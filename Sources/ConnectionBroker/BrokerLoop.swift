@@ -144,9 +144,8 @@ actor BrokerLoop {
     }
 
     private func discovered(_ event: BrowseEvent) {
-        switch event.kind {
-        case .found, .updated:
-            guard let service = event.service, let resolved = event.resolved else { return }
+        switch event {
+        case .found(let service, let resolved?), .updated(let service, let resolved?):
             let announcement = announced.seen(
                 PeerAnnouncement(
                     name: service.name, domain: service.domain.description, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
@@ -158,13 +157,13 @@ actor BrokerLoop {
             handle(.announced(announcement))
             raceNews?.yield(.news)
             for ticket in waits.news() { announcementWaiters.removeValue(forKey: ticket)?.resume() }
-        case .lost:
-            guard let service = event.service, let change = announced.lost(service.name, in: service.domain.description, on: Self.place(service)) else { return }
+        case .lost(let service):
+            guard let change = announced.lost(service.name, in: service.domain.description, on: Self.place(service)) else { return }
             if case .withdrawn = change { logger.debug("withdrawn: \(service.name)") }
             handle(change)
         case .restored:
             handle(.networkChanged)
-        default:
+        case .found(_, nil), .updated(_, nil), .interrupted:
             break
         }
     }

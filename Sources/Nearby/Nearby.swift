@@ -95,17 +95,16 @@ public struct ServiceChanges: AsyncSequence, Sendable {
 
         public mutating func next() async -> ServiceChange? {
             while let event = await base.next() {
-                guard let service = event.service else { continue }
-                switch event.kind {
-                case .found, .updated:
-                    guard let resolved = event.resolved else { continue }
+                switch event {
+                case .found(let service, let resolved?), .updated(let service, let resolved?):
                     let seen = NearbyService(resolved)
                     let known = present.updateValue(seen, forKey: service) != nil
-                    return event.kind == .found && !known ? .found(seen) : .updated(seen)
-                case .lost:
+                    if case .found = event, !known { return .found(seen) }
+                    return .updated(seen)
+                case .lost(let service):
                     guard let last = present.removeValue(forKey: service) else { continue }
                     return .lost(last)
-                default:
+                case .found(_, nil), .updated(_, nil), .interrupted, .restored:
                     continue
                 }
             }

@@ -44,18 +44,12 @@ public struct BrowseEventBuffer: EventBuffer {
 
     /// The one event that says what `old` followed by `new` says, or nil when they cancel out.
     private static func combine(_ old: BrowseEvent, _ new: BrowseEvent, told: Bool) -> BrowseEvent? {
-        guard let service = new.service else {
-            if old.kind == .interrupted, new.kind == .restored { return nil }
-            return new
-        }
-        switch new.kind {
-        case .lost:
-            return told ? new : nil
-        case .found, .updated:
-            if told, old.kind == .updated, new.kind == .updated { return new }
-            return .found(service, new.resolved)
-        default:
-            return new
+        switch (old, new) {
+        case (.interrupted, .restored): return nil
+        case (_, .interrupted), (_, .restored): return new
+        case (_, .lost): return told ? new : nil
+        case (.updated, .updated) where told: return new
+        case (_, .found(let service, let resolved)), (_, .updated(let service, let resolved)): return .found(service, resolved)
         }
     }
 
@@ -63,12 +57,10 @@ public struct BrowseEventBuffer: EventBuffer {
         while let slot = order.popFirst() {
             placed.remove(slot)
             guard let event = waiting.removeValue(forKey: slot) else { continue }
-            if let service = event.service {
-                switch event.kind {
-                case .found, .updated: told.insert(service)
-                case .lost: told.remove(service)
-                default: break
-                }
+            switch event {
+            case .found(let service, _), .updated(let service, _): told.insert(service)
+            case .lost(let service): told.remove(service)
+            case .interrupted, .restored: break
             }
             return event
         }

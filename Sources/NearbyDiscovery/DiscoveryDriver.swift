@@ -57,10 +57,10 @@ struct DiscoveryDriver {
                     logger.trace("no longer watching \(watch)")
                     await source.unwatch(watch)
                 case .report(let event):
-                    switch event.kind {
-                    case .interrupted: logger.warning("discovery interrupted: \(event.error.map { "\($0)" } ?? "")")
+                    switch event {
+                    case .interrupted(let error): logger.warning("discovery interrupted: \(error)")
                     case .restored: logger.notice("discovery restored")
-                    default: logger.debug("\(event)")
+                    case .found, .updated, .lost: logger.debug("\(event)")
                     }
                     if !onReport(event) { return false }
                 }
@@ -148,7 +148,7 @@ extension DiscoveryDriver {
             source: source, logger: logger)
         var result: ResolvedService?
         await driver.run(deadline: timeout) { event in
-            if event.kind == .found, let resolved = event.resolved { result = resolved }
+            if case .found(_, let resolved?) = event { result = resolved }
             return result == nil
         }
         return result

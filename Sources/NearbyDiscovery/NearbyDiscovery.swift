@@ -37,31 +37,6 @@ public struct ResolvedService: Hashable, Sendable {
     public var info: DiscoveryInfo
 }
 
-extension OpenKind where Owner == BrowseEvent {
-    /// A service appeared (resolved when the browse resolves).
-    public static var found: Self { Self("found") }
-    /// A resolved service changed its TXT, port, host or addresses.
-    public static var updated: Self { Self("updated") }
-    /// A service left: goodbye, expiry, or failure detection.
-    public static var lost: Self { Self("lost") }
-    /// The browse cannot see the network for now (the system daemon stopped). It carries on by
-    /// itself: `restored` follows when it can see again.
-    public static var interrupted: Self { Self("interrupted") }
-    /// The browse sees the network again. Services still there are not reported again; those
-    /// that left meanwhile are reported lost a few seconds later.
-    public static var restored: Self { Self("restored") }
-}
-
-extension OpenKind where Owner == AdvertisementEvent {
-    /// A conflict arose and the service now goes by ``AdvertisementEvent/name``.
-    public static var renamed: Self { Self("renamed") }
-    /// The service is off the network for now (the system daemon stopped); it is published
-    /// again by itself when the daemon returns.
-    public static var interrupted: Self { Self("interrupted") }
-    /// The service is published again, under ``AdvertisementEvent/name``.
-    public static var restored: Self { Self("restored") }
-}
-
 extension OpenKind where Owner == DiscoveryError {
     /// The system's DNS-SD daemon (avahi-daemon, mDNSResponder) is not running or not reachable.
     public static var daemonNotRunning: Self { Self("daemonNotRunning") }
@@ -82,88 +57,101 @@ extension OpenKind where Owner == DiscoveryError {
     public static var stopped: Self { Self("stopped") }
 }
 
-/// What a browse reports: a ``kind`` and what goes with it.
+/// What a browse reports.
 ///
-/// A struct rather than an enum, so that kinds can be added later without breaking anyone:
-/// switch over ``kind`` and keep a `default:` branch.
+/// Events are closed enums throughout the package (browse, advertisement, registration,
+/// listener and broker events): a `switch` is exhaustive, what goes with each case needs no
+/// unwrapping, and when a version adds a case the compiler shows every switch that must handle
+/// it (a new case is a breaking change, and is released as one under semantic versioning). Errors
+/// are the other way round: their codes are an open set (``DiscoveryError/Code``), because code
+/// that handles errors picks out a few and passes the rest on.
 ///
 /// ```swift
-/// switch event.kind {
-/// case .found, .updated: print(event.service!.name, event.resolved?.port ?? 0)
-/// case .lost: print("gone", event.service!.name)
-/// default: break  // interrupted, restored, and kinds added later
+/// switch event {
+/// case .found(let service, let resolved), .updated(let service, let resolved):
+///     print(service.name, resolved?.port ?? 0)
+/// case .lost(let service): print("gone", service.name)
+/// case .interrupted(let error): print("cannot see the network:", error)
+/// case .restored: print("can see the network again")
 /// }
 /// ```
-public struct BrowseEvent: Sendable, Equatable, CustomStringConvertible {
-    /// What happened: `.found`, `.updated`, `.lost`,
-    /// `.interrupted`, `.restored` (and kinds to come).
-    public typealias Kind = OpenKind<BrowseEvent>
+public enum BrowseEvent: Sendable, Equatable, CustomStringConvertible {
+    /// A service appeared, with where it runs and what it says when the browse resolves.
+    case found(DiscoveredService, ResolvedService?)
+    /// A resolved service changed its TXT, port, host or addresses.
+    case updated(DiscoveredService, ResolvedService?)
+    /// A service left: goodbye, expiry, or failure detection.
+    case lost(DiscoveredService)
+    /// The browse cannot see the network for now (the system daemon stopped). It carries on by
+    /// itself: `restored` follows when it can see again.
+    case interrupted(DiscoveryError)
+    /// The browse sees the network again. Services still there are not reported again; those
+    /// that left meanwhile are reported lost a few seconds later.
+    case restored
 
-    /// What happened.
-    public let kind: Kind
-    /// The service it happened to (found, updated, lost).
-    public let service: DiscoveredService?
-    /// Where the service runs and what it says (found and updated, when the browse resolves).
-    public let resolved: ResolvedService?
-    /// Why the browse cannot see the network (interrupted).
-    public let error: DiscoveryError?
-
-    private init(_ kind: Kind, service: DiscoveredService? = nil, resolved: ResolvedService? = nil, error: DiscoveryError? = nil) {
-        self.kind = kind
-        self.service = service
-        self.resolved = resolved
-        self.error = error
+    /// The service the event is about (nil for `interrupted` and `restored`).
+    public var service: DiscoveredService? {
+        switch self {
+        case .found(let service, _), .updated(let service, _), .lost(let service): service
+        case .interrupted, .restored: nil
+        }
     }
 
-    /// A service appeared.
-    public static func found(_ service: DiscoveredService, _ resolved: ResolvedService?) -> BrowseEvent {
-        BrowseEvent(.found, service: service, resolved: resolved)
+    /// Where the service runs and what it says (`found` and `updated`, when the browse resolves).
+    public var resolved: ResolvedService? {
+        switch self {
+        case .found(_, let resolved), .updated(_, let resolved): resolved
+        case .lost, .interrupted, .restored: nil
+        }
     }
-    /// A resolved service changed.
-    public static func updated(_ service: DiscoveredService, _ resolved: ResolvedService?) -> BrowseEvent {
-        BrowseEvent(.updated, service: service, resolved: resolved)
+
+    /// The case's name: `found`, `updated`, `lost`, `interrupted` or `restored` (as
+    /// `nearby browse --json` writes it).
+    public var caseName: String {
+        switch self {
+        case .found: "found"
+        case .updated: "updated"
+        case .lost: "lost"
+        case .interrupted: "interrupted"
+        case .restored: "restored"
+        }
     }
-    /// A service left.
-    public static func lost(_ service: DiscoveredService) -> BrowseEvent { BrowseEvent(.lost, service: service) }
-    /// The browse cannot see the network for now.
-    public static func interrupted(_ error: DiscoveryError) -> BrowseEvent { BrowseEvent(.interrupted, error: error) }
-    /// The browse sees the network again.
-    public static let restored = BrowseEvent(.restored)
 
     public var description: String {
-        var text = kind.description
+        var text = caseName
         if let service { text += " \(service)" }
         if let resolved { text += " at \(resolved.host):\(resolved.port) \(resolved.addresses) \(resolved.info)" }
-        if let error { text += ": \(error)" }
+        if case .interrupted(let error) = self { text += ": \(error)" }
         return text
     }
 }
 
-/// What happens to an advertisement after its name was first won: a ``kind`` and what goes
-/// with it. A struct, like ``BrowseEvent``, so kinds can be added: keep a `default:`.
-public struct AdvertisementEvent: Sendable, Equatable, CustomStringConvertible {
-    /// What happened: `.renamed`, `.interrupted`, `.restored`
-    /// (and kinds to come).
-    public typealias Kind = OpenKind<AdvertisementEvent>
+/// What happens to an advertisement after its name was first won. A closed enum, like every
+/// event of the package (see ``BrowseEvent``).
+public enum AdvertisementEvent: Sendable, Equatable, CustomStringConvertible {
+    /// A conflict arose and the service now goes by this name.
+    case renamed(String)
+    /// The service is off the network for now (the system daemon stopped, or its DNS
+    /// registration cannot be refreshed); it is published again by itself when it can be.
+    case interrupted(DiscoveryError)
+    /// The service is published again, under this name.
+    case restored(String)
 
-    /// What happened.
-    public let kind: Kind
-    /// The name the service goes by now (renamed, restored).
-    public let name: String?
-    /// Why the service is off the network (interrupted).
-    public let error: DiscoveryError?
-
-    /// The service now goes by `name`.
-    public static func renamed(_ name: String) -> AdvertisementEvent { AdvertisementEvent(kind: .renamed, name: name, error: nil) }
-    /// The service is off the network for now.
-    public static func interrupted(_ error: DiscoveryError) -> AdvertisementEvent {
-        AdvertisementEvent(kind: .interrupted, name: nil, error: error)
+    /// The case's name: `renamed`, `interrupted` or `restored` (as `nearby advertise --json`
+    /// writes it).
+    public var caseName: String {
+        switch self {
+        case .renamed: "renamed"
+        case .interrupted: "interrupted"
+        case .restored: "restored"
+        }
     }
-    /// The service is published again under `name`.
-    public static func restored(_ name: String) -> AdvertisementEvent { AdvertisementEvent(kind: .restored, name: name, error: nil) }
 
     public var description: String {
-        kind.description + (name.map { " \"\($0)\"" } ?? "") + (error.map { ": \($0)" } ?? "")
+        switch self {
+        case .renamed(let name), .restored(let name): "\(caseName) \"\(name)\""
+        case .interrupted(let error): "interrupted: \(error)"
+        }
     }
 }
 

@@ -26,6 +26,6 @@ public typealias NetworkInterface = DNSWire.NetworkInterface
 public typealias ServiceRegistration = DNSWire.ServiceRegistration
 /// Why a TXT entry was refused (too long, a bad key), naming the key, size and limit.
 public typealias DiscoveryInfoError = DNSWire.DiscoveryInfoError
-/// A value from an open set of named kinds (``BrowseEvent/Kind``, ``DiscoveryError/Code``):
+/// A value from an open set of named kinds (``DiscoveryError/Code``, the codes of errors):
 /// switch over one with a `default:` branch, where kinds added later go.
 public typealias OpenKind = NearbyBasics.OpenKind

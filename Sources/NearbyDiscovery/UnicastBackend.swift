@@ -85,12 +85,12 @@ public struct UnicastBackend: DiscoveryBackend {
         let events = AsyncStream<AdvertisementEvent> {
             var iterator = made.events.makeAsyncIterator()
             while let event = await iterator.next() {
-                switch event.kind {
-                case .renamed: if let name = event.name { return .renamed(name) }
-                case .interrupted:
-                    return .interrupted(DiscoveryError(.transportFailure, "the registration in \(domain.description.dropLast()) cannot be refreshed: \(event.error?.message ?? "")"))
-                case .restored: return .restored(event.name ?? made.name)
-                default: continue
+                switch event {
+                case .renamed(let name): return .renamed(name)
+                case .interrupted(_, let error):
+                    return .interrupted(DiscoveryError(.transportFailure, "the registration in \(domain.description.dropLast()) cannot be refreshed: \(error.message)"))
+                case .restored(let name): return .restored(name)
+                case .registered, .failed, .withdrawn: continue
                 }
             }
             return nil

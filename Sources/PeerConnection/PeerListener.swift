@@ -96,6 +96,8 @@ public final class PeerListener: Sendable {
         }
     }
 
+    /// What the listener reports. A closed enum, like every event of the package: a `switch`
+    /// needs no `default`, and a case added later is a breaking change, released as one.
     public enum Event: Sendable {
         case connected(PeerConnection)
         case rejected(Rejection)

@@ -57,12 +57,15 @@ public final class DNSRegistration: Sendable {
         let state = Locked(State(name: registration.instance, hostName: machine.hostName))
         let task = Task {
             await Self.run(machine, inputs: inputs, input: input, key: key, client: client, state: state) { event in
-                switch event.kind {
-                case .registered, .failed:
+                switch event {
+                case .registered:
                     firstSink.yield(event)
                     firstSink.finish()
-                    if event.kind == .failed { eventSink.finish() }
-                default:
+                case .failed:
+                    firstSink.yield(event)
+                    firstSink.finish()
+                    eventSink.finish()
+                case .renamed, .interrupted, .restored, .withdrawn:
                     eventSink.yield(event)
                 }
             }
@@ -71,9 +74,10 @@ public final class DNSRegistration: Sendable {
         }
         var iterator = first.makeAsyncIterator()
         let outcome = await iterator.next()
-        guard let outcome, outcome.kind == .registered else {
+        guard case .registered = outcome else {
             task.cancel()
-            throw outcome?.error ?? UnicastDNSError(.unreachable, "the registration stopped before it was made")
+            if case .failed(let error) = outcome { throw error }
+            throw UnicastDNSError(.unreachable, "the registration stopped before it was made")
         }
         return DNSRegistration(events: events, state: state, inputs: input, task: task)
     }

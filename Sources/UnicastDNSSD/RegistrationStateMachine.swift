@@ -1,41 +1,42 @@
 import DNSWire
 public import NearbyBasics
 
-/// What happens to a registration in a DNS zone: a ``kind`` and what goes with it.
-public struct RegistrationEvent: Sendable, Equatable, CustomStringConvertible {
-    /// `.registered`, `.renamed`, `.interrupted`, `.restored`, `.failed`, `.withdrawn` (and kinds to come).
-    public typealias Kind = OpenKind<RegistrationEvent>
+/// What happens to a registration in a DNS zone. A closed enum, like every event of the package.
+public enum RegistrationEvent: Sendable, Equatable, CustomStringConvertible {
+    /// The records are in the zone, under this instance name.
+    case registered(String)
+    /// Someone else's records appeared under our name; we now go by this one.
+    case renamed(String)
+    /// The records under this name can no longer be refreshed (server unreachable, key
+    /// refused), and why; retries go on.
+    case interrupted(String, UnicastDNSError)
+    /// A refresh of the records under this name succeeded again after an interruption.
+    case restored(String)
+    /// The registration cannot be made (no such zone, a refused key…), and why. Nothing is
+    /// retried.
+    case failed(UnicastDNSError)
+    /// The records under this name were removed from the zone.
+    case withdrawn(String)
 
-    public let kind: Kind
-    /// The instance name in the zone (registered, renamed).
-    public let name: String?
-    /// Why (interrupted, failed).
-    public let error: UnicastDNSError?
-
-    public init(_ kind: Kind, name: String? = nil, error: UnicastDNSError? = nil) {
-        self.kind = kind
-        self.name = name
-        self.error = error
+    /// The case's name: `registered`, `renamed`, `interrupted`, `restored`, `failed` or `withdrawn`.
+    public var caseName: String {
+        switch self {
+        case .registered: "registered"
+        case .renamed: "renamed"
+        case .interrupted: "interrupted"
+        case .restored: "restored"
+        case .failed: "failed"
+        case .withdrawn: "withdrawn"
+        }
     }
 
     public var description: String {
-        kind.description + (name.map { " \"\($0)\"" } ?? "") + (error.map { ": \($0)" } ?? "")
+        switch self {
+        case .registered(let name), .renamed(let name), .restored(let name), .withdrawn(let name): "\(caseName) \"\(name)\""
+        case .interrupted(let name, let error): "interrupted \"\(name)\": \(error)"
+        case .failed(let error): "failed: \(error)"
+        }
     }
-}
-
-extension OpenKind where Owner == RegistrationEvent {
-    /// The records are in the zone, under ``RegistrationEvent/name``.
-    public static var registered: Self { Self("registered") }
-    /// Someone else's records appeared under our name; we now go by ``RegistrationEvent/name``.
-    public static var renamed: Self { Self("renamed") }
-    /// The records can no longer be refreshed (server unreachable, key refused); retries go on.
-    public static var interrupted: Self { Self("interrupted") }
-    /// A refresh succeeded again after an interruption.
-    public static var restored: Self { Self("restored") }
-    /// The registration cannot be made (no such zone, a refused key…). Nothing is retried.
-    public static var failed: Self { Self("failed") }
-    /// The records were removed from the zone (or removal failed: see the error).
-    public static var withdrawn: Self { Self("withdrawn") }
 }
 
 /// A service registered in a DNS zone by DNS UPDATE (RFC 2136), as a pure state machine: answers
@@ -278,7 +279,7 @@ struct RegistrationStateMachine {
                 deadline = now + refreshInterval
                 if interrupted {
                     interrupted = false
-                    return [.report(RegistrationEvent(.restored, name: name))]
+                    return [.report(.restored(name))]
                 }
                 return []
             case .success(let message) where message.responseCode == .recordSetMissing:
@@ -410,11 +411,11 @@ struct RegistrationStateMachine {
             deadline = now + refreshInterval
             retry = settings.retry
             var actions: [Action] = []
-            if first { actions.append(.report(RegistrationEvent(.registered, name: name))) }
-            if renamed { actions.append(.report(RegistrationEvent(.renamed, name: name))) }
+            if first { actions.append(.report(.registered(name))) }
+            if renamed { actions.append(.report(.renamed(name))) }
             if interrupted {
                 interrupted = false
-                actions.append(.report(RegistrationEvent(.restored, name: name)))
+                actions.append(.report(.restored(name)))
             }
             return actions
         case .nameExists where !reclaimed:
@@ -441,7 +442,7 @@ struct RegistrationStateMachine {
         retry = min(retry * 2, .seconds(60))
         guard !interrupted else { return [] }
         interrupted = true
-        return [.report(RegistrationEvent(.interrupted, name: name, error: Self.explain(result, zone: zoneText, signed: signed)))]
+        return [.report(.interrupted(name, Self.explain(result, zone: zoneText, signed: signed)))]
     }
 
     private mutating func fail(_ result: Result<Message, UnicastDNSError>) -> [Action] {
@@ -451,7 +452,7 @@ struct RegistrationStateMachine {
     private mutating func fail(_ error: UnicastDNSError) -> [Action] {
         phase = .done
         deadline = nil
-        return [.report(RegistrationEvent(.failed, error: error)), .finish]
+        return [.report(.failed(error)), .finish]
     }
 
     /// Step 1 removes the service, 2 the type's enumeration PTR if no instance is left, 3 the
@@ -485,7 +486,7 @@ struct RegistrationStateMachine {
             return [.send(.update(update))]
         default:
             phase = .done
-            return [.report(RegistrationEvent(.withdrawn, name: name)), .finish]
+            return [.report(.withdrawn(name)), .finish]
         }
     }
 

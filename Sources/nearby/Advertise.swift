@@ -183,23 +183,20 @@ struct Advertise: AsyncParsableCommand {
     }
 
     func render(_ event: AdvertisementEvent, type: ServiceType) -> String {
-        let name = event.name ?? ""
-        let error = event.error.map(\.description) ?? ""
-        switch event.kind {
-        case .renamed:
+        switch event {
+        case .renamed(let name):
             return network.json
                 ? JSONText.object([("event", .string("renamed")), ("name", .string(name)), ("type", .string(type.description)), ("domain", .string(type.domain.description))])
                 : "Renamed to \"\(name)\" after a conflict"
-        case .interrupted:
+        case .interrupted(let failure):
+            let error = failure.description
             return network.json
                 ? JSONText.object([("event", .string("interrupted")), ("domain", .string(type.domain.description)), ("error", .string(error))])
                 : "Interrupted: \(error) (publishing again when it returns)"
-        case .restored:
+        case .restored(let name):
             return network.json
                 ? JSONText.object([("event", .string("restored")), ("name", .string(name)), ("type", .string(type.description))])
                 : "Restored: advertising \"\(name)\" again"
-        default:
-            return network.json ? JSONText.object([("event", .string(event.kind.description))]) : event.description
         }
     }
 }

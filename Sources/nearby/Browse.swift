@@ -60,7 +60,7 @@ struct Browse: AsyncParsableCommand {
         let found = await untilTermination(timeout: timeout.map { .milliseconds(Int($0 * 1000)) }) {
             var found = 0
             for await event in events {
-                if event.kind == .found { found += 1 }
+                if case .found = event { found += 1 }
                 await StandardOutput.events.emit(render(event))
             }
             return found
@@ -83,17 +83,17 @@ struct Browse: AsyncParsableCommand {
     }
 
     func render(_ event: BrowseEvent) -> String {
-        let kind = event.kind.description
+        let kind = event.caseName
         let resolved = event.resolved
-        switch event.kind {
-        case .interrupted:
-            let error = event.error.map(\.description) ?? ""
+        switch event {
+        case .interrupted(let failure):
+            let error = failure.description
             return network.json
                 ? JSONText.object([("event", .string("interrupted")), ("error", .string(error))])
                 : "interrupted  \(error) (browsing again when it returns)"
         case .restored:
             return network.json ? JSONText.object([("event", .string("restored"))]) : "restored  browsing again"
-        default:
+        case .found, .updated, .lost:
             break
         }
         guard let service = event.service else {

@@ -34,7 +34,7 @@ struct BoundedStreamTests {
         #expect(buffer.merged == 19_000)
         let events = drain(&buffer)
         #expect(events.count == 1000)
-        #expect(events.allSatisfy { $0.kind == .found && $0.resolved?.port == 20 })
+        #expect(events.allSatisfy { $0.caseName == "found" && $0.resolved?.port == 20 })
         // First found, first read: the order of first arrival is kept.
         #expect(events.map { $0.service?.name } == (0..<1000).map { "Box \($0)" })
     }
@@ -48,7 +48,7 @@ struct BoundedStreamTests {
         #expect(drain(&buffer).isEmpty)
 
         buffer.push(.found(service(2), nil))
-        #expect(drain(&buffer).map(\.kind) == [.found])
+        #expect(drain(&buffer).map(\.caseName) == ["found"])
         buffer.push(.updated(service(2), resolved(2, port: 5)))
         buffer.push(.lost(service(2)))
         #expect(drain(&buffer) == [.lost(service(2))])
@@ -125,7 +125,7 @@ struct BoundedStreamTests {
         source.finish()
         var read = 0
         for await event in stream {
-            #expect(event.kind == .found)
+            #expect(event.caseName == "found")
             read += 1
         }
         #expect(read == 100)

@@ -24,7 +24,7 @@ extension BrowseStateMachineTests {
         #expect(watches.filter { $0 == .watch(.host(boxHost, lan1)) }.count == 1)
         let reports = actions.compactMap { action -> BrowseEvent? in if case .report(let event) = action { event } else { nil } }
         #expect(reports.count == 200)
-        #expect(reports.allSatisfy { $0.kind == .found && $0.resolved?.addresses == [v4] })
+        #expect(reports.allSatisfy { $0.caseName == "found" && $0.resolved?.addresses == [v4] })
         #expect(Set(reports.compactMap(\.service?.name)) == Set((0..<200).map { "Service \($0)" }))
 
         // The same address once more (a refresh, or the other IP family's copy): no news.
@@ -37,7 +37,7 @@ extension BrowseStateMachineTests {
                 Issue.record("expected an update, got \(update)")
                 continue
             }
-            #expect(event.kind == .updated)
+            #expect(event.caseName == "updated")
             #expect(event.resolved?.addresses == [v4, v4b])
         }
         // One copy of the new address removed while another remains (two sources): no news.

@@ -758,15 +758,15 @@ extension BrowseStateMachineTests {
         let watched = actions.compactMap { if case .watch(let watch) = $0 { watch } else { nil } }
         #expect(watched.filter { if case .host = $0 { true } else { false } } == [.host(boxHost, lan1)])
         #expect(watched.count == 301)
-        #expect(actions.filter { if case .report(let event) = $0 { event.kind == .found } else { false } }.count == 300)
+        #expect(actions.filter { if case .report(let event) = $0 { event.caseName == "found" } else { false } }.count == 300)
         // The same address once more (over IPv6 transport, or refreshed): no report, no watch.
         #expect(machine.handle([.addressAdded(boxHost, lan1, v4)], at: ms(2)).isEmpty)
         // A new address of the host updates every service on it.
         let more = machine.handle([.addressAdded(boxHost, lan1, v4b)], at: ms(3))
-        #expect(more.filter { if case .report(let event) = $0 { event.kind == .updated } else { false } }.count == 300)
+        #expect(more.filter { if case .report(let event) = $0 { event.caseName == "updated" } else { false } }.count == 300)
         var gone: [Action] = []
         for name in names { gone += machine.handle([.instanceRemoved(name, lan1)], at: ms(4)) }
-        #expect(gone.filter { if case .report(let event) = $0 { event.kind == .lost } else { false } }.count == 300)
+        #expect(gone.filter { if case .report(let event) = $0 { event.caseName == "lost" } else { false } }.count == 300)
         let unwatched = gone.compactMap { if case .unwatch(let watch) = $0 { watch } else { nil } }
         #expect(Set(unwatched) == Set(watched))
         #expect(unwatched.count == watched.count)

@@ -64,7 +64,7 @@ struct RegistrationTests {
         #expect(service.changes.map(\.type) == [.srv, .txt, .ptr, .ptr])
         #expect(service.changes.contains { $0.name == ServiceType.enumerationName(in: "lab.example.test.") && $0.data == .ptr(Self.type.domainName) })
         #expect(service.changes.allSatisfy { $0.ttl == 30 })
-        #expect(machine.handle(Self.reply(), at: .seconds(1)) == [.report(RegistrationEvent(.registered, name: "Box"))])
+        #expect(machine.handle(Self.reply(), at: .seconds(1)) == [.report(RegistrationEvent.registered("Box"))])
         #expect(machine.deadline == .seconds(25))
     }
 
@@ -93,12 +93,12 @@ struct RegistrationTests {
         var machine = Self.machine()
         _ = machine.start(at: .zero)
         let actions = machine.handle(Self.reply(code: .refused), at: .zero)
-        guard case .report(let event) = actions.first else {
+        guard case .report(.failed(let error)) = actions.first else {
             Issue.record("\(actions)")
             return
         }
-        #expect(event.kind == .failed && event.error?.code == .noSuchZone)
-        #expect(event.error?.message.contains("lab.example.test") == true)
+        #expect(error.code == .noSuchZone)
+        #expect(error.message.contains("lab.example.test"))
         #expect(actions.last == .finish)
     }
 
@@ -112,7 +112,7 @@ struct RegistrationTests {
         #expect(reclaim.prerequisites.count == 1 && reclaim.prerequisites[0].type == .srv && reclaim.prerequisites[0].class == .internet)
         let second = try #require(Self.update(machine.handle(Self.reply(code: .recordSetMissing), at: .zero)))
         #expect(second.prerequisites.first?.name == "Box\\ \\(2\\)._openagents._tcp.lab.example.test.")
-        #expect(machine.handle(Self.reply(), at: .zero) == [.report(RegistrationEvent(.registered, name: "Box (2)"))])
+        #expect(machine.handle(Self.reply(), at: .zero) == [.report(RegistrationEvent.registered("Box (2)"))])
     }
 
     @Test("our own records from a run that was killed are taken back under the same name")
@@ -122,7 +122,7 @@ struct RegistrationTests {
         _ = machine.handle(Self.reply(), at: .zero)
         let reclaim = try #require(Self.update(machine.handle(Self.reply(code: .nameExists), at: .zero)))
         #expect(reclaim.changes.first == ResourceRecord(name: "Box._openagents._tcp.lab.example.test.", data: .unknown(.txt, []), ttl: 0, class: .any))
-        #expect(machine.handle(Self.reply(), at: .zero) == [.report(RegistrationEvent(.registered, name: "Box"))])
+        #expect(machine.handle(Self.reply(), at: .zero) == [.report(RegistrationEvent.registered("Box"))])
     }
 
     @Test("a host name with another owner's TXT is left alone: the next label is tried")
@@ -143,12 +143,11 @@ struct RegistrationTests {
         var machine = Self.machine()
         _ = try Self.toHostUpdate(&machine)
         let actions = machine.handle(Self.reply(code: code), at: .zero)
-        guard case .report(let event) = actions.first else {
+        guard case .report(.failed(let error)) = actions.first else {
             Issue.record("\(actions)")
             return
         }
-        #expect(event.kind == .failed)
-        #expect(event.error?.message.contains(word) == true, "\(String(describing: event.error))")
+        #expect(error.message.contains(word), "\(error)")
         #expect(actions.last == .finish)
     }
 
@@ -163,14 +162,14 @@ struct RegistrationTests {
         _ = machine.advance(to: .seconds(48))
         let failure = UnicastDNSError(.unreachable, "no answer from 198.18.1.4")
         let interrupted = machine.handle(.failure(failure), at: .seconds(48))
-        #expect(interrupted == [.report(RegistrationEvent(.interrupted, name: "Box", error: failure))])
+        #expect(interrupted == [.report(RegistrationEvent.interrupted("Box", failure))])
         #expect(machine.deadline == .seconds(50))
         _ = machine.advance(to: .seconds(50))
         #expect(machine.handle(.failure(failure), at: .seconds(50)).isEmpty)
         #expect(machine.deadline == .seconds(54))
         _ = machine.advance(to: .seconds(54))
         _ = machine.handle(Self.reply(), at: .seconds(54))
-        #expect(machine.handle(Self.reply(), at: .seconds(54)) == [.report(RegistrationEvent(.restored, name: "Box"))])
+        #expect(machine.handle(Self.reply(), at: .seconds(54)) == [.report(RegistrationEvent.restored("Box"))])
     }
 
     @Test("new addresses or TXT are sent at once when registered")
@@ -198,7 +197,7 @@ struct RegistrationTests {
         // Another instance of the type remains: YXRRSET, and the PTR stays; the host goes next.
         let host = try #require(Self.update(machine.handle(Self.reply(code: .recordSetExists), at: .seconds(3))))
         #expect(host.changes == [ResourceRecord(name: "box.lab.example.test.", data: .unknown(.any, []), ttl: 0, class: .any)])
-        #expect(machine.handle(Self.reply(), at: .seconds(3)) == [.report(RegistrationEvent(.withdrawn, name: "Box")), .finish])
+        #expect(machine.handle(Self.reply(), at: .seconds(3)) == [.report(RegistrationEvent.withdrawn("Box")), .finish])
         #expect(machine.deadline == nil)
     }
 

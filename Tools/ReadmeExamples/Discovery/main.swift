@@ -19,17 +19,18 @@ print("advertising as", ad.name)                             // the name won, e.
 try info.set("version", to: "0.2.3")
 await ad.update(info: info)                                  // re-announced; browsers see "updated"
 
-// Watch the type for three seconds. Events are a kind and what goes with it; switch with a
-// default, so that kinds added in later versions do not break this code.
+// Watch the type for three seconds. Each event is a case with what goes with it; the switch
+// is exhaustive, so the compiler names any case a later version adds.
 let browsing = Task {
     for await event in discovery.browse(type, resolve: true) {
-        switch event.kind {
-        case .found, .updated:
-            guard let service = event.service, let resolved = event.resolved else { continue }
-            print(event.kind, service.name, resolved.host, resolved.port, resolved.addresses, resolved.info)
-        case .lost:
-            print("lost", event.service?.name ?? "?")
-        default:                                             // interrupted, restored, and kinds to come
+        switch event {
+        case .found(let service, let resolved?), .updated(let service, let resolved?):
+            print(event.caseName, service.name, resolved.host, resolved.port, resolved.addresses, resolved.info)
+        case .found(let service, nil), .updated(let service, nil):   // only when resolve is false
+            print(event.caseName, service.name)
+        case .lost(let service):
+            print("lost", service.name)
+        case .interrupted, .restored:                                // the system daemon stopped or came back
             print(event)
         }
     }
