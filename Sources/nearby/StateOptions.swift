@@ -28,12 +28,11 @@ struct StateDirectory: ParsableArguments {
 
     /// The identity commands that connect use: the stored one, else one made and stored now,
     /// which is said on stderr with its peer ID (no peer has pinned it yet).
-    func identityMadeIfMissing() throws(PeerTrustError) -> PeerIdentity {
+    func identityMadeIfMissing(say: (String) -> Void = { writeToStandardError($0) }) throws(PeerTrustError) -> PeerIdentity {
         let loaded = try identities.loadOrCreate()
         if loaded.created {
             let id = loaded.identity.peerID
-            writeToStandardError(
-                "made a new identity in \(directory.path) (peer ID \(id)); peers must pin it before they trust this one: nearby trust pin \(id)\n")
+            say("made a new identity in \(directory.path) (peer ID \(id)); peers must pin it before they trust this one: nearby trust pin \(id)\n")
         }
         return loaded.identity
     }

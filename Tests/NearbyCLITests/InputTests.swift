@@ -187,6 +187,22 @@ struct InputTests {
         #expect(try store.pins().map(\.name) == ["Renamed"])
     }
 
+    @Test("a command that connects makes the identity it needs and says so once, with the peer ID to pin; later runs load it quietly")
+    func connectingMakesAnIdentityAndSaysSo() throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("nearby-input-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let state = try StateDirectory.parse(["--state-dir", work.path])
+        var said: [String] = []
+        let made = try state.identityMadeIfMissing { said.append($0) }
+        #expect(said == [
+            "made a new identity in \(work.path) (peer ID \(made.peerID)); peers must pin it before they trust this one: nearby trust pin \(made.peerID)\n"
+        ])
+        #expect(try state.identities.load()?.peerID == made.peerID)
+        let again = try state.identityMadeIfMissing { said.append($0) }
+        #expect(again.peerID == made.peerID)
+        #expect(said.count == 1)
+    }
+
     @Test("a command that only looks (peers) creates no identity: without one, a throwaway stands in and nothing is written")
     func lookingCreatesNothing() throws {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("nearby-input-\(UUID().uuidString)")
