@@ -1,5 +1,5 @@
 import DNSWire
-public import NearbyBasics
+import NearbyBasics
 
 /// What happens to a registration in a DNS zone. A closed enum, like every event of the package.
 public enum RegistrationEvent: Sendable, Equatable, CustomStringConvertible {
