@@ -1,7 +1,7 @@
 // swift-tools-version: 6.0
 //
 // Nearby: find and connect to peers on the local network with mDNS/DNS-SD.
-// Each module has one job and depends only on the ones below it (see README, "Architecture").
+// Each module has one job and depends only on the ones below it (see Documentation/Architecture.md).
 
 import PackageDescription
 
@@ -12,7 +12,7 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "Nearby",
-    // Built and tested on Linux only (see README, "Use it in your package"). The Apple minimums
+    // Built and tested on Linux only (see Documentation/Swift.md, "Use it in your package"). The Apple minimums
     // are what the code would need there (Synchronization's Mutex: macOS 15, iOS 18); nothing is
     // built or tested on Apple systems, and PeerTrust needs OpenSSL, which iOS lacks.
     platforms: [.macOS(.v15), .iOS(.v18)],
@@ -242,7 +242,7 @@ let package = Package(
             path: "Tools/MassAdvertise",
             swiftSettings: strict
         ),
-        // README's Swift examples, built as they are shown (NearbyCLITests checks README against them).
+        // The Swift examples of README and Documentation/Swift.md, built as they are shown (NearbyCLITests checks the documents against them).
         .executableTarget(name: "readme-advertise", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Advertise", swiftSettings: strict),
         .executableTarget(name: "readme-browse", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Browse", swiftSettings: strict),
         .executableTarget(name: "readme-nearest", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Nearest", swiftSettings: strict),

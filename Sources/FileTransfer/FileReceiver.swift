@@ -8,7 +8,7 @@ public import PeerTrust
     import Glibc
 #endif
 
-/// Receives files into one folder, from any number of peers at once (README, "Files").
+/// Receives files into one folder, from any number of peers at once (Documentation/Protocols.md, "Files: the exchange").
 ///
 /// A file is written to `NAME.SENDER.part` beside its final name (SENDER: the first 16
 /// characters of the sender's peer ID, see ``partialName(for:sender:)``) and appears under `NAME`

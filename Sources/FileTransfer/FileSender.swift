@@ -3,7 +3,7 @@ import NearbyBasics
 public import PeerConnection
 import PeerTrust
 
-/// Sends files to a peer, one stream each (README, "Files").
+/// Sends files to a peer, one stream each (Documentation/Protocols.md, "Files: the exchange").
 public enum FileSender {
     /// One file to send: where it is here, and the name (and folders) it is offered under.
     public struct Item: Hashable, Sendable {

@@ -34,7 +34,7 @@ extension OpenKind where Owner == FileTransferError {
     public static var unsupported: Self { Self("unsupported") }
 }
 
-/// The file exchange on one stream (README, "Files: the exchange"): every message is a 4-byte
+/// The file exchange on one stream (Documentation/Protocols.md, "Files: the exchange"): every message is a 4-byte
 /// big-endian length and that many bytes of JSON; between `start` and the trailer the stream
 /// carries the file's bytes raw.
 ///

@@ -2,7 +2,7 @@ public import Logging
 public import PeerTrust
 
 /// How this side connects and accepts: who it is, whom it trusts, what it speaks, and how long
-/// it waits. The defaults are the ones the README documents.
+/// it waits. The defaults are the ones Documentation/Swift.md documents.
 public struct PeerConnectionConfiguration: Sendable {
     /// This side's identity: its certificate goes to every peer. Nil only with ``insecure``.
     public var identity: PeerIdentity?

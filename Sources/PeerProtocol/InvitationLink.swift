@@ -16,7 +16,7 @@ public import NearbyCrypto
 /// NEARBY:1/<peer ID>/<invitation ID>/<secret>/<expires>/<host:port>[/<host:port>…]
 /// ```
 ///
-/// - `1`: the version of the invitation protocol (README, "Invitations: the protocol").
+/// - `1`: the version of the invitation protocol (Documentation/Protocols.md, "Invitations: the protocol").
 /// - peer ID: the inviter's, 54 characters without dashes (`PeerID`, check characters included).
 /// - invitation ID: 5 random bytes in Crockford's base32 (8 characters): names the invitation
 ///   to the inviter, so that wrong proofs count against it whatever secret they were made with.
@@ -101,7 +101,7 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     public let peerID: PeerID
     /// Names the invitation to the inviter (not a secret).
     public let id: [UInt8]
-    /// The one-time secret; never sent, only proven (HMAC, README's protocol).
+    /// The one-time secret; never sent, only proven (HMAC, see Documentation/Protocols.md).
     public let secret: [UInt8]
     /// When the invitation stops being accepted (the inviter's clock).
     public let expires: Date
@@ -213,7 +213,7 @@ public struct InvitationLink: Hashable, Sendable, CustomStringConvertible {
     /// What an address's host may hold (lower case).
     package static let hostCharacters: Set<Unicode.Scalar> = Set("abcdefghijklmnopqrstuvwxyz0123456789:.-".unicodeScalars)
 
-    // MARK: What the secret yields (README, "Invitations: the protocol")
+    // MARK: What the secret yields (Documentation/Protocols.md, "Invitations: the protocol")
 
     /// Names the invitation to the inviter: its ID as in the link (8 characters).
     public var handle: String { CrockfordBase32.encode(id) }

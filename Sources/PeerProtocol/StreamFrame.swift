@@ -35,7 +35,7 @@ public struct StreamResetCode: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// One stream frame: the payload of one binary WebSocket message (README, "Streams: the wire
+/// One stream frame: the payload of one binary WebSocket message (Documentation/Protocols.md, "Streams: the wire
 /// format"). Text messages stay JSON-RPC.
 ///
 ///     type (1 byte) | stream ID (4 bytes, big-endian) | what the type carries

@@ -1,7 +1,7 @@
 import DNSWire
 import Testing
 
-/// The README's DNSWire example, so that it keeps compiling and saying the truth.
+/// The DNSWire example of Documentation/Swift.md, so that it keeps compiling and saying the truth.
 @Suite("README example")
 struct ReadmeExampleTests {
     struct Agent: Codable, Equatable { var version: String; var port: Int; var beta: Bool }

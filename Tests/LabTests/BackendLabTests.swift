@@ -216,9 +216,9 @@ struct BackendLabTests {
         }
     }
 
-    /// README's discovery example (Tools/ReadmeExamples/Discovery, built as readme-discovery)
+    /// The discovery example of Documentation/Swift.md (Tools/ReadmeExamples/Discovery, built as readme-discovery)
     /// runs as written and finishes: it advertises, browses for three seconds, resolves by name.
-    @Test("README's discovery example runs to the end, finding and resolving a peer", arguments: Backend.allCases)
+    @Test("the discovery example (Documentation/Swift.md) runs to the end, finding and resolving a peer", arguments: Backend.allCases)
     func readmeDiscoveryExample(_ backend: Backend) async throws {
         let lab = try Lab.require(hosts: 2)
         let nearby = NearbyRunner(lab: lab, backend: backend)

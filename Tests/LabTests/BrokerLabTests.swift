@@ -312,7 +312,7 @@ struct BrokerLabTests {
         }
     }
 
-    @Test("README's broker example runs to the end: it advertises, measures, connects to the nearest peer and pings it")
+    @Test("the broker example (Documentation/Swift.md) runs to the end: it advertises, measures, connects to the nearest peer and pings it")
     func readmeExample() async throws {
         let lab = try Lab.require(hosts: 2)
         let peers = try await peers(lab, 2)

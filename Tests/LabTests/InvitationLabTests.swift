@@ -4,7 +4,7 @@ import Testing
 /// Invitations across the lab's router, which forwards unicast but no multicast: the inviter in
 /// h1 (LAN 1), the invitee in h6 (alone on LAN 2), where browsing finds nothing. A link pins both
 /// sides and a connection by address works at once; every way it can be refused says so in
-/// its own words; and a Python invitee written from README's protocol alone
+/// its own words; and a Python invitee written from Documentation/Protocols.md alone
 /// (Tools/lab-peers/invitee.py) is admitted too.
 extension LabTestSuite {
 @Suite("invitations: a link across a router that forwards no multicast, and every refusal")
@@ -374,7 +374,7 @@ struct InvitationLabTests {
         }
     }
 
-    @Test("the Python invitee, written from README's protocol alone, accepts nearby invite from h6 and is pinned under the peer ID it computed, though it waits 0.6 s between its proof and initialize (invite, its one use gone, still serves it)")
+    @Test("the Python invitee, written from Documentation/Protocols.md alone, accepts nearby invite from h6 and is pinned under the peer ID it computed, though it waits 0.6 s between its proof and initialize (invite, its one use gone, still serves it)")
     func pythonInvitee() async throws {
         let lab = try await routerLab()
         let server = try await helpers.identity(lab, "Build Box")

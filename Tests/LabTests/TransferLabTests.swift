@@ -98,7 +98,7 @@ struct TransferLabTests {
     }
 
     /// The receiver's partial file for `name` from the sender `peerID`: NAME.SENDER.part, SENDER
-    /// the peer ID without dashes, 16 characters (README).
+    /// the peer ID without dashes, 16 characters (Documentation/Protocols.md).
     func part(_ name: String, from peerID: String) -> String {
         "\(name).\(String(peerID.filter { $0 != "-" }.prefix(16))).part"
     }
@@ -400,7 +400,7 @@ struct TransferLabTests {
         #expect(got2 == sent1, "h2's stdout is not h1's stdin")
     }
 
-    @Test("interop: a Python peer written from README alone sends a file (and resumes one) to nearby receive, and echoes nearby pipe's bytes")
+    @Test("interop: a Python peer written from Documentation/Protocols.md alone sends a file (and resumes one) to nearby receive, and echoes nearby pipe's bytes")
     func pythonPeerFromReadme() async throws {
         let lab = try Lab.require(hosts: 2)
         let (inbox, laptop) = try await peers(lab)

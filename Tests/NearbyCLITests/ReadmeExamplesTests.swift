@@ -3,25 +3,31 @@ import PeerTrust
 import Testing
 
 /// README's Swift examples are the programs in Tools/ReadmeExamples, built with the package:
-/// these tests check that README shows them to the letter, and that they run to the end. The
-/// discovery example, which needs a network, runs in the lab (LabTests).
+/// these tests check that README and Documentation/Swift.md show them to the letter, and that
+/// they run to the end. The discovery example, which needs a network, runs in the lab (LabTests).
 @Suite("README's Swift examples")
 struct ReadmeExamplesTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The ```swift blocks of README.md, in order.
-    static func readmeBlocks() throws -> [String] {
-        let text = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
+    /// The files that show the examples, in the order their ```swift blocks are read: README.md
+    /// first, then the documentation page that holds the rest.
+    static let exampleFiles = ["README.md", "Documentation/Swift.md"]
+
+    /// The ```swift blocks of the given files (README.md alone by default), file after file, in order.
+    static func readmeBlocks(in files: [String] = ["README.md"]) throws -> [String] {
         var blocks: [String] = []
-        var current: [Substring]?
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            if current == nil, line.hasPrefix("```swift") {
-                current = []
-            } else if let lines = current, line.hasPrefix("```") {
-                blocks.append(lines.joined(separator: "\n"))
-                current = nil
-            } else {
-                current?.append(line)
+        for file in files {
+            let text = try String(contentsOf: repository.appendingPathComponent(file), encoding: .utf8)
+            var current: [Substring]?
+            for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+                if current == nil, line.hasPrefix("```swift") {
+                    current = []
+                } else if let lines = current, line.hasPrefix("```") {
+                    blocks.append(lines.joined(separator: "\n"))
+                    current = nil
+                } else {
+                    current?.append(line)
+                }
             }
         }
         return blocks
@@ -34,12 +40,12 @@ struct ReadmeExamplesTests {
 
     @Test("README shows exactly the example programs that are built", arguments: Array(examples.enumerated()))
     func readmeShowsTheBuiltCode(_ example: (offset: Int, element: String)) throws {
-        let blocks = try Self.readmeBlocks().filter { !Self.isManifest($0) }
-        #expect(blocks.count == Self.examples.count, "README has \(blocks.count) swift blocks")
+        let blocks = try Self.readmeBlocks(in: Self.exampleFiles).filter { !Self.isManifest($0) }
+        #expect(blocks.count == Self.examples.count, "\(Self.exampleFiles) have \(blocks.count) swift blocks")
         let file = Self.repository.appendingPathComponent("Tools/ReadmeExamples/\(example.element)/main.swift")
         let source = try String(contentsOf: file, encoding: .utf8)
         let block = try #require(blocks.dropFirst(example.offset).first)
-        #expect(block + "\n" == source, "README's block \(example.offset + 1) differs from \(file.path)")
+        #expect(block + "\n" == source, "block \(example.offset + 1) of \(Self.exampleFiles) differs from \(file.path)")
     }
 
     @Test("README's manifest depends on this package by path and names products Package.swift declares")

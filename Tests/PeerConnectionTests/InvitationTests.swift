@@ -23,7 +23,7 @@ struct InvitationTests {
 
     // MARK: The link
 
-    @Test("test vectors: the ID's and the secret's text and the proof, as README's protocol defines them (computed independently with Python's hashlib and hmac)")
+    @Test("test vectors: the ID's and the secret's text and the proof, as Documentation/Protocols.md defines them (computed independently with Python's hashlib and hmac)")
     func vectors() throws {
         let link = try Self.link()
         #expect(link.handle == "VTPVXVR1")

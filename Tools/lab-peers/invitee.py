@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A second invitee for Nearby's invitations, written from README.md's section
+"""A second invitee for Nearby's invitations, written from Documentation/Protocols.md's section
 "Invitations: the protocol" (and "Connecting") alone, with Python's ssl, hmac and hashlib
 and the sans-I/O part of `websockets`; nothing of Nearby's Swift code is used or imitated.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A second implementation of Nearby's byte streams and file exchange, written from README.md
+"""A second implementation of Nearby's byte streams and file exchange, written from Documentation/Protocols.md
 alone ("Connecting" for the handshake, "Streams and files: moving things to the peer" with
 "Streams: the wire format" and "Files: the exchange"), with Python's ssl and hashlib and the
 `websockets` package; nothing of Nearby's Swift code is used or imitated.
@@ -25,7 +25,7 @@ Whatever the peer does against the rules (DATA over its credit or over our max_f
 for a stream that never existed, an OPEN with the wrong parity or an old ID, data after FIN,
 a second FIN, a zero WINDOW, a malformed frame, a binary message before streams were agreed)
 is reported on stderr as {"event":"violation",...}, counted in the result, and closes the
-connection with the code README gives (1008 for credit, 1002 for the rest, 1003 for binary
+connection with the code Documentation/Protocols.md gives (1008 for credit, 1002 for the rest, 1003 for binary
 messages without streams).
 """
 import argparse
@@ -66,7 +66,7 @@ def debug(**members):
         note(**members)
 
 
-# --- peer IDs (README "Invitations: the protocol", "Peer ID") ------------------------------
+# --- peer IDs (Documentation/Protocols.md, "Invitations: the protocol") ------------------------------
 
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -259,7 +259,7 @@ class Stream:
         return bytes(out)
 
     async def _taken(self, n):
-        # README: "Nearby sends WINDOW once its reader has taken half a window." We do the same.
+        # Documentation/Protocols.md: "Nearby sends WINDOW once its reader has taken half a window." We do the same.
         self.taken_since_grant += n
         if self.taken_since_grant >= self.peer.ours["window"] // 2 and not self.remote_fin and not self.over:
             increment, self.taken_since_grant = self.taken_since_grant, 0
@@ -484,7 +484,7 @@ class Peer:
         self.last_remote = sid
         stream = Stream(self, sid, label)
         if self.remote_open >= self.ours["max_streams"]:
-            # Over our max_streams: refuse this one (README: "too many streams at once").
+            # Over our max_streams: refuse this one (Documentation/Security.md, the limits: "too many streams at once").
             self.refusals += 1
             stream.reset_info = (REFUSED, "too many streams at once", False)
             await self.send_frame(RESET, sid, struct.pack(">H", REFUSED) + b"too many streams at once")
@@ -500,7 +500,7 @@ class Peer:
         future = asyncio.get_running_loop().create_future()
         self.rpc_waiters[rid] = future
         await self.send_json({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        # README: while the accepting side asks a person it sends initialize/waiting; a Nearby
+        # Documentation/Protocols.md: while the accepting side asks a person it sends initialize/waiting; a Nearby
         # peer then waits timeout_ms more (plus 2 s), instead of 5 s.
         deadline = time.monotonic() + timeout
         seen = 0
@@ -610,7 +610,7 @@ async def send_file(peer, path, resume, timeout):
         note(event="answer", answer=answer, initialCredit=peer.their["window"],
              creditNow=stream.send_credit)
         if answer.get("accept") is not True:
-            # README does not say how a declined stream ends; we half-close and see what the
+            # Documentation/Protocols.md does not say how a declined stream ends; we half-close and see what the
             # receiver does (FIN or RESET), for the record.
             ending = "nothing within 2 s"
             try:

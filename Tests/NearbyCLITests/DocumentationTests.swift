@@ -1,0 +1,172 @@
+import Foundation
+import Testing
+
+/// What a test can pin of the documents a newcomer reads: README and Documentation/*.md link
+/// only to files and headings that exist, their shell examples use commands and options
+/// `nearby` has, and every test RFC-Compliance.md names as proof exists.
+@Suite("the documents say what exists")
+struct DocumentationTests {
+    static let repository = ReadmeExamplesTests.repository
+
+    /// README.md and Documentation/*.md, as paths relative to the repository.
+    static func documents() throws -> [String] {
+        let folder = repository.appendingPathComponent("Documentation")
+        let pages = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".md") }.sorted()
+        return ["README.md"] + pages.map { "Documentation/\($0)" }
+    }
+
+    static func text(_ path: String) throws -> String {
+        try String(contentsOf: repository.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    /// The lines outside ``` fences, and the lines inside fences of the given language.
+    static func split(_ text: String) -> (prose: [Substring], fenced: [(language: Substring, line: Substring)]) {
+        var prose: [Substring] = []
+        var fenced: [(Substring, Substring)] = []
+        var language: Substring?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```") {
+                language = language == nil ? line.dropFirst(3) : nil
+            } else if let language {
+                fenced.append((language, line))
+            } else {
+                prose.append(line)
+            }
+        }
+        return (prose, fenced)
+    }
+
+    /// GitHub's anchor for a heading: lower case; letters, digits, `-`, `_` and spaces kept,
+    /// spaces made `-`; a repeated heading gets `-1`, `-2`, ….
+    static func anchors(_ text: String) -> Set<String> {
+        var found: Set<String> = []
+        var seen: [String: Int] = [:]
+        for line in split(text).prose {
+            guard let heading = line.wholeMatch(of: #/#{1,6}\s+(.*?)\s*/#)?.output.1 else { continue }
+            let slug = String(
+                heading.lowercased().unicodeScalars.filter {
+                    CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_" || $0 == " "
+                }.map(Character.init)
+            ).replacingOccurrences(of: " ", with: "-")
+            let count = seen[slug, default: 0]
+            found.insert(count == 0 ? slug : "\(slug)-\(count)")
+            seen[slug] = count + 1
+        }
+        return found
+    }
+
+    @Test("every relative link of README and Documentation/ names a file that exists, and a heading that exists")
+    func linksResolve() throws {
+        var checked = 0
+        for document in try Self.documents() {
+            let text = try Self.text(document)
+            // Links in prose only (code may show link-like text), with inline code taken out.
+            let prose = Self.split(text).prose.map { $0.replacing(#/`[^`]*`/#, with: "") }.joined(separator: "\n")
+            for match in prose.matches(of: #/\]\(([^)\s]+)\)/#) {
+                let target = String(match.output.1)
+                if target.contains(":") { continue }  // https:, mailto:
+                checked += 1
+                let parts = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)
+                let base = URL(fileURLWithPath: document, relativeTo: Self.repository).deletingLastPathComponent()
+                let file = parts[0].isEmpty ? Self.repository.appendingPathComponent(document) : base.appendingPathComponent(String(parts[0])).standardizedFileURL
+                #expect(FileManager.default.fileExists(atPath: file.path), "\(document): \(target): no such file")
+                guard parts.count == 2, FileManager.default.fileExists(atPath: file.path) else { continue }
+                let anchor = String(parts[1])
+                let headings = Self.anchors(try String(contentsOf: file, encoding: .utf8))
+                #expect(headings.contains(anchor), "\(document): \(target): no heading #\(anchor) in \(file.lastPathComponent)")
+            }
+        }
+        #expect(checked > 100, "only \(checked) links found: the parser has gone wrong")
+    }
+
+    /// `nearby` commands in the ```sh blocks: the subcommand (one or two words) and the
+    /// `--options` after it, as shown.
+    static func shownCommands() throws -> [(document: String, words: [String], options: [String])] {
+        var commands: [(String, [String], [String])] = []
+        for document in try Self.documents() {
+            for (language, line) in split(try Self.text(document)).fenced where language == "sh" {
+                let code = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
+                // Every `nearby …` on the line: at its start, after a pipe, `&&`, `$(`, or `sudo`.
+                for match in code.matches(of: #/(?:^|[|;&(]\s*|sudo\s+)nearby\s+([^|;&()$]*)/#) {
+                    let tokens = match.output.1.split(whereSeparator: \.isWhitespace).map(String.init)
+                    let words = tokens.prefix { $0.allSatisfy { $0.isLetter } }.prefix(2)
+                    guard !words.isEmpty else { continue }
+                    let options = tokens.filter { $0.hasPrefix("--") }.map { String($0.split(separator: "=")[0]) }
+                    commands.append((document, Array(words), options))
+                }
+            }
+        }
+        return commands
+    }
+
+    @Test("the nearby commands shown in README and Documentation/ exist, with the options shown (their --help names each)")
+    func shownCommandsExist() throws {
+        let commands = try Self.shownCommands()
+        #expect(commands.count > 40, "only \(commands.count) commands found: the parser has gone wrong")
+        let top = try Self.help([])
+        var helps: [String: String] = [:]
+        for command in commands {
+            // The first word is a subcommand; a second word may be one of its subcommands, or an argument.
+            guard top.contains("  \(command.words[0]) ") || top.contains("  \(command.words[0])\n") else {
+                Issue.record("\(command.document): `nearby \(command.words.joined(separator: " "))`: no subcommand \(command.words[0])")
+                continue
+            }
+            let first: String
+            if let known = helps[command.words[0]] { first = known } else { first = try Self.help([command.words[0]]) }
+            helps[command.words[0]] = first
+            var path = [command.words[0]]
+            if command.words.count == 2, first.contains("SUBCOMMANDS:"), first.contains("  \(command.words[1])") {
+                path.append(command.words[1])
+            }
+            let key = path.joined(separator: " ")
+            let help: String
+            if let known = helps[key] { help = known } else { help = try Self.help(path) }
+            helps[key] = help
+            for option in command.options where !["--help", "--version"].contains(option) {
+                #expect(help.contains(option), "\(command.document): `nearby \(key) … \(option)`: `nearby \(key) --help` has no \(option)")
+            }
+        }
+    }
+
+    static func help(_ path: [String]) throws -> String {
+        let (status, output) = try ReadmeExamplesTests.run("nearby", path + ["--help"])
+        #expect(status == 0, "nearby \(path.joined(separator: " ")) --help: \(output)")
+        return output
+    }
+
+    @Test("README's first commands exist: Tools/demo, Tools/test and Tools/install are executable scripts")
+    func firstCommandsExist() throws {
+        let readme = try Self.text("README.md")
+        for tool in ["Tools/demo", "Tools/test", "Tools/install"] {
+            #expect(readme.contains(tool))
+            #expect(FileManager.default.isExecutableFile(atPath: Self.repository.appendingPathComponent(tool).path), "\(tool) is not executable")
+        }
+    }
+
+    @Test("every test RFC-Compliance.md names as proof exists in the file it names (… stands for words left out)")
+    func complianceTestsExist() throws {
+        let table = try Self.text("Documentation/RFC-Compliance.md")
+        let named = table.matches(of: #/"([^"]+)" \(([A-Za-z]+/[A-Za-z]+\.swift)\)/#)
+        #expect(named.count > 80, "only \(named.count) tests named: the parser has gone wrong")
+        for entry in named {
+            let name = String(entry.output.1)
+            let path = String(entry.output.2)
+            let file = Self.repository.appendingPathComponent("Tests").appendingPathComponent(path)
+            guard let source = try? String(contentsOf: file, encoding: .utf8) else {
+                Issue.record("RFC-Compliance.md names \(path), which does not exist")
+                continue
+            }
+            let declared = source.matches(of: #/@Test\("((?:[^"\\]|\\.)*)"/#).map { String($0.output.1) }
+            let pieces = name.components(separatedBy: "…").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let found = declared.contains { test in
+                var rest = test[...]
+                for piece in pieces {
+                    guard let range = rest.range(of: piece) else { return false }
+                    rest = rest[range.upperBound...]
+                }
+                return true
+            }
+            #expect(found, "RFC-Compliance.md names \"\(name)\" in \(path), which has no such test")
+        }
+    }
+}
