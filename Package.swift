@@ -224,7 +224,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "PeerTrust", "PacketCapture", .product(name: "Logging", package: "swift-log")],
+            name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "PacketCapture", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         // Capture files as `nearby decode` reads them: pcap and pcapng, the link layers mDNS is
         // captured on (Ethernet and VLANs, Linux cooked, BSD loopback, raw IP, 802.11 and

@@ -143,6 +143,79 @@ struct DocumentationTests {
         }
     }
 
+    /// The ```swift blocks of each DocC article, keyed "Catalog/Article".
+    static func doccBlocks() throws -> [String: [String]] {
+        var found: [String: [String]] = [:]
+        let sources = repository.appendingPathComponent("Sources")
+        for module in try FileManager.default.contentsOfDirectory(atPath: sources.path).sorted() {
+            let catalog = sources.appendingPathComponent(module).appendingPathComponent("\(module).docc")
+            guard let articles = try? FileManager.default.contentsOfDirectory(atPath: catalog.path) else { continue }
+            for article in articles where article.hasSuffix(".md") {
+                let text = try String(contentsOf: catalog.appendingPathComponent(article), encoding: .utf8)
+                var current: [Substring]?
+                var list: [String] = []
+                for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+                    if current == nil, line == "```swift" {
+                        current = []
+                    } else if let lines = current, line.hasPrefix("```") {
+                        list.append(lines.joined(separator: "\n"))
+                        current = nil
+                    } else {
+                        current?.append(line)
+                    }
+                }
+                if !list.isEmpty { found["\(module)/\(article.dropLast(3))"] = list }
+            }
+        }
+        return found
+    }
+
+    @Test("every code block of the DocC catalogs is compiled: DocCExamples.swift holds each article's blocks to the letter")
+    func doccBlocksAreCompiled() throws {
+        let articles = try Self.doccBlocks()
+        #expect(articles.count >= 9, "only \(articles.count) articles with code: the parser has gone wrong")
+        let compiled = try Self.text("Tests/NearbyCLITests/DocCExamples.swift")
+        let lines = compiled.split(separator: "\n", omittingEmptySubsequences: false)
+        let imports = Set(lines.filter { $0.hasPrefix("import ") })
+        var regions: [String: [String]] = [:]
+        var key: String?
+        var block: [Substring] = []
+        func finish() {
+            // The block as the article shows it: its own indentation taken away.
+            let indent = block.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }.map { $0.prefix { $0 == " " }.count }.min() ?? 0
+            regions[key ?? "", default: []].append(block.map { String($0.dropFirst(min(indent, $0.count))) }.joined(separator: "\n"))
+            block = []
+        }
+        for line in lines {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.hasPrefix("// docc:begin ") {
+                key = String(trimmed.dropFirst("// docc:begin ".count))
+            } else if key != nil, trimmed == "// docc:next" {
+                finish()
+            } else if key != nil, trimmed == "// docc:end" {
+                finish()
+                key = nil
+            } else if key != nil, !trimmed.hasSuffix("// docc:scope") {
+                block.append(line)
+            }
+        }
+        #expect(Set(regions.keys) == Set(articles.keys), "articles with code \(articles.keys.sorted()), compiled \(regions.keys.sorted())")
+        for (article, blocks) in articles {
+            var shown: [String] = []
+            for block in blocks {
+                var rows = block.split(separator: "\n", omittingEmptySubsequences: false)
+                // An article's imports are the compiled file's.
+                while let first = rows.first, first.hasPrefix("import ") {
+                    #expect(imports.contains(first), "\(article): \(first) is not imported by DocCExamples.swift")
+                    rows.removeFirst()
+                }
+                while rows.first?.isEmpty == true { rows.removeFirst() }
+                shown.append(rows.joined(separator: "\n"))
+            }
+            #expect(regions[article] == shown, "\(article): the article's code differs from DocCExamples.swift")
+        }
+    }
+
     @Test("every test RFC-Compliance.md names as proof exists in the file it names (… stands for words left out)")
     func complianceTestsExist() throws {
         let table = try Self.text("Documentation/RFC-Compliance.md")
