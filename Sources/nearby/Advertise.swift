@@ -35,6 +35,8 @@ struct Advertise: AsyncParsableCommand {
             With --backend system (or auto, when avahi-daemon runs) the daemon publishes the \
             service under its own host name and renames it "NAME #2" on a conflict; --host and \
             --ttl need the embedded engine, and auto picks it when they are given.
+
+            Exit status: 0 stopped by SIGINT or SIGTERM (goodbyes sent); 1 a failure at run time, said on stderr; 2 bad input.
             """
     )
 

@@ -23,6 +23,8 @@ struct Browse: AsyncParsableCommand {
               nearby browse _openagents._tcp --json --timeout 5
               nearby browse _openagents._tcp --resolve --verbose
                   (on stderr: why a service does not resolve yet)
+
+            Exit status: 0 stopped by --timeout, SIGINT or SIGTERM, whether or not anything was found; 1 a failure at run time, said on stderr; 2 bad input.
             """
     )
 

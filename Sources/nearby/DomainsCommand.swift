@@ -21,6 +21,8 @@ struct DomainsCommand: AsyncParsableCommand {
               nearby domains
               nearby domains --domain example.com --json
               nearby domains --server 192.0.2.53
+
+            Exit status: 0 the list was printed (local alone when the DNS recommends nothing); 1 a failure at run time, said on stderr; 2 bad input.
             """
     )
 

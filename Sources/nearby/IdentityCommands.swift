@@ -56,6 +56,8 @@ struct IdentityShow: AsyncParsableCommand {
               nearby identity show --json
               nearby identity show --state-dir /var/lib/nearby
               nearby identity show --id         (the bare peer ID)
+
+            Exit status: 0 shown; 1 a failure at run time (no identity yet, or one that cannot be read), said on stderr; 2 bad input.
             """)
     @OptionGroup var state: StateOptions
     @Flag(name: .customLong("id"), help: "Print only the peer ID (one line).")
@@ -95,6 +97,8 @@ struct IdentityCreate: AsyncParsableCommand {
             Examples:
               nearby identity create --name "Build Box"
               nearby identity create --state-dir ./peer-a --name "Peer A"
+
+            Exit status: 0 made and stored; 1 a failure at run time (an identity exists and --force was not given, or the directory cannot be written), said on stderr; 2 bad input.
             """)
     @Option(help: "Display name (default: the host name without .local).")
     var name: String?
@@ -146,6 +150,8 @@ struct IdentityImport: AsyncParsableCommand {
             Examples:
               nearby identity import --pem chain.pem --key key.pem
               nearby identity import --pkcs12 device.p12 --passphrase-file pass.txt --force
+
+            Exit status: 0 imported and stored; 1 a failure at run time, said on stderr; 2 bad input.
             """)
     @Option(help: ArgumentHelp("Certificate chain in PEM, leaf first (may hold the key too).", valueName: "file"))
     var pem: String?
@@ -206,6 +212,8 @@ struct IdentityExport: AsyncParsableCommand {
             Examples:
               nearby identity export > build-box.pem
               nearby identity export --pkcs12 backup.p12 --passphrase-file pass.txt
+
+            Exit status: 0 written; 1 a failure at run time (no identity yet, a file that cannot be written), said on stderr; 2 bad input.
             """)
     @Flag(help: "Append the private key (keep the output secret).")
     var key = false

@@ -24,6 +24,8 @@ struct PeersCommand: AsyncParsableCommand {
             Examples:
               nearby peers _openagents._tcp
               nearby peers _openagents._tcp --timeout 1 --json
+
+            Exit status: 0 the list was printed, empty or not; 1 a failure at run time, said on stderr; 2 bad input.
             """)
 
     @Argument(help: "Service type, e.g. _openagents._tcp.")

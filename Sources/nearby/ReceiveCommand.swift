@@ -27,6 +27,8 @@ struct ReceiveCommand: AsyncParsableCommand {
               nearby receive --dir ~/Incoming
               nearby receive --dir ~/Incoming --accept ask
               nearby receive --dir /srv/drop --port 9099 --max-size 10000000000 --json
+
+            Exit status: 0 stopped by SIGINT or SIGTERM; 1 a failure at run time, such as a folder that cannot be written, said on stderr; 2 bad input.
             """)
 
     @Option(help: ArgumentHelp("The folder files go into (it must exist).", valueName: "folder"))

@@ -14,7 +14,7 @@ struct Resolve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Resolve one service to its host, port, addresses and TXT.",
         discussion: """
-            Exits 0 with one result, or 1 with a message when nothing answers in time.
+            Exit status: 0 one result; 1 nothing answered in time, or a failure at run time, said on stderr; 2 bad input.
 
             Examples:
               nearby resolve "Build Box" _openagents._tcp
@@ -107,6 +107,8 @@ struct Types: AsyncParsableCommand {
               nearby types --timeout 10 --json
               nearby types --backend embedded --interface eth0
               nearby types --domain lab.example.test
+
+            Exit status: 0 stopped by --timeout, SIGINT or SIGTERM, whether or not a type was seen; 1 a failure at run time, said on stderr; 2 bad input.
             """
     )
 

@@ -67,6 +67,8 @@ struct Serve: AsyncParsableCommand {
               nearby serve Bridge _openagents._tcp 9099 --trust-on-first-use
               nearby serve "Build Box" _openagents._tcp 9099 --dry-run
                   (what would be published; nothing is sent)
+
+            Exit status: 0 stopped by SIGINT or SIGTERM; 1 a failure at run time, such as a port in use, said on stderr; 2 bad input.
             """)
 
     @Argument(help: "Instance name people see (UTF-8, up to 63 bytes).")

@@ -38,6 +38,8 @@ struct TrustList: AsyncParsableCommand {
               nearby trust list
               nearby trust list --json
               nearby trust list --state-dir ./peer-a
+
+            Exit status: 0 listed, empty or not; 1 a failure at run time, said on stderr; 2 bad input.
             """)
     @OptionGroup var state: StateOptions
 
@@ -120,6 +122,8 @@ struct TrustCRLAdd: AsyncParsableCommand {
             Examples:
               nearby trust crl add company-ca.crl
               nearby trust crl add crls.pem --json
+
+            Exit status: 0 kept; 1 a failure at run time, said on stderr; 2 bad input.
             """)
     @Argument(help: "CRL file: PEM (one or more X509 CRL blocks) or DER.")
     var file: String
@@ -163,6 +167,8 @@ struct TrustCRLList: AsyncParsableCommand {
             Examples:
               nearby trust crl list
               nearby trust crl list --json
+
+            Exit status: 0 listed, empty or not; 1 a failure at run time, said on stderr; 2 bad input.
             """)
     @OptionGroup var state: StateOptions
 
@@ -185,6 +191,8 @@ struct TrustCRLRemove: AsyncParsableCommand {
 
             Examples:
               nearby trust crl remove "Example Company CA"
+
+            Exit status: 0 removed; 1 a failure at run time (no CRL of that CA), said on stderr; 2 bad input.
             """)
     @Argument(help: "The issuing CA's common name (or whole name).")
     var issuer: String
@@ -214,6 +222,8 @@ struct TrustAnchor: AsyncParsableCommand {
             Examples:
               nearby trust anchor add company-ca.pem
               nearby trust remove 3QX7KD        (an anchor goes by its key's peer ID)
+
+            Exit status: 0 done; 1 a failure at run time, said on stderr; 2 bad input.
             """,
         subcommands: [TrustAnchorAdd.self])
 }
@@ -225,6 +235,8 @@ struct TrustAnchorAdd: AsyncParsableCommand {
             Examples:
               nearby trust anchor add company-ca.pem
               nearby trust anchor add root.der --json
+
+            Exit status: 0 added; 1 a failure at run time, said on stderr; 2 bad input.
             """)
     @Argument(help: "Certificate file: PEM (one or more certificates) or DER.")
     var file: String
@@ -266,6 +278,8 @@ struct TrustPin: AsyncParsableCommand {
             Examples:
               nearby trust pin 3QX7KD-...-R2M4 --name "Build Box"
               nearby peers _openagents._tcp --json     (peer IDs of those nearby)
+
+            Exit status: 0 pinned; 1 a failure at run time, said on stderr; 2 bad input.
             """)
     @Argument(help: "The peer ID, as `nearby identity show` prints it.")
     var peerID: String
@@ -304,6 +318,8 @@ struct TrustRemove: AsyncParsableCommand {
             Examples:
               nearby trust remove 3QX7KD
               nearby trust remove 3QX7KD-HS1B97 --state-dir ./peer-a
+
+            Exit status: 0 removed; 1 a failure at run time (nothing with that peer ID), said on stderr; 2 bad input.
             """)
     @Argument(help: "Peer ID of the pinned peer or of the anchor's key, or its first characters (e.g. PBFJBC) when only one begins so.")
     var peerID: String

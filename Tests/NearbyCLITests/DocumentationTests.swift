@@ -134,6 +134,35 @@ struct DocumentationTests {
         return output
     }
 
+    /// The subcommands a help text lists under SUBCOMMANDS.
+    static func subcommands(in help: String) -> [String] {
+        guard let section = help.range(of: "SUBCOMMANDS:") else { return [] }
+        return help[section.upperBound...].split(separator: "\n").compactMap { line in
+            guard line.hasPrefix("  "), !line.hasPrefix("   ") else { return nil }
+            return line.split(separator: " ").first.map(String.init)
+        }.filter { $0 != "See" && $0 != "help" }
+    }
+
+    @Test("every subcommand's help, and so its man page, has examples and its exit statuses")
+    func everySubcommandTeaches() throws {
+        var checked = 0
+        var queue = Self.subcommands(in: try Self.help([])).map { [$0] }
+        while let path = queue.first {
+            queue.removeFirst()
+            let help = try Self.help(path)
+            let children = Self.subcommands(in: help)
+            if !children.isEmpty {
+                queue += children.map { path + [$0] }
+                continue
+            }
+            checked += 1
+            let name = "nearby " + path.joined(separator: " ")
+            #expect(help.contains("Example"), "\(name) --help shows no example")
+            #expect(help.contains("Exit status: 0"), "\(name) --help does not say its exit statuses")
+        }
+        #expect(checked >= 20, "only \(checked) commands found: the parser has gone wrong")
+    }
+
     @Test("README's first commands exist: Tools/demo, Tools/test and Tools/install are executable scripts")
     func firstCommandsExist() throws {
         let readme = try Self.text("README.md")
