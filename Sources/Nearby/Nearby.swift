@@ -204,7 +204,9 @@ public final class NearbyPeer: Sendable {
     }
 
     /// Sends a JSON-RPC request and returns the result as JSON text.
-    /// - Parameter params: the request's params as JSON text (nil: none).
+    /// - Parameters:
+    ///   - method: the method to call, such as `ping`.
+    ///   - params: the request's params as JSON text (nil: none).
     public func request(_ method: String, params: String? = nil) async throws(NearbyError) -> String {
         var value: JSONValue?
         if let params {

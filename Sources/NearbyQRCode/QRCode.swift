@@ -57,9 +57,9 @@ public struct QRCode: Sendable, Hashable {
     /// - Parameters:
     ///   - text: The text, one character or more, without NUL characters.
     ///   - correction: The error correction level; ``Correction/medium`` unless told.
-    /// - Throws: ``QRCodeError`` with ``QRCodeError/Code/invalidText`` for an empty text or one
-    ///   containing NUL, ``QRCodeError/Code/tooLong`` when even version 40 cannot hold it,
-    ///   ``QRCodeError/Code/encodingFailed`` when libqrencode fails otherwise (out of memory).
+    /// - Throws: ``QRCodeError`` with `invalidText` for an empty text or one
+    ///   containing NUL, `tooLong` when even version 40 cannot hold it,
+    ///   `encodingFailed` when libqrencode fails otherwise (out of memory).
     public init(encoding text: String, correction: Correction = .medium) throws(QRCodeError) {
         let bytes = text.utf8.count
         if bytes == 0 {

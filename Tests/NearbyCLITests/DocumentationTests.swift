@@ -163,6 +163,20 @@ struct DocumentationTests {
         #expect(checked >= 20, "only \(checked) commands found: the parser has gone wrong")
     }
 
+    @Test("every library product has a DocC catalog, and Tools/test builds its documentation with warnings as errors")
+    func everyProductHasACatalog() throws {
+        let package = try Self.text("Package.swift")
+        let products = package.matches(of: #/\.library\(name: "([A-Za-z]+)", targets: \["([A-Za-z]+)"\]/#).map { (String($0.output.1), String($0.output.2)) }
+        #expect(products.count >= 10, "only \(products.count) products found: the parser has gone wrong")
+        let runner = try Self.text("Tools/test")
+        let built = runner.firstMatch(of: #/doc_targets=\(([^)]*)\)/#).map { Set($0.output.1.split(separator: " ").map(String.init)) } ?? []
+        for (product, target) in products {
+            let catalog = Self.repository.appendingPathComponent("Sources/\(target)/\(target).docc/\(target).md")
+            #expect(FileManager.default.fileExists(atPath: catalog.path), "the product \(product) has no DocC catalog (Sources/\(target)/\(target).docc)")
+            #expect(built.contains(target), "Tools/test does not build the documentation of \(target)")
+        }
+    }
+
     @Test("README's first commands exist: Tools/demo, Tools/test and Tools/install are executable scripts")
     func firstCommandsExist() throws {
         let readme = try Self.text("README.md")
