@@ -195,18 +195,7 @@ struct DocumentationTests {
             guard let articles = try? FileManager.default.contentsOfDirectory(atPath: catalog.path) else { continue }
             for article in articles where article.hasSuffix(".md") {
                 let text = try String(contentsOf: catalog.appendingPathComponent(article), encoding: .utf8)
-                var current: [Substring]?
-                var list: [String] = []
-                for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-                    if current == nil, line == "```swift" {
-                        current = []
-                    } else if let lines = current, line.hasPrefix("```") {
-                        list.append(lines.joined(separator: "\n"))
-                        current = nil
-                    } else {
-                        current?.append(line)
-                    }
-                }
+                let list = ReadmeExamplesTests.swiftBlocks(of: text)
                 if !list.isEmpty { found["\(module)/\(article.dropLast(3))"] = list }
             }
         }

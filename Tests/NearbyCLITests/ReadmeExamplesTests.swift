@@ -15,19 +15,21 @@ struct ReadmeExamplesTests {
 
     /// The ```swift blocks of the given files (README.md alone by default), file after file, in order.
     static func readmeBlocks(in files: [String] = ["README.md"]) throws -> [String] {
+        try files.flatMap { file in swiftBlocks(of: try String(contentsOf: repository.appendingPathComponent(file), encoding: .utf8)) }
+    }
+
+    /// The ```swift blocks of a Markdown text, in order.
+    static func swiftBlocks(of text: String) -> [String] {
         var blocks: [String] = []
-        for file in files {
-            let text = try String(contentsOf: repository.appendingPathComponent(file), encoding: .utf8)
-            var current: [Substring]?
-            for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-                if current == nil, line.hasPrefix("```swift") {
-                    current = []
-                } else if let lines = current, line.hasPrefix("```") {
-                    blocks.append(lines.joined(separator: "\n"))
-                    current = nil
-                } else {
-                    current?.append(line)
-                }
+        var current: [Substring]?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if current == nil, line.hasPrefix("```swift") {
+                current = []
+            } else if let lines = current, line.hasPrefix("```") {
+                blocks.append(lines.joined(separator: "\n"))
+                current = nil
+            } else {
+                current?.append(line)
             }
         }
         return blocks
