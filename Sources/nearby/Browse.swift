@@ -87,7 +87,10 @@ struct Browse: AsyncParsableCommand {
     func render(_ event: BrowseEvent) -> String {
         let kind = event.caseName
         let resolved = event.resolved
+        let service: DiscoveredService
         switch event {
+        case .found(let found, _), .updated(let found, _), .lost(let found):
+            service = found
         case .interrupted(let failure):
             let error = failure.description
             return network.json
@@ -95,11 +98,6 @@ struct Browse: AsyncParsableCommand {
                 : "interrupted  \(error) (browsing again when it returns)"
         case .restored:
             return network.json ? JSONText.object([("event", .string("restored"))]) : "restored  browsing again"
-        case .found, .updated, .lost:
-            break
-        }
-        guard let service = event.service else {
-            return network.json ? JSONText.object([("event", .string(kind))]) : kind
         }
         if network.json {
             var members: [(String, OutputValue)] = [
