@@ -1,8 +1,10 @@
-// The Swift code of the DocC articles, compiled here so that it cannot go stale: each function
-// holds one article's ```swift blocks in order, between `docc:begin` and `docc:end` (blocks
-// separated by `docc:next`, the imports at the top of this file). What an article assumes
-// from its context is declared before `docc:begin`. DocumentationTests checks that the
-// articles show exactly this code. Nothing here is run.
+// The Swift fragments of the DocC articles, compiled here so that they cannot go stale. Whole
+// programs that an article shows are the example programs in Tools/ReadmeExamples, which
+// `swift build` builds, and are not repeated here. Each function holds one article's fragments
+// in order, between `docc:begin` and `docc:end` (separated by `docc:next`; the imports are at
+// the top of this file). What a fragment assumes from its context is declared before
+// `docc:begin`. DocumentationTests checks that the articles show exactly this code. Nothing
+// here is run.
 import ConnectionBroker
 import Foundation
 import NearbyDiscovery
@@ -22,37 +24,6 @@ func docc_ConnectionBroker_AutoConnectToTheNearestPeer() async throws {
     let (nearest, candidates) = try await broker.connectNearest(timeout: .seconds(5))
     // docc:end
     _ = (nearest, candidates)
-}
-
-/// ConnectionBroker.docc/GettingStarted.md
-func docc_ConnectionBroker_GettingStarted() async throws {
-    // docc:begin ConnectionBroker/GettingStarted
-    // This peer's identity and the peers it trusts, from the shared state directory.
-    let stateDirectory = IdentityStore.defaultDirectory
-    let identity = try IdentityStore(directory: stateDirectory).loadOrCreate().identity
-    let trustStore = TrustStore(directory: stateDirectory.appendingPathComponent("trust"))
-    let connection = PeerConnectionConfiguration(
-        identity: identity, trust: TrustEvaluator(policy: try .pinned(trustStore)))
-
-    // Advertise and browse _openagents._tcp, and connect to every compatible peer by itself.
-    var configuration = BrokerConfiguration(
-        connection: connection, serviceType: try ServiceType(parsing: "_openagents._tcp"))
-    configuration.autoInvite = true
-
-    let discovery = try await NearbyDiscovery.start()
-    let broker = try await ConnectionBroker.start(configuration, discovery: discovery)
-    print("advertised as", broker.advertisedName ?? "-", "on port", broker.port ?? 0)
-
-    // Measure the candidates, connect to the nearest one and ping it.
-    let (nearest, measured) = try await broker.connectNearest()
-    for candidate in measured {
-        print(candidate.name, candidate.rtt.map { "\($0)" } ?? "no answer")
-    }
-    print("nearest:", nearest.peer.displayName ?? "?", try await nearest.request("ping").jsonText)
-
-    await broker.shutdown()
-    await discovery.shutdown()
-    // docc:end
 }
 
 /// NearbyDiscovery.docc/AdvertiseFromAShell.md
@@ -126,50 +97,6 @@ func docc_NearbyDiscovery_BrowseFromSwift() async throws {
     // docc:end
 }
 
-/// NearbyDiscovery.docc/GettingStarted.md
-func docc_NearbyDiscovery_GettingStarted() async throws {
-    // docc:begin NearbyDiscovery/GettingStarted
-    // The host's avahi-daemon when it answers, otherwise Nearby's own mDNS engine.
-    let discovery = try await NearbyDiscovery.start()
-    let type = try ServiceType(parsing: "_openagents._tcp")
-
-    // Publish "Build Box" on port 9099 with one TXT entry.
-    var info = DiscoveryInfo()
-    try info.set("version", to: "0.2.2")
-    let advertisement = try await discovery.advertise("Build Box", type: type, port: 9099, info: info)
-    print("published as", advertisement.name)   // "Build Box (2)" if another host held the name
-
-    // Watch the type for a few seconds, resolving each service found.
-    let watcher = Task {
-        for await event in discovery.browse(type, resolve: true) {
-            switch event {
-            case .found(_, let resolved?), .updated(_, let resolved?):
-                print(event.caseName, resolved.service.name, resolved.host, resolved.port, resolved.addresses)
-            case .found, .updated:               // not resolved: only when resolve is false
-                break
-            case .lost(let service):
-                print("lost", service.name)
-            case .interrupted, .restored:        // the system daemon stopped, or came back
-                print(event)
-            }
-        }
-    }
-    try await Task.sleep(for: .seconds(3))
-    watcher.cancel()
-
-    // Ask for one instance by name.
-    do {
-        let peer = try await discovery.resolve("Peer Box", type: type, timeout: .seconds(3))
-        print("Peer Box is at", peer.host, peer.port, peer.info)
-    } catch let error as DiscoveryError where error.code == .timeout {
-        print("nobody answered:", error)
-    }
-
-    await advertisement.cancel()
-    await discovery.shutdown()
-    // docc:end
-}
-
 /// PeerConnection.docc/ConnectingToAPeer.md
 func docc_PeerConnection_ConnectingToAPeer() async throws {
     let announcedPeerID = try PeerIdentity.generate().peerID
@@ -207,73 +134,5 @@ func docc_PeerConnection_ConnectingToAPeer() async throws {
         let connection = try await PeerConnection.accept(try InvitationLink(parsing: scanned), configuration: configuration, store: trustStore)
         _ = connection  // docc:scope
     }  // docc:scope
-    // docc:end
-}
-
-/// PeerConnection.docc/GettingStarted.md
-func docc_PeerConnection_GettingStarted() async throws {
-    // docc:begin PeerConnection/GettingStarted
-    // Two peers, each trusting exactly the other's peer ID.
-    let server = try PeerIdentity.generate(displayName: "Build Box")
-    let client = try PeerIdentity.generate(displayName: "Laptop")
-    var serverConfiguration = PeerConnectionConfiguration(
-        identity: server, trust: TrustEvaluator(policy: .pinned([client.peerID])))
-    serverConfiguration.info = .object(["name": "bridge", "title": "Build Box bridge", "version": "1.0.0"])
-    let clientConfiguration = PeerConnectionConfiguration(
-        identity: client, trust: TrustEvaluator(policy: .pinned([server.peerID])))
-
-    // Accept trusted peers on any free port and answer "echo" with its params.
-    let listener = try await PeerListener.listen(
-        host: "127.0.0.1", port: 0, configuration: serverConfiguration, accept: .trusted)
-    let serverTask = Task {
-        for await event in listener.events {
-            guard case .connected(let connection) = event else { continue }
-            Task {
-                for await message in connection.incoming where message.method == "echo" {
-                    message.respond(with: message.params ?? .null)
-                }
-            }
-        }
-    }
-
-    // Connect, expecting the server's peer ID; TLS, trust and initialize all happen here.
-    let connection = try await PeerConnection.connect(
-        host: "127.0.0.1", port: listener.port, expecting: server.peerID, configuration: clientConfiguration)
-    print("connected to", connection.peer.displayName ?? "?", "in", connection.setupDuration)
-
-    struct Note: Codable { var text: String }
-    let reply: Note = try await connection.request("echo", params: Note(text: "hello"))
-    print("echoed:", reply.text)
-
-    await connection.close()
-    await listener.close()
-    serverTask.cancel()
-    // docc:end
-}
-
-/// PeerTrust.docc/GettingStarted.md
-func docc_PeerTrust_GettingStarted() async throws {
-    // docc:begin PeerTrust/GettingStarted
-    // Made on first use (a P-256 key and a self-signed certificate), loaded on every later run.
-    let loaded = try IdentityStore().loadOrCreate(displayName: "Build Box")
-    let identity = loaded.identity
-    print(loaded.created ? "new peer:" : "this peer:", identity.displayName, identity.peerID)
-
-    // The peer's chain, leaf first, and the peer ID it was announced with, if any.
-    let arguments = CommandLine.arguments.dropFirst()
-    let chain = try Certificate.chain(contentsOf: URL(fileURLWithPath: arguments.first ?? "peer.pem"))
-    let announced = try arguments.dropFirst().first.map { try PeerID(parsing: $0) }
-
-    // Trust whatever the trust store trusts: a chain to one of its anchors, or a pinned key.
-    let store = TrustStore()
-    let policy = TrustPolicy.anyOf([.anchors(try store.anchors()), try .pinned(store)])
-    let evaluator = TrustEvaluator(policy: policy)
-
-    switch evaluator.evaluate(chain: chain, expectedPeerID: announced, role: .connecting) {
-    case .trusted(let peer):
-        print("trusted:", peer.displayName, peer.peerID)
-    case .rejected(let reasons):
-        for reason in reasons { print("rejected:", reason.code, reason.message) }
-    }
     // docc:end
 }

@@ -202,10 +202,19 @@ struct DocumentationTests {
         return found
     }
 
-    @Test("every code block of the DocC catalogs is compiled: DocCExamples.swift holds each article's blocks to the letter")
+    /// A DocC block is compiled one of two ways: it is one of the example programs the package
+    /// builds (Tools/ReadmeExamples, the same programs README and Documentation/Swift.md show),
+    /// whole and to the letter; or it is a fragment that DocCExamples.swift holds in a function
+    /// that gives it its context.
+    @Test("every code block of the DocC catalogs is compiled: an example program to the letter, or a fragment DocCExamples.swift holds")
     func doccBlocksAreCompiled() throws {
         let articles = try Self.doccBlocks()
-        #expect(articles.count >= 9, "only \(articles.count) articles with code: the parser has gone wrong")
+        #expect(articles.count >= 12, "only \(articles.count) articles with code: the parser has gone wrong")
+        var programs: [String: String] = [:]
+        for example in ReadmeExamplesTests.examples {
+            programs[try Self.text("Tools/ReadmeExamples/\(example)/main.swift")] = example
+        }
+        #expect(programs.count == ReadmeExamplesTests.examples.count, "two example programs have the same text")
         let compiled = try Self.text("Tests/NearbyCLITests/DocCExamples.swift")
         let lines = compiled.split(separator: "\n", omittingEmptySubsequences: false)
         let imports = Set(lines.filter { $0.hasPrefix("import ") })
@@ -231,10 +240,15 @@ struct DocumentationTests {
                 block.append(line)
             }
         }
-        #expect(Set(regions.keys) == Set(articles.keys), "articles with code \(articles.keys.sorted()), compiled \(regions.keys.sorted())")
+        var fragments: [String: [String]] = [:]
+        var programsShown: Set<String> = []
         for (article, blocks) in articles {
             var shown: [String] = []
             for block in blocks {
+                if let program = programs[block + "\n"] {
+                    programsShown.insert(program)
+                    continue
+                }
                 var rows = block.split(separator: "\n", omittingEmptySubsequences: false)
                 // An article's imports are the compiled file's.
                 while let first = rows.first, first.hasPrefix("import ") {
@@ -244,8 +258,15 @@ struct DocumentationTests {
                 while rows.first?.isEmpty == true { rows.removeFirst() }
                 shown.append(rows.joined(separator: "\n"))
             }
-            #expect(regions[article] == shown, "\(article): the article's code differs from DocCExamples.swift")
+            if !shown.isEmpty { fragments[article] = shown }
         }
+        #expect(Set(regions.keys) == Set(fragments.keys), "articles with fragments \(fragments.keys.sorted()), compiled \(regions.keys.sorted())")
+        for (article, shown) in fragments {
+            #expect(regions[article] == shown, "\(article): the article's code differs from DocCExamples.swift and from every example program")
+        }
+        // README's programs are DocC's too: each is shown, whole, by some article.
+        let missing = Set(ReadmeExamplesTests.examples).subtracting(programsShown)
+        #expect(missing.isEmpty, "no DocC article shows the example programs \(missing.sorted()) (Tools/ReadmeExamples/NAME/main.swift, to the letter)")
     }
 
     @Test("every test RFC-Compliance.md names as proof exists in the file it names (… stands for words left out)")
