@@ -127,6 +127,21 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "UnicastDNSSDTests", dependencies: ["UnicastDNSSD", "DNSWire", "NearbyBasics"], swiftSettings: strict),
+        // The discovery proxy's decisions (RFC 8766): which questions it answers and how, the
+        // rewriting of link records into the zone, rate limits. Pure machines, no I/O.
+        .target(name: "DiscoveryProxyCore", dependencies: ["DNSWire", "NearbyBasics"], swiftSettings: strict),
+        .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxyCore", "DNSWire"], swiftSettings: strict),
+        // The discovery proxy on sockets: UDP and TCP answers, the links' mDNS engine, time.
+        .target(
+            name: "DiscoveryProxy",
+            dependencies: [
+                "DiscoveryProxyCore", "DNSWire", "MulticastDNS", "MulticastDNSCore", "NearbyBasics",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         // OpenSSL 3 (libcrypto, libssl) for identities and X.509 trust.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Small C functions over OpenSSL (what its macros and callbacks hide); DER in, DER out.
@@ -216,7 +231,7 @@ let package = Package(
             name: "nearby",
             dependencies: [
                 "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer", "CNearbySocket", "NetworkPlatform",
-                "PacketCapture",
+                "PacketCapture", "DiscoveryProxy", "DiscoveryProxyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -31,13 +31,15 @@ struct Nearby: AsyncParsableCommand {
               nearby invite                     (a link or QR code another device accepts)
               nearby accept 'NEARBY:1/…'        (accept one: connect and pin each other)
               nearby peers _openagents._tcp     (who is there, how far, trusted)
+              nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --name-server dp.site.test
+                                                (a link's services in DNS: RFC 8766)
 
             Each command explains itself: nearby help COMMAND, or nearby COMMAND --help.
             """,
         version: "0.2.0",
         subcommands: [
             Advertise.self, Browse.self, Resolve.self, Types.self, DomainsCommand.self, Decode.self, Serve.self, ConnectCommand.self, SendCommand.self, ReceiveCommand.self, PipeCommand.self, InviteCommand.self, AcceptCommand.self, PairCommand.self, PeersCommand.self, IdentityCommand.self,
-            TrustCommand.self,
+            TrustCommand.self, ProxyCommand.self,
         ]
     )
 

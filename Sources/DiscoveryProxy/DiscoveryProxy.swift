@@ -1,0 +1,492 @@
+public import DNSWire
+public import DiscoveryProxyCore
+public import Logging
+import MulticastDNS
+import MulticastDNSCore
+import NIOCore
+import NIOPosix
+import NearbyBasics
+
+/// A discovery proxy (RFC 8766) on sockets: for each configured link, answers unicast DNS
+/// questions for the link's zone from a continuous mDNS querier on that link, over UDP and TCP
+/// on the configured addresses.
+///
+/// The decisions are ``ProxyStateMachine``'s; this actor only carries them out: it reads
+/// questions from the sockets, runs the link questions the machine asks for on Nearby's own
+/// mDNS engine (bound to the links' interfaces and no others, so its multicast stays on them),
+/// hands what the link learns back to the machine, and keeps its time.
+///
+/// ```swift
+/// let zone = try ProxyZone("lan1.example.test.", nameServers: [.init(name: "proxy.example.test.", addresses: [])])
+/// let proxy = try await DiscoveryProxy.prepare(.init(links: [.init(zone: zone, interface: "eth0")], listen: [.v4(address)]))
+/// await proxy.run()   // until shutdown() or cancellation
+/// ```
+public actor DiscoveryProxy {
+    /// One link: the zone that stands for it, and the interface the proxy hears it on.
+    public struct Link: Sendable, Hashable {
+        public var zone: ProxyZone
+        public var interface: String
+        public init(zone: ProxyZone, interface: String) {
+            self.zone = zone
+            self.interface = interface
+        }
+    }
+
+    /// Where and how the proxy works.
+    public struct Configuration: Sendable {
+        public var links: [Link]
+        /// The addresses to answer on (UDP and TCP): only these, never every address.
+        public var listen: [IPAddress]
+        /// The port, 53 by default; 0 picks a free one (the same for UDP and TCP, and for
+        /// every address), reported by ``DiscoveryProxy/port``.
+        public var port: UInt16
+        /// The answering machine's settings; its zones are the links' zones, in order.
+        public var answering: ProxyStateMachine.Configuration
+        /// At most this many TCP connections at once; more are closed at once.
+        public var maximumTCPConnections = 256
+        /// A TCP connection that sends no question for this long is closed (RFC 7766 §6.2.3).
+        public var tcpIdleTimeout: Duration = .seconds(10)
+
+        public init(links: [Link], listen: [IPAddress], port: UInt16 = 53) {
+            self.links = links
+            self.listen = listen
+            self.port = port
+            answering = ProxyStateMachine.Configuration(zones: links.map(\.zone))
+        }
+    }
+
+    private typealias UDPChannel = NIOAsyncChannel<AddressedEnvelope<ByteBuffer>, AddressedEnvelope<ByteBuffer>>
+    private typealias TCPServer = NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+
+    private enum ReplyPath {
+        case udp(AsyncStream<AddressedEnvelope<ByteBuffer>>.Continuation, NIOCore.SocketAddress)
+        case tcp(AsyncStream<[UInt8]>.Continuation)
+    }
+
+    /// What the shell itself counted (the machine counts the rest).
+    public struct ShellStatistics: Sendable, Equatable {
+        public var udpRepliesDropped = 0
+        public var tcpConnections = 0
+        public var tcpConnectionsRefused = 0
+        public var tcpIdleClosed = 0
+        public var tcpOversized = 0
+    }
+
+    public let configuration: Configuration
+    /// The port the proxy answers on.
+    public nonisolated let port: UInt16
+    private var machine: ProxyStateMachine
+    private let engine: MulticastDNSEngine
+    private let queryGroup: QueryGroup
+    private let linkEvents: AsyncStream<[QueryEvent]>
+    private let linksOfInterface: [String: [LinkIndex]]
+    /// The links each engine query serves (one query serves every link that asks the question).
+    private var engineQueries: [LinkQuestion: Set<LinkIndex>] = [:]
+    /// Work for the engine, done in order by one child of ``run()``.
+    private enum EngineWork: Sendable {
+        case start([LinkQuestion])
+        case stop(LinkQuestion)
+        case replay(LinkQuestion, LinkIndex)
+    }
+    private let engineWork: AsyncStream<EngineWork>
+    private let engineQueue: AsyncStream<EngineWork>.Continuation
+    private let udpChannels: [UDPChannel]
+    private let tcpServers: [TCPServer]
+    private var paths: [UInt64: ReplyPath] = [:]
+    private var nextRequest: UInt64 = 1
+    private var shell = ShellStatistics()
+    private var openTCP = 0
+    private let clock = SystemClock()
+    private let alarm = Alarm()
+    private let logger: Logger
+    private let stop: AsyncStream<Void>.Continuation
+    private let stopped: AsyncStream<Void>
+    private var isShutDown = false
+
+    /// Opens the sockets and the mDNS engine on the links' interfaces; nothing is answered until
+    /// ``run()`` runs.
+    /// - Throws: ``ProxyError``: `invalidInput` (no link, no address, an interface named twice),
+    ///   `cannotListen` (an address that is not this host's, a port in use or needing root),
+    ///   `linkUnavailable` (no such interface, or no multicast on it).
+    public static func prepare(_ configuration: Configuration, logger: Logger = Logger(label: "nearby.proxy", factory: { _ in SwiftLogNoOpLogHandler() })) async throws(ProxyError) -> DiscoveryProxy {
+        guard !configuration.links.isEmpty else { throw ProxyError(.invalidInput, "no link to proxy: give at least one INTERFACE=ZONE") }
+        guard !configuration.listen.isEmpty else {
+            throw ProxyError(.invalidInput, "no address to answer on: give the addresses the parent zone's NS records point at (--listen ADDRESS)")
+        }
+        let names = configuration.links.map(\.interface)
+        guard Set(names).count == names.count else {
+            throw ProxyError(.invalidInput, "an interface is named twice (\(names.joined(separator: ", "))): one zone per link")
+        }
+        do {
+            try MulticastDNSEngine.checkInterfaces(names)
+        } catch {
+            throw ProxyError(.linkUnavailable, "\(error)")
+        }
+        let engine: MulticastDNSEngine
+        do {
+            engine = try await MulticastDNSEngine.prepare(interfaces: names, logger: logger)
+        } catch {
+            throw ProxyError(.linkUnavailable, "cannot start mDNS on \(names.joined(separator: ", ")): \(error)")
+        }
+        var udp: [UDPChannel] = []
+        var tcp: [TCPServer] = []
+        var port = Int(configuration.port)
+        do {
+            for address in configuration.listen {
+                let socket = try NIOCore.SocketAddress(ipAddress: address.withoutScope.description, port: port)
+                let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .bind(to: socket) { channel in
+                        channel.eventLoop.makeCompletedFuture { try UDPChannel(wrappingChannelSynchronously: channel) }
+                    }
+                if port == 0 { port = channel.channel.localAddress?.port ?? 0 }
+                udp.append(channel)
+                let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .serverChannelOption(.backlog, value: 128)
+                    .bind(to: try NIOCore.SocketAddress(ipAddress: address.withoutScope.description, port: port)) { channel in
+                        channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+                    }
+                tcp.append(server)
+            }
+        } catch {
+            for channel in udp { try? await channel.channel.close() }
+            for server in tcp { try? await server.channel.close() }
+            await engine.shutdown()
+            throw ProxyError(.cannotListen, "cannot answer on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(configuration.port): \(error) (is the address this host's, the port free, and port 53 allowed: root or CAP_NET_BIND_SERVICE?)")
+        }
+        let (group, events) = await engine.openQueryGroup()
+        return DiscoveryProxy(configuration, port: UInt16(port), engine: engine, group: group, events: events, udp: udp, tcp: tcp, logger: logger)
+    }
+
+    private init(
+        _ configuration: Configuration, port: UInt16, engine: MulticastDNSEngine, group: QueryGroup, events: AsyncStream<[QueryEvent]>,
+        udp: [UDPChannel], tcp: [TCPServer], logger: Logger
+    ) {
+        self.configuration = configuration
+        self.port = port
+        machine = ProxyStateMachine(configuration.answering, now: .zero)
+        self.engine = engine
+        queryGroup = group
+        linkEvents = events
+        var links: [String: [LinkIndex]] = [:]
+        for (index, link) in configuration.links.enumerated() { links[link.interface, default: []].append(LinkIndex(index)) }
+        linksOfInterface = links
+        udpChannels = udp
+        tcpServers = tcp
+        self.logger = logger
+        (stopped, stop) = AsyncStream<Void>.makeStream()
+        (engineWork, engineQueue) = AsyncStream<EngineWork>.makeStream()
+    }
+
+    /// The answering machine's counters.
+    public var statistics: ProxyStateMachine.Statistics { machine.statistics }
+    /// The socket side's counters.
+    public var shellStatistics: ShellStatistics { shell }
+
+    /// The proxy's work until ``shutdown()`` or cancellation: the mDNS engine, a reader and a
+    /// writer per UDP socket, the TCP listeners and their connections, the link's reports and
+    /// the timekeeper, all children of this call.
+    public func run() async {
+        guard !isShutDown else { return }
+        let (engine, events, alarm, clock, stopped) = (engine, linkEvents, alarm, clock, stopped)
+        let udp = udpChannels
+        let work = engineWork
+        let queries = queryGroup
+        let interfaces = configuration.links.map(\.interface)
+        let tcp = tcpServers
+        alarm.set(machine.nextDeadline)
+        logger.info("answering for \(configuration.links.map { "\($0.zone) (link \($0.interface))" }.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(port), UDP and TCP")
+        await withDiscardingTaskGroup { group in
+            group.addTask { await engine.run() }
+            group.addTask { [weak self] in
+                // The engine's side of the link questions, in the order the machine asked.
+                var ids: [LinkQuestion: QueryID] = [:]
+                for await item in work {
+                    switch item {
+                    case .start(let questions):
+                        let started = await engine.startQueries(questions.map { (name: $0.name, type: $0.type) }, in: queries)
+                        for (question, id) in zip(questions, started) { ids[question] = id }
+                    case .stop(let question):
+                        if let id = ids.removeValue(forKey: question) { await engine.stopQuery(id) }
+                    case .replay(let question, let link):
+                        let interface = interfaces[link.rawValue]
+                        let cached = await engine.cached(name: question.name, type: question.type).filter { $0.1.name == interface }.map(\.0)
+                        await self?.replayed(cached, question: question, link: link)
+                    }
+                }
+            }
+            group.addTask { [weak self] in
+                for await batch in events {
+                    guard let self else { return }
+                    await self.linkReported(batch)
+                }
+            }
+            group.addTask {
+                await alarm.run(clock: clock) { await self.tick() }
+            }
+            for channel in udp {
+                group.addTask { [weak self] in await self?.serveUDP(channel) }
+            }
+            for server in tcp {
+                group.addTask { [weak self] in await self?.serveTCP(server) }
+            }
+            group.addTask { [weak self] in
+                while !Task.isCancelled {
+                    try? await clock.sleep(for: .seconds(30))
+                    await self?.logCounters()
+                }
+            }
+            for await _ in stopped {}
+            group.cancelAll()
+        }
+    }
+
+    /// Stops answering, stops the link questions and closes the sockets.
+    public func shutdown() async {
+        guard !isShutDown else { return }
+        isShutDown = true
+        for path in paths.values {
+            if case .tcp(let continuation) = path { continuation.finish() }
+        }
+        paths = [:]
+        engineQueue.finish()
+        await engine.closeQueryGroup(queryGroup)
+        await engine.shutdown()
+        for channel in udpChannels { try? await channel.channel.close() }
+        for server in tcpServers { try? await server.channel.close() }
+        stop.finish()
+    }
+
+    // MARK: Questions in
+
+    private func serveUDP(_ channel: UDPChannel) async {
+        // Replies go out through a writer of their own, so that a slow socket never holds the
+        // actor; a backlog beyond 4,096 replies is dropped (and counted): over UDP a client asks
+        // again.
+        let (replies, continuation) = AsyncStream<AddressedEnvelope<ByteBuffer>>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                try await withThrowingDiscardingTaskGroup { group in
+                    group.addTask {
+                        for await reply in replies { try await outbound.write(reply) }
+                    }
+                    for try await envelope in inbound {
+                        guard let source = Self.ipAddress(of: envelope.remoteAddress) else { continue }
+                        self.questionArrived(Array(envelope.data.readableBytesView), from: source, over: .udp, path: .udp(continuation, envelope.remoteAddress))
+                    }
+                    continuation.finish()
+                }
+            }
+        } catch {
+            if !isShutDown { logger.warning("UDP socket \(channel.channel.localAddress?.description ?? "?") failed: \(error)") }
+        }
+        continuation.finish()
+    }
+
+    private func serveTCP(_ server: TCPServer) async {
+        do {
+            try await server.executeThenClose { connections in
+                try await withThrowingDiscardingTaskGroup { group in
+                    for try await connection in connections {
+                        guard self.admitTCP() else {
+                            try? await connection.channel.close()
+                            continue
+                        }
+                        group.addTask { [weak self] in
+                            await self?.serveConnection(connection)
+                        }
+                    }
+                }
+            }
+        } catch {
+            if !isShutDown { logger.warning("TCP listener \(server.channel.localAddress?.description ?? "?") failed: \(error)") }
+        }
+    }
+
+    private func admitTCP() -> Bool {
+        guard openTCP < configuration.maximumTCPConnections else {
+            shell.tcpConnectionsRefused += 1
+            return false
+        }
+        openTCP += 1
+        shell.tcpConnections += 1
+        return true
+    }
+
+    private func tcpClosed() { openTCP -= 1 }
+
+    /// One TCP connection: questions with their 2-byte lengths (RFC 1035 §4.2.2, RFC 7766), any
+    /// number in a row, answered in the order the answers are ready.
+    private func serveConnection(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+        defer { tcpClosed() }
+        guard let remote = connection.channel.remoteAddress, let source = Self.ipAddress(of: remote) else {
+            try? await connection.channel.close()
+            return
+        }
+        let (answers, continuation) = AsyncStream<[UInt8]>.makeStream()
+        let lastHeard = Locked(clock.now)
+        let (clock, idle) = (clock, configuration.tcpIdleTimeout)
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await answer in answers {
+                            var framed = ByteBuffer()
+                            framed.writeInteger(UInt16(truncatingIfNeeded: answer.count))
+                            framed.writeBytes(answer)
+                            try await outbound.write(framed)
+                        }
+                    }
+                    group.addTask {
+                        // Closes a connection that has said nothing for the idle time.
+                        while !Task.isCancelled {
+                            let deadline = lastHeard.withLockedValue { $0 } + idle
+                            if clock.now >= deadline {
+                                await self.countIdleClose()
+                                throw CancellationError()
+                            }
+                            try await clock.sleep(until: deadline)
+                        }
+                    }
+                    group.addTask {
+                        var pending: [UInt8] = []
+                        for try await chunk in inbound {
+                            lastHeard.withLockedValue { $0 = clock.now }
+                            pending += chunk.readableBytesView
+                            while pending.count >= 2 {
+                                let length = Int(pending[0]) << 8 | Int(pending[1])
+                                guard pending.count >= 2 + length else { break }
+                                let message = Array(pending[2..<(2 + length)])
+                                pending.removeFirst(2 + length)
+                                await self.questionArrived(message, from: source, over: .tcp, path: .tcp(continuation))
+                            }
+                            if pending.count > 2 + 65_535 {
+                                await self.countOversized()
+                                throw CancellationError()
+                            }
+                        }
+                        throw CancellationError()
+                    }
+                    // The first child to end (the peer closed, idle, or the writer failed) ends them all.
+                    _ = try? await group.next()
+                    group.cancelAll()
+                    continuation.finish()
+                }
+            }
+        } catch {
+            logger.debug("TCP connection from \(remote) ended: \(error)")
+        }
+        continuation.finish()
+    }
+
+    private func countIdleClose() { shell.tcpIdleClosed += 1 }
+    private func countOversized() { shell.tcpOversized += 1 }
+
+    private func questionArrived(_ bytes: [UInt8], from source: IPAddress, over transport: ProxyStateMachine.Transport, path: ReplyPath) {
+        guard !isShutDown else { return }
+        let id = nextRequest
+        nextRequest += 1
+        paths[id] = path
+        perform(machine.received(bytes, from: source, over: transport, request: .init(id), now: clock.now))
+    }
+
+    // MARK: The link
+
+    private func linkReported(_ batch: [QueryEvent]) {
+        guard !isShutDown else { return }
+        struct Change {
+            var added: [ResourceRecord] = []
+            var removed: [ResourceRecord] = []
+        }
+        var changes: [LinkIndex: [LinkQuestion: Change]] = [:]
+        for event in batch {
+            let (record, interface, isAdded) = switch event {
+            case .added(let record, let interface): (record, interface, true)
+            case .removed(let record, let interface): (record, interface, false)
+            }
+            for link in linksOfInterface[interface.name] ?? [] {
+                let question = LinkQuestion(name: record.name, type: record.type)
+                if isAdded {
+                    changes[link, default: [:]][question, default: Change()].added.append(record)
+                } else {
+                    changes[link, default: [:]][question, default: Change()].removed.append(record)
+                }
+            }
+        }
+        let now = clock.now
+        var actions: [ProxyStateMachine.Action] = []
+        for (link, questions) in changes {
+            for (question, change) in questions {
+                actions += machine.linkChanged(link, question, added: change.added, removed: change.removed, now: now)
+            }
+        }
+        perform(actions)
+    }
+
+    private func tick() {
+        guard !isShutDown else { return }
+        perform(machine.advance(to: clock.now))
+    }
+
+    // MARK: Actions out
+
+    private func perform(_ actions: [ProxyStateMachine.Action]) {
+        var starts: [LinkQuestion] = []
+        for action in actions {
+            switch action {
+            case .reply(let id, let bytes):
+                guard let path = paths.removeValue(forKey: id.rawValue) else { continue }
+                switch path {
+                case .udp(let continuation, let address):
+                    if case .dropped = continuation.yield(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(bytes: bytes))) {
+                        shell.udpRepliesDropped += 1
+                    }
+                case .tcp(let continuation):
+                    continuation.yield(bytes)
+                }
+            case .drop(let id):
+                paths[id.rawValue] = nil
+            case .startLinkQuestion(let link, let question):
+                if engineQueries[question] != nil {
+                    // Already asked for another link: what the engine holds comes from its cache.
+                    engineQueries[question]?.insert(link)
+                    engineQueue.yield(.replay(question, link))
+                } else {
+                    engineQueries[question] = [link]
+                    starts.append(question)
+                }
+            case .stopLinkQuestion(let link, let question):
+                engineQueries[question]?.remove(link)
+                if engineQueries[question]?.isEmpty == true {
+                    engineQueries[question] = nil
+                    engineQueue.yield(.stop(question))
+                }
+            }
+        }
+        if !starts.isEmpty { engineQueue.yield(.start(starts)) }
+        alarm.set(machine.nextDeadline)
+    }
+
+    private func replayed(_ records: [ResourceRecord], question: LinkQuestion, link: LinkIndex) {
+        guard !isShutDown else { return }
+        perform(machine.linkChanged(link, question, added: records, removed: [], now: clock.now))
+    }
+
+    private var loggedStatistics = ProxyStateMachine.Statistics()
+
+    private func logCounters() {
+        let now = machine.statistics
+        guard now != loggedStatistics else { return }
+        loggedStatistics = now
+        logger.info(
+            "\(now.questions) questions: \(now.answeredFromLink) answered from the link, \(now.noData) with no records, \(now.refusedOutsideZones) refused (outside the zones), \(now.rateLimited) over a source's rate, \(now.linkQuestionsOverBudget) over the link budget, \(now.formatErrors + now.droppedUnreadable) malformed; \(machine.linkQuestions.count) link questions; \(shell.udpRepliesDropped) UDP replies dropped")
+    }
+
+    static func ipAddress(of address: NIOCore.SocketAddress) -> IPAddress? {
+        guard let text = address.ipAddress else { return nil }
+        if let v4 = IPv4Address(text) { return .v4(v4) }
+        if let v6 = IPv6Address(text) { return .v6(v6) }
+        return nil
+    }
+}

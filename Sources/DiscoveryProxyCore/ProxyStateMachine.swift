@@ -1,0 +1,572 @@
+public import DNSWire
+
+/// The discovery proxy's decisions (RFC 8766), as a pure state machine: DNS questions and what
+/// the link's mDNS queriers learn go in, with the time; replies and the link questions to
+/// start or stop come out. No sockets, no clock, no tasks: the shell
+/// (``DiscoveryProxy``) does the I/O, and unit tests drive this directly.
+///
+/// How a question is answered:
+/// - Outside every zone, a question is refused (REFUSED): the proxy is no resolver, and never
+///   recurses.
+/// - At a zone's apex it serves the SOA and NS records, and for a name server inside the zone
+///   its addresses. The browse-domain names (`b`, `db`, `lb._dns-sd._udp`) under the zone
+///   point at the zone itself.
+/// - Any other name under the zone is the link's name under `local.`: the proxy asks the link
+///   for it (a continuous mDNS query it keeps while people ask), and answers with what the link
+///   says, rewritten into the zone (``RecordTranslation``), TTLs capped at the zone's one-shot
+///   TTL. A question the link has not been asked before waits for the first answers and a
+///   short gathering time, at most ``Configuration/answerTimeout``; later ones are answered at
+///   once from what the link has said.
+/// - A name the link has no records for gets NOERROR with no answers and the SOA (NODATA),
+///   never NXDOMAIN: the link cannot say that a name does not exist, and NXDOMAIN would also
+///   deny every name under it (RFC 8020), such as a whole service type.
+public struct ProxyStateMachine: Sendable {
+    /// The proxy's settings.
+    public struct Configuration: Sendable {
+        /// The zones, one per link. A ``LinkIndex`` is an index in this list.
+        public var zones: [ProxyZone]
+        /// How long the first question about a name waits for the link when nothing answers.
+        public var answerTimeout: Duration = .seconds(1)
+        /// After the link's first answer to a new question, how long to gather more (several
+        /// hosts answer a shared question such as a browse, each after 20–120 ms).
+        public var gatherTime: Duration = .milliseconds(150)
+        /// A link question nobody has asked about for this long is stopped.
+        public var idleLifetime: Duration = .seconds(60)
+        /// At most this many link questions at once, over all links; the longest unasked is
+        /// stopped to make room.
+        public var maximumLinkQuestions = 4096
+        /// At most this many DNS questions waiting for the link at once; beyond it, SERVFAIL.
+        public var maximumWaiting = 4096
+        /// The largest UDP answer, whatever a client offers in EDNS(0) (the DNS flag day 2020
+        /// size, which avoids fragmentation).
+        public var maximumUDPPayload = 1232
+        /// Questions per second each source address may ask over UDP, and the burst; nil for no
+        /// limit. Over it, questions are dropped, and every second one gets an empty truncated
+        /// answer instead, so that a real client retries over TCP (where addresses cannot be
+        /// forged).
+        public var rateLimit: RateLimit? = RateLimit(perSecond: 500, burst: 1000)
+        /// New link questions per second, over all links, and the burst (RFC 8766 §9.3: a proxy
+        /// MUST limit the multicast it causes). A question that would need one more is answered
+        /// SERVFAIL, and the client asks again. Questions the link already has are not limited.
+        public var linkQuestionRate = RateLimit(perSecond: 50, burst: 100)
+
+        public init(zones: [ProxyZone]) { self.zones = zones }
+    }
+
+    /// How a question arrived; it decides the answer's size limit.
+    public enum Transport: Sendable, Hashable {
+        case udp
+        case tcp
+    }
+
+    /// A question's handle, given by the shell, returned with its reply.
+    public struct RequestID: Hashable, Sendable, CustomStringConvertible {
+        public var rawValue: UInt64
+        public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+        public var description: String { "request \(rawValue)" }
+    }
+
+    /// What the shell must do.
+    public enum Action: Sendable, Equatable {
+        /// Send these bytes back to the request's source (over its transport).
+        case reply(RequestID, [UInt8])
+        /// Send nothing back: the request is dropped (rate limit, a response sent to us, noise).
+        case drop(RequestID)
+        /// Start a continuous mDNS query on the link, and report what it learns with
+        /// ``ProxyStateMachine/linkChanged(_:_:added:removed:now:)``.
+        case startLinkQuestion(LinkIndex, LinkQuestion)
+        /// Stop that query.
+        case stopLinkQuestion(LinkIndex, LinkQuestion)
+    }
+
+    /// What the proxy has done, counted. Nothing is dropped without being counted here.
+    public struct Statistics: Sendable, Equatable {
+        public var questions = 0
+        public var answered = 0
+        public var answeredFromLink = 0
+        public var noData = 0
+        public var refusedOutsideZones = 0
+        public var notImplemented = 0
+        public var formatErrors = 0
+        public var droppedUnreadable = 0
+        public var droppedResponses = 0
+        public var rateLimited = 0
+        public var rateLimitedTruncated = 0
+        public var truncated = 0
+        public var serverFailures = 0
+        public var linkQuestionsStarted = 0
+        public var linkQuestionsStopped = 0
+        public var linkQuestionsEvicted = 0
+        public var linkQuestionsOverBudget = 0
+        public var suppressed: [RecordTranslation.Suppression: Int] = [:]
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    public private(set) var statistics = Statistics()
+
+    private struct Waiter {
+        var request: RequestID
+        var query: Message
+        var transport: Transport
+        var link: LinkIndex
+        var zoneName: DomainName
+    }
+
+    private struct QuestionState {
+        var records: [RecordKey: ResourceRecord] = [:]
+        var started: Duration
+        var lastAsked: Duration
+        var firstAnswer: Duration?
+        var settled = false
+        var waiters: [Waiter] = []
+    }
+
+    private struct Key: Hashable {
+        var link: LinkIndex
+        var question: LinkQuestion
+    }
+
+    private var questions: [Key: QuestionState] = [:]
+    private var unsettled: Set<Key> = []
+    private var waitingCount = 0
+    private var limiter: RateLimiter?
+    private var linkBudget: TokenBucket
+    private var nextSweep: Duration
+    private let translations: [RecordTranslation]
+
+    public init(_ configuration: Configuration, now: Duration = .zero) {
+        self.configuration = configuration
+        translations = configuration.zones.map(RecordTranslation.init(zone:))
+        limiter = configuration.rateLimit.map { RateLimiter($0) }
+        linkBudget = TokenBucket(configuration.linkQuestionRate, now: now)
+        nextSweep = now + configuration.idleLifetime / 4
+    }
+
+    /// The next time ``advance(to:)`` has work: a waiting question's deadline or the sweep for
+    /// idle link questions.
+    public var nextDeadline: Duration {
+        var next = nextSweep
+        for key in unsettled {
+            if let state = questions[key] { next = min(next, deadline(of: state)) }
+        }
+        return next
+    }
+
+    /// The link questions being asked now, for status and tests.
+    public var linkQuestions: [(LinkIndex, LinkQuestion)] {
+        questions.keys.sorted { ($0.link, $0.question.name.description, $0.question.type) < ($1.link, $1.question.name.description, $1.question.type) }
+            .map { ($0.link, $0.question) }
+    }
+
+    // MARK: Questions
+
+    /// A DNS message arrived from `source`.
+    public mutating func received(
+        _ bytes: [UInt8], from source: IPAddress, over transport: Transport, request: RequestID, now: Duration
+    ) -> [Action] {
+        if transport == .udp, var limiter {
+            let verdict = limiter.admit(source, now: now)
+            self.limiter = limiter
+            switch verdict {
+            case .admit: break
+            case .drop:
+                statistics.rateLimited += 1
+                return [.drop(request)]
+            case .slip:
+                statistics.rateLimited += 1
+                statistics.rateLimitedTruncated += 1
+                guard let query = try? Message(decoding: bytes), !query.header.isResponse else { return [.drop(request)] }
+                var reply = Self.replyHeader(to: query, code: .noError)
+                reply.header.isTruncated = true
+                return [.reply(request, encode(reply, limit: 512))]
+            }
+        }
+        let query: Message
+        do {
+            query = try Message(decoding: bytes)
+        } catch {
+            // A header we can read, from a client, gets FORMERR; anything less gets nothing.
+            guard bytes.count >= 12, bytes[2] & 0x80 == 0 else {
+                statistics.droppedUnreadable += 1
+                return [.drop(request)]
+            }
+            statistics.formatErrors += 1
+            let header = Header(id: UInt16(bytes[0]) << 8 | UInt16(bytes[1]), flags: 0x8000 | UInt16(bytes[2] & 0x78) << 8 | 1)
+            return [.reply(request, (try? Message(header: header).encoded()) ?? [])]
+        }
+        // Never answer an answer: two servers would echo each other forever.
+        guard !query.header.isResponse else {
+            statistics.droppedResponses += 1
+            return [.drop(request)]
+        }
+        statistics.questions += 1
+        guard query.header.opcode == Header.queryOpcode else {
+            statistics.notImplemented += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .notImplemented), for: query, transport: transport))]
+        }
+        guard query.questions.count == 1, let question = query.questions.first,
+            query.additionals.filter({ $0.type == .opt }).count <= 1
+        else {
+            statistics.formatErrors += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .formatError), for: query, transport: transport))]
+        }
+        if let opt = query.optRecord, opt.ttl >> 16 & 0xFF != 0 {
+            // EDNS version other than 0: BADVERS (RFC 6891 §6.1.3), with our OPT record.
+            statistics.formatErrors += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: ResponseCode(16)), for: query, transport: transport))]
+        }
+        guard question.class == .internet || question.class == .any,
+            let link = configuration.zones.firstIndex(where: { $0.contains(question.name) }).map(LinkIndex.init)
+        else {
+            statistics.refusedOutsideZones += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .refused), for: query, transport: transport))]
+        }
+        // Zone transfers, ANY and the other meta types are not served: a proxy's zone is live,
+        // not a file, and ANY would be a large answer to a small question (RFC 8482).
+        if question.type.rawValue >= 128 || question.type == .opt || question.type == .tsig {
+            statistics.notImplemented += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .notImplemented), for: query, transport: transport))]
+        }
+        let zone = configuration.zones[link.rawValue]
+        if let local = answerFromZone(query, question: question, zone: zone, transport: transport) {
+            statistics.answered += 1
+            return [.reply(request, local)]
+        }
+        guard let linkName = zone.linkName(for: question.name) else {
+            statistics.serverFailures += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))]
+        }
+        let key = Key(link: link, question: LinkQuestion(name: linkName, type: question.type))
+        var actions: [Action] = []
+        if var state = questions[key] {
+            state.lastAsked = now
+            if state.settled {
+                questions[key] = state
+                statistics.answered += 1
+                actions.append(.reply(request, answer(query, key: key, zone: zone, transport: transport)))
+                actions += followUps(after: key, now: now)
+                return actions
+            }
+            guard waitingCount < configuration.maximumWaiting else {
+                statistics.serverFailures += 1
+                return [.reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))]
+            }
+            state.waiters.append(Waiter(request: request, query: query, transport: transport, link: link, zoneName: zone.name))
+            waitingCount += 1
+            questions[key] = state
+            return []
+        }
+        guard waitingCount < configuration.maximumWaiting else {
+            statistics.serverFailures += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))]
+        }
+        guard linkBudget.take(now: now) else {
+            statistics.linkQuestionsOverBudget += 1
+            statistics.serverFailures += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))]
+        }
+        guard let made = makeRoom(now: now) else {
+            statistics.serverFailures += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))]
+        }
+        actions += made
+        var state = QuestionState(started: now, lastAsked: now)
+        state.waiters.append(Waiter(request: request, query: query, transport: transport, link: link, zoneName: zone.name))
+        waitingCount += 1
+        questions[key] = state
+        unsettled.insert(key)
+        statistics.linkQuestionsStarted += 1
+        actions.append(.startLinkQuestion(link, key.question))
+        return actions
+    }
+
+    // MARK: The link
+
+    /// A link question learned records, or lost them. Records of other names or types, which
+    /// a querier may hand over too, are ignored.
+    public mutating func linkChanged(
+        _ link: LinkIndex, _ question: LinkQuestion, added: [ResourceRecord], removed: [ResourceRecord], now: Duration
+    ) -> [Action] {
+        let key = Key(link: link, question: question)
+        guard var state = questions[key] else { return [] }
+        for record in removed { state.records[RecordKey(record)] = nil }
+        for record in added where record.name == question.name && record.type == question.type {
+            if record.isGoodbye {
+                state.records[RecordKey(record)] = nil
+            } else {
+                state.records[RecordKey(record)] = record
+            }
+        }
+        if !state.settled, state.firstAnswer == nil, !state.records.isEmpty { state.firstAnswer = now }
+        questions[key] = state
+        return advance(to: now)
+    }
+
+    // MARK: Time
+
+    /// Time has come to `now`: questions whose gathering time is over are answered, and link
+    /// questions nobody asks about any more are stopped.
+    public mutating func advance(to now: Duration) -> [Action] {
+        var actions: [Action] = []
+        for key in unsettled.sorted(by: { ($0.link, $0.question.name.description, $0.question.type) < ($1.link, $1.question.name.description, $1.question.type) }) {
+            guard var state = questions[key], deadline(of: state) <= now else { continue }
+            state.settled = true
+            let waiters = state.waiters
+            state.waiters = []
+            questions[key] = state
+            unsettled.remove(key)
+            waitingCount -= waiters.count
+            for waiter in waiters {
+                let zone = configuration.zones[waiter.link.rawValue]
+                statistics.answered += 1
+                actions.append(.reply(waiter.request, answer(waiter.query, key: key, zone: zone, transport: waiter.transport)))
+            }
+            if !waiters.isEmpty { actions += followUps(after: key, now: now) }
+        }
+        if now >= nextSweep {
+            nextSweep = now + configuration.idleLifetime / 4
+            for (key, state) in questions where state.settled && now - state.lastAsked >= configuration.idleLifetime {
+                questions[key] = nil
+                statistics.linkQuestionsStopped += 1
+                actions.append(.stopLinkQuestion(key.link, key.question))
+            }
+            limiter?.forget(before: now - .seconds(10))
+        }
+        return actions
+    }
+
+    private func deadline(of state: QuestionState) -> Duration {
+        let timeout = state.started + configuration.answerTimeout
+        guard let first = state.firstAnswer else { return timeout }
+        return min(timeout, first + configuration.gatherTime)
+    }
+
+    /// Room for one more link question: the one asked about longest ago is stopped when the
+    /// limit is reached. Nil when every question is still waiting for the link.
+    private mutating func makeRoom(now: Duration) -> [Action]? {
+        guard questions.count >= configuration.maximumLinkQuestions else { return [] }
+        guard let oldest = questions.filter({ $0.value.settled }).min(by: { $0.value.lastAsked < $1.value.lastAsked }) else { return nil }
+        questions[oldest.key] = nil
+        statistics.linkQuestionsEvicted += 1
+        statistics.linkQuestionsStopped += 1
+        return [.stopLinkQuestion(oldest.key.link, oldest.key.question)]
+    }
+
+    /// After an SRV answer, the target's addresses are asked for too, so that the next
+    /// question (or the next SRV answer's additional section) finds them.
+    private mutating func followUps(after key: Key, now: Duration) -> [Action] {
+        guard key.question.type == .srv, let state = questions[key] else { return [] }
+        var actions: [Action] = []
+        var targets: Set<DomainName> = []
+        for record in state.records.values {
+            if case .srv(let srv) = record.data, srv.target.hasSuffix(ProxyZone.linkDomain) { targets.insert(srv.target) }
+        }
+        for target in targets.sorted(by: { $0.description < $1.description }) {
+            for type in [RecordType.a, .aaaa] {
+                let follow = Key(link: key.link, question: LinkQuestion(name: target, type: type))
+                if questions[follow] != nil {
+                    questions[follow]?.lastAsked = now
+                    continue
+                }
+                guard linkBudget.take(now: now), let made = makeRoom(now: now) else { return actions }
+                actions += made
+                // Nobody waits on it: it settles at once, and gathers as records come.
+                questions[follow] = QuestionState(started: now, lastAsked: now, settled: true)
+                statistics.linkQuestionsStarted += 1
+                actions.append(.startLinkQuestion(key.link, follow.question))
+            }
+        }
+        return actions
+    }
+
+    // MARK: Answers
+
+    /// The answer to a question the zone itself knows: its apex, its name servers, its browse
+    /// domains. Nil when the question is for the link.
+    private mutating func answerFromZone(_ query: Message, question: Question, zone: ProxyZone, transport: Transport) -> [UInt8]? {
+        var reply = Self.replyHeader(to: query, code: .noError)
+        reply.header.isAuthoritative = true
+        let name = question.name
+        if name == zone.name {
+            switch question.type {
+            case .soa: reply.answers = [zone.soaRecord]
+            case .ns:
+                reply.answers = zone.nsRecords
+                reply.additionals = zone.glueRecords + reply.additionals
+            default:
+                reply.authorities = [zone.soaRecord]
+                statistics.noData += 1
+            }
+            return encode(reply, for: query, transport: transport)
+        }
+        if zone.nameServers.contains(where: { $0.name == name }) {
+            reply.answers = zone.glueRecords.filter { $0.name == name && $0.type == question.type }
+            if reply.answers.isEmpty {
+                reply.authorities = [zone.soaRecord]
+                statistics.noData += 1
+            }
+            return encode(reply, for: query, transport: transport)
+        }
+        if let label = Self.enumerationLabel(of: name, in: zone) {
+            // b/db/lb._dns-sd._udp.<zone>: browse here (RFC 6763 §11). r/dr: registration is not
+            // offered, so they have no records.
+            if question.type == .ptr, ["b", "db", "lb"].contains(label) {
+                reply.answers = [ResourceRecord(name: name, data: .ptr(zone.name), ttl: zone.oneShotTTL)]
+            } else {
+                reply.authorities = [zone.soaRecord]
+                statistics.noData += 1
+            }
+            return encode(reply, for: query, transport: transport)
+        }
+        if Self.isAdministrative(name, in: zone) || [RecordType.soa, .ns, Self.ds].contains(question.type) {
+            // RFC 8766 §6.3, §6.4: no zone cut and no updates below the apex, and no DNS Push
+            // or LLQ service yet; said at once, never asked of the link.
+            reply.authorities = [zone.soaRecord]
+            statistics.noData += 1
+            return encode(reply, for: query, transport: transport)
+        }
+        return nil
+    }
+
+    static let ds = RecordType(43)
+
+    /// The service names DNS clients look up in a zone before using it for updates, long-lived
+    /// queries or Push (RFC 8766 §6.4), directly under the zone: `_dns-update._udp.<zone>` and
+    /// the like.
+    static func isAdministrative(_ name: DomainName, in zone: ProxyZone) -> Bool {
+        guard name.labelCount == zone.name.labelCount + 2 else { return false }
+        let labels = name.labels.prefix(2).map { String(decoding: $0, as: UTF8.self).lowercased() }
+        let services: Set = ["_dns-update", "_dns-update-tls", "_dns-llq", "_dns-llq-tls", "_dns-push-tls", "_dns-query-tls"]
+        return services.contains(labels[0]) && (labels[1] == "_udp" || labels[1] == "_tcp")
+    }
+
+    /// `b` for `b._dns-sd._udp.<zone>` (lower-cased), and so on; nil for other names.
+    static func enumerationLabel(of name: DomainName, in zone: ProxyZone) -> String? {
+        guard name.labelCount == zone.name.labelCount + 3 else { return nil }
+        let labels = name.labels.prefix(3).map { String(decoding: $0, as: UTF8.self).lowercased() }
+        guard labels[1] == "_dns-sd", labels[2] == "_udp" else { return nil }
+        return labels[0]
+    }
+
+    /// The answer from what the link has said for `key`.
+    private mutating func answer(_ query: Message, key: Key, zone: ProxyZone, transport: Transport) -> [UInt8] {
+        var reply = Self.replyHeader(to: query, code: .noError)
+        reply.header.isAuthoritative = true
+        let translation = translations[key.link.rawValue]
+        reply.answers = translate(records(for: key), translation, cap: zone.oneShotTTL)
+        if reply.answers.isEmpty {
+            reply.authorities = [zone.soaRecord]
+            statistics.noData += 1
+        } else {
+            statistics.answeredFromLink += 1
+            reply.additionals = translate(additionalRecords(for: key), translation, cap: zone.oneShotTTL) + reply.additionals
+        }
+        return encode(reply, for: query, transport: transport)
+    }
+
+    private func records(for key: Key) -> [ResourceRecord] {
+        guard let state = questions[key] else { return [] }
+        return state.records.values.sorted { $0.data.sortKey < $1.data.sortKey }
+    }
+
+    /// What a client asks next, when the link has told it already: an instance's SRV and TXT
+    /// after a PTR, a host's addresses after an SRV (RFC 6763 §12).
+    private func additionalRecords(for key: Key) -> [ResourceRecord] {
+        var extra: [ResourceRecord] = []
+        var hosts: [DomainName] = []
+        for record in records(for: key) {
+            switch record.data {
+            case .ptr(let instance):
+                for type in [RecordType.srv, .txt] {
+                    let more = records(for: Key(link: key.link, question: LinkQuestion(name: instance, type: type)))
+                    extra += more
+                    for case .srv(let srv) in more.map(\.data) { hosts.append(srv.target) }
+                }
+            case .srv(let srv): hosts.append(srv.target)
+            default: break
+            }
+        }
+        for host in hosts {
+            for type in [RecordType.a, .aaaa] {
+                extra += records(for: Key(link: key.link, question: LinkQuestion(name: host, type: type)))
+            }
+        }
+        return extra
+    }
+
+    private mutating func translate(_ records: [ResourceRecord], _ translation: RecordTranslation, cap: UInt32) -> [ResourceRecord] {
+        var out: [ResourceRecord] = []
+        var seen: Set<RecordKey> = []
+        for record in records {
+            switch translation.translate(record, ttlCap: cap) {
+            case .record(let translated):
+                if seen.insert(RecordKey(translated)).inserted { out.append(translated) }
+            case .suppressed(let why):
+                statistics.suppressed[why, default: 0] += 1
+            }
+        }
+        return out
+    }
+
+    /// A reply's skeleton: the query's ID, question and RD bit, the response code, and an OPT
+    /// record when the query had one.
+    static func replyHeader(to query: Message, code: ResponseCode) -> Message {
+        var header = Header(id: query.header.id)
+        header.isResponse = true
+        header.opcode = query.header.opcode
+        header.recursionDesired = query.header.recursionDesired
+        header.responseCode = UInt8(code.rawValue & 0xF)
+        var reply = Message(header: header, questions: code == .formatError ? [] : query.questions)
+        if query.optRecord != nil {
+            let extended = UInt32(code.rawValue >> 4) << 24
+            reply.additionals = [ResourceRecord(name: .root, data: .opt([]), ttl: extended, class: RecordClass(Message.ednsPayloadSize))]
+        }
+        return reply
+    }
+
+    /// The answer's size limit over `transport` for `query`: 512 bytes over UDP without
+    /// EDNS(0), the client's offer with it (at most ``Configuration/maximumUDPPayload``),
+    /// 65,535 over TCP.
+    func sizeLimit(for query: Message, transport: Transport) -> Int {
+        switch transport {
+        case .tcp: return Int(UInt16.max)
+        case .udp:
+            guard let opt = query.optRecord else { return 512 }
+            return min(max(512, Int(opt.class.rawValue)), configuration.maximumUDPPayload)
+        }
+    }
+
+    private mutating func encode(_ reply: Message, for query: Message, transport: Transport) -> [UInt8] {
+        encode(reply, limit: sizeLimit(for: query, transport: transport))
+    }
+
+    /// Encodes `reply` within `limit` bytes: first whole; then without the additional records
+    /// (but the OPT record); then with the TC bit and no records at all, so the client asks
+    /// again over TCP.
+    private mutating func encode(_ reply: Message, limit: Int) -> [UInt8] {
+        if let bytes = try? reply.encoded(), bytes.count <= limit { return bytes }
+        var smaller = reply
+        smaller.additionals = reply.additionals.filter { $0.type == .opt }
+        if let bytes = try? smaller.encoded(), bytes.count <= limit { return bytes }
+        statistics.truncated += 1
+        smaller.answers = []
+        smaller.authorities = []
+        smaller.header.isTruncated = true
+        return (try? smaller.encoded()) ?? []
+    }
+}
+
+extension RecordData {
+    /// An order for records of one type, so that answers come out the same every time.
+    var sortKey: String {
+        switch self {
+        case .a(let address): address.description
+        case .aaaa(let address): address.description
+        case .ptr(let name), .cname(let name), .ns(let name): name.description
+        case .srv(let srv): "\(srv.priority) \(srv.weight) \(srv.port) \(srv.target)"
+        case .txt(let txt): txt.rdata.map { String($0) }.joined(separator: ",")
+        default: "\(self)"
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import ArgumentParser
+import DNSWire
+import DiscoveryProxy
+import DiscoveryProxyCore
+
+// MARK: - proxy
+
+struct ProxyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "proxy",
+        abstract: "Answer unicast DNS for a link's services: a discovery proxy (RFC 8766).",
+        discussion: """
+            For each LINK, given as INTERFACE=ZONE, answers DNS questions about names under ZONE \
+            from what mDNS says on INTERFACE: `_ipp._tcp.ZONE` is `_ipp._tcp.local` on that link, \
+            and every .local name in the answers is rewritten into ZONE. Devices on the link need \
+            nothing set up; a client on another subnet browses ZONE through ordinary DNS, once \
+            the site's DNS server delegates ZONE to this proxy (NS records naming --name-server, \
+            with its address) and lists ZONE for browsing (b._dns-sd._udp PTR records in the \
+            parent zone).
+
+            What it answers: the SOA and NS of each ZONE; PTR, SRV, TXT, A, AAAA and any other \
+            type under it, from a continuous mDNS query it keeps while clients ask (the first \
+            question about a name waits up to 1 s for the link; later ones are answered at once \
+            from the cache). TTLs are capped at 10 s, because a one-shot client cannot be told \
+            of changes (RFC 8766 §5.5.1). Link-local addresses (169.254/16, fe80::/10) are never \
+            given. A name the link has nothing for gets NOERROR with no records, never NXDOMAIN.
+
+            What it refuses: names outside every ZONE (REFUSED: it is no resolver and never \
+            recurses), zone transfers and ANY (NOTIMP), updates (NOTIMP). Over UDP an answer \
+            fits the client's buffer (512 bytes without EDNS(0), at most 1232) or comes empty \
+            with TC set, so a small question never draws a large answer; each source may ask \
+            --rate questions per second over UDP. New mDNS questions are limited to \
+            --link-rate per second (RFC 8766 §9.3). Its mDNS stays on the INTERFACEs named.
+
+            Port 53 needs root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM.
+
+            Examples:
+              nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --name-server dp.site.test
+              nearby proxy eth1=lan1.site.test eth2=lan2.site.test --listen 10.0.0.5 \\
+                --name-server dp.site.test
+              nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --port 5300 \\
+                --name-server dp.site.test
+              dig @10.0.0.5 _ipp._tcp.lan1.site.test PTR    (from another subnet)
+
+            Exit status: 0 stopped by SIGINT or SIGTERM; 1 could not start (an address that is \
+            not this host's, a port in use or not allowed, an interface without multicast), said \
+            on stderr; 2 bad input.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("A link and its zone: the interface the link is on, '=', the zone's name (repeat for several links).", valueName: "interface=zone"))
+    var links: [String]
+
+    @Option(name: .customLong("listen"), help: ArgumentHelp("Answer on this address, UDP and TCP (repeatable): the address the parent zone's NS record points at. Never all addresses.", valueName: "address"))
+    var listen: [String] = []
+
+    @Option(help: ArgumentHelp("The port to answer on.", valueName: "port"))
+    var port: UInt16 = 53
+
+    @Option(name: .customLong("name-server"), help: ArgumentHelp("The name of this proxy, as the parent zone's NS records give it (repeatable, one per proxy of the link); best outside the zones, e.g. proxy1.example.test.", valueName: "name"))
+    var nameServers: [String] = []
+
+    @Option(help: ArgumentHelp("Questions per second each source address may ask over UDP (burst: twice that); 0 for no limit.", valueName: "n"))
+    var rate: Int = 500
+
+    @Option(name: .customLong("link-rate"), help: ArgumentHelp("New mDNS questions per second over all links (burst: twice that).", valueName: "n"))
+    var linkRate: Int = 50
+
+    @OptionGroup var output: OutputOptions
+
+    struct Parsed {
+        var links: [DiscoveryProxy.Link]
+        var listen: [IPAddress]
+    }
+
+    /// The command line's links and addresses, checked.
+    func parsed() throws -> Parsed {
+        guard !nameServers.isEmpty else {
+            throw ValidationError("give --name-server NAME: the name the parent zone's NS record for each zone points at (e.g. --name-server proxy1.example.test)")
+        }
+        var servers: [ProxyZone.NameServer] = []
+        for text in nameServers {
+            guard let name = try? DomainName(parsing: text), !name.isRoot else {
+                throw ValidationError("--name-server \(text) is not a domain name; give one such as proxy1.example.test")
+            }
+            servers.append(.init(name: name, addresses: []))
+        }
+        guard !listen.isEmpty else {
+            throw ValidationError("give --listen ADDRESS: the address to answer on (the one the parent zone gives for the name server); the proxy never answers on every address")
+        }
+        var addresses: [IPAddress] = []
+        for text in listen {
+            if let v4 = IPv4Address(text) {
+                addresses.append(.v4(v4))
+            } else if let v6 = IPv6Address(text) {
+                addresses.append(.v6(v6))
+            } else {
+                throw ValidationError("--listen \(text) is not an IP address; give one of this host's addresses, such as 192.0.2.5 or 2001:db8::5")
+            }
+        }
+        guard rate >= 0, linkRate >= 1 else { throw ValidationError("--rate must be 0 or more, --link-rate 1 or more") }
+        var result: [DiscoveryProxy.Link] = []
+        for text in links {
+            let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ValidationError("\"\(text)\" is not INTERFACE=ZONE; write it as eth0=lan1.example.test")
+            }
+            guard let name = try? DomainName(parsing: String(parts[1])) else {
+                throw ValidationError("\"\(parts[1])\" in \(text) is not a domain name; give a zone such as lan1.example.test")
+            }
+            do {
+                let zone = try ProxyZone(name, nameServers: servers)
+                if let other = result.first(where: { $0.zone.contains(zone.name) || zone.contains($0.zone.name) }) {
+                    throw ValidationError("the zones \(other.zone) and \(zone) overlap; give each link a zone of its own")
+                }
+                result.append(.init(zone: zone, interface: String(parts[0])))
+            } catch let error as ProxyError {
+                throw ValidationError(error.message)
+            }
+        }
+        return Parsed(links: result, listen: addresses)
+    }
+
+    func validate() throws {
+        guard !links.isEmpty else { throw ValidationError("give at least one link as INTERFACE=ZONE, e.g. eth0=lan1.example.test") }
+        _ = try parsed()
+    }
+
+    func run() async throws {
+        let parsed = try parsed()
+        let logger = output.logger("nearby.proxy")
+        var configuration = DiscoveryProxy.Configuration(links: parsed.links, listen: parsed.listen, port: port)
+        configuration.answering.rateLimit = rate == 0 ? nil : RateLimit(perSecond: rate, burst: rate * 2)
+        configuration.answering.linkQuestionRate = RateLimit(perSecond: linkRate, burst: linkRate * 2)
+        let proxy: DiscoveryProxy
+        do {
+            proxy = try await DiscoveryProxy.prepare(configuration, logger: logger)
+        } catch {
+            throw RuntimeFailure("\(error)")
+        }
+        let where_ = parsed.listen.map(\.description).joined(separator: ", ")
+        if output.json {
+            for link in parsed.links {
+                printLine(JSONText.object([
+                    ("event", .string("proxying")), ("zone", .string(String(link.zone.name.description.dropLast()))),
+                    ("interface", .string(link.interface)), ("listen", .array(parsed.listen.map { .string($0.description) })),
+                    ("port", .number(Double(proxy.port))),
+                ]))
+            }
+        } else {
+            for link in parsed.links {
+                status("Answering for \(link.zone.name.description.dropLast()) (the link on \(link.interface)) on \(where_) port \(proxy.port), UDP and TCP; Ctrl-C to stop")
+            }
+        }
+        _ = await untilTermination { await proxy.run() }
+        await proxy.shutdown()
+        let counts = await proxy.statistics
+        if output.json {
+            printLine(JSONText.object([
+                ("event", .string("stopped")), ("questions", .number(Double(counts.questions))),
+                ("answeredFromLink", .number(Double(counts.answeredFromLink))), ("noData", .number(Double(counts.noData))),
+                ("refused", .number(Double(counts.refusedOutsideZones))), ("rateLimited", .number(Double(counts.rateLimited))),
+            ]))
+        } else {
+            status("Stopped after \(counts.questions) questions: \(counts.answeredFromLink) answered from the link, \(counts.noData) with no records, \(counts.refusedOutsideZones) refused, \(counts.rateLimited) over a source's rate")
+        }
+    }
+}

@@ -1,0 +1,351 @@
+import DNSWire
+import Testing
+
+@testable import DiscoveryProxyCore
+
+/// The proxy's decisions, driven by hand: questions as bytes, the link's records as events,
+/// time as a number. No sockets, no clock, no tasks.
+@Suite("discovery proxy: answering")
+struct ProxyStateMachineTests {
+    static let zone = TranslationTests.zone
+    static let client = IPAddress.v4(IPv4Address("198.18.2.6")!)
+    static let link = LinkIndex(0)
+    static let browse = LinkQuestion(name: "_ipp._tcp.local.", type: .ptr)
+
+    static func machine(_ change: (inout ProxyStateMachine.Configuration) -> Void = { _ in }) -> ProxyStateMachine {
+        var configuration = ProxyStateMachine.Configuration(zones: [zone])
+        change(&configuration)
+        return ProxyStateMachine(configuration)
+    }
+
+    static func query(_ name: DomainName, _ type: RecordType, id: UInt16 = 0x1234, edns: UInt16? = 1232) -> [UInt8] {
+        var message = Message.unicastQuery(id: id, name: name, type: type, payloadSize: edns ?? 512)
+        if edns == nil { message.additionals = [] }
+        return try! message.encoded()
+    }
+
+    static func ask(
+        _ machine: inout ProxyStateMachine, _ name: DomainName, _ type: RecordType, request: UInt64 = 1, at now: Duration = .zero,
+        over transport: ProxyStateMachine.Transport = .udp, edns: UInt16? = 1232, from source: IPAddress = client
+    ) -> [ProxyStateMachine.Action] {
+        machine.received(query(name, type, edns: edns), from: source, over: transport, request: .init(request), now: now)
+    }
+
+    /// The reply for `request` among `actions`, decoded.
+    static func reply(_ actions: [ProxyStateMachine.Action], request: UInt64 = 1) throws -> Message {
+        for action in actions {
+            if case .reply(let id, let bytes) = action, id.rawValue == request { return try Message(decoding: bytes) }
+        }
+        throw ProxyError(.invalidInput, "no reply for request \(request) in \(actions)")
+    }
+
+    static func ptr(_ instance: String) -> ResourceRecord {
+        ResourceRecord(name: "_ipp._tcp.local.", data: .ptr(try! DomainName(parsing: "\(instance)._ipp._tcp.local.")), ttl: 4500)
+    }
+
+    // MARK: What the zone itself answers
+
+    @Test("a question outside the zone is refused, and nothing is asked of the link: no recursion, no open resolver")
+    func outsideZone() throws {
+        var machine = Self.machine()
+        for name: DomainName in ["example.test.", "lan2.example.test.", "www.example.com.", "printer.local."] {
+            let answer = try Self.reply(Self.ask(&machine, name, .a))
+            #expect(answer.responseCode == .refused, "\(name)")
+            #expect(answer.answers.isEmpty && !answer.header.isAuthoritative && !answer.header.recursionAvailable)
+        }
+        #expect(machine.linkQuestions.isEmpty)
+        #expect(machine.statistics.refusedOutsideZones == 4)
+    }
+
+    @Test("the apex serves SOA and NS, authoritatively; another type there is NODATA with the SOA")
+    func apex() throws {
+        var machine = Self.machine()
+        let soa = try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa))
+        #expect(soa.header.isAuthoritative && soa.responseCode == .noError)
+        #expect(soa.answers == [Self.zone.soaRecord])
+        let ns = try Self.reply(Self.ask(&machine, "LAN1.example.test.", .ns))
+        #expect(ns.answers.map(\.data) == [.ns("proxy-lan1.example.test.")])
+        #expect(ns.questions.first?.name.description == "LAN1.example.test.", "the question is echoed as asked")
+        let a = try Self.reply(Self.ask(&machine, "lan1.example.test.", .a))
+        #expect(a.responseCode == .noError && a.answers.isEmpty && a.authorities == [Self.zone.soaRecord])
+        #expect(machine.linkQuestions.isEmpty)
+    }
+
+    @Test("a name server named inside the zone is answered with the addresses it was given")
+    func nameServerInside() throws {
+        let zone = try ProxyZone("lan1.example.test.", nameServers: [.init(name: "ns.lan1.example.test.", addresses: [.v4(IPv4Address("198.18.1.5")!)])])
+        var machine = ProxyStateMachine(.init(zones: [zone]))
+        let ns = try Self.reply(Self.ask(&machine, "lan1.example.test.", .ns))
+        #expect(ns.additionals.contains(ResourceRecord(name: "ns.lan1.example.test.", data: .a(IPv4Address("198.18.1.5")!), ttl: 10)))
+        let a = try Self.reply(Self.ask(&machine, "ns.lan1.example.test.", .a))
+        #expect(a.answers.map(\.data) == [.a(IPv4Address("198.18.1.5")!)])
+        #expect(machine.linkQuestions.isEmpty)
+    }
+
+    @Test("b, db and lb._dns-sd._udp under the zone point at it; r and dr have nothing (no registration here)")
+    func browseDomains() throws {
+        var machine = Self.machine()
+        for label in ["b", "db", "lb"] {
+            let answer = try Self.reply(Self.ask(&machine, try DomainName(parsing: "\(label)._dns-sd._udp.lan1.example.test."), .ptr))
+            #expect(answer.answers.map(\.data) == [.ptr("lan1.example.test.")], "\(label)")
+        }
+        for label in ["r", "dr"] {
+            let answer = try Self.reply(Self.ask(&machine, try DomainName(parsing: "\(label)._dns-sd._udp.lan1.example.test."), .ptr))
+            #expect(answer.answers.isEmpty && answer.authorities == [Self.zone.soaRecord], "\(label)")
+        }
+        #expect(machine.linkQuestions.isEmpty)
+    }
+
+    @Test("update, LLQ and Push service names, and SOA/NS/DS below the apex, are NODATA at once (RFC 8766 §6.3, §6.4)")
+    func administrative() throws {
+        var machine = Self.machine()
+        for name: DomainName in ["_dns-update._udp.lan1.example.test.", "_dns-push-tls._tcp.lan1.example.test.", "_dns-llq._udp.lan1.example.test."] {
+            let answer = try Self.reply(Self.ask(&machine, name, .srv))
+            #expect(answer.answers.isEmpty && answer.authorities == [Self.zone.soaRecord], "\(name)")
+        }
+        for type in [RecordType.soa, .ns, RecordType(43)] {
+            let answer = try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", type))
+            #expect(answer.responseCode == .noError && answer.answers.isEmpty, "\(type)")
+        }
+        #expect(machine.linkQuestions.isEmpty)
+    }
+
+    // MARK: Refusals and malformed input
+
+    @Test("malformed questions: FORMERR when the header is readable, nothing when it is not or when it is a response")
+    func malformed() throws {
+        var machine = Self.machine()
+        // Too short for a header: silence.
+        #expect(machine.received([1, 2, 3], from: Self.client, over: .udp, request: .init(1), now: .zero) == [.drop(.init(1))])
+        // A header that promises a question that is not there: FORMERR with the same ID.
+        let broken: [UInt8] = [0xAB, 0xCD, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 7, 0x61]
+        let formerr = try Self.reply(machine.received(broken, from: Self.client, over: .udp, request: .init(2), now: .zero), request: 2)
+        #expect(formerr.header.id == 0xABCD && formerr.responseCode == .formatError && formerr.header.isResponse)
+        // A response sent to the proxy is never answered (two servers would echo forever).
+        var response = Message.unicastQuery(id: 9, name: "_ipp._tcp.lan1.example.test.", type: .ptr)
+        response.header.isResponse = true
+        #expect(machine.received(try response.encoded(), from: Self.client, over: .udp, request: .init(3), now: .zero) == [.drop(.init(3))])
+        // Two questions in one message: FORMERR.
+        var two = Message.unicastQuery(id: 10, name: "_ipp._tcp.lan1.example.test.", type: .ptr)
+        two.questions.append(Question(name: "_http._tcp.lan1.example.test.", type: .ptr))
+        #expect(try Self.reply(machine.received(try two.encoded(), from: Self.client, over: .udp, request: .init(4), now: .zero), request: 4).responseCode == .formatError)
+        #expect(machine.statistics.droppedUnreadable == 1 && machine.statistics.droppedResponses == 1 && machine.statistics.formatErrors == 2)
+        #expect(machine.linkQuestions.isEmpty)
+    }
+
+    @Test("an UPDATE, a zone transfer and ANY are not implemented; EDNS version 1 gets BADVERS")
+    func notImplemented() throws {
+        var machine = Self.machine()
+        var update = Message.unicastQuery(id: 1, name: "lan1.example.test.", type: .soa)
+        update.header.opcode = Header.updateOpcode
+        #expect(try Self.reply(machine.received(try update.encoded(), from: Self.client, over: .udp, request: .init(1), now: .zero)).responseCode == .notImplemented)
+        #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", RecordType(252))).responseCode == .notImplemented)
+        #expect(try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .any)).responseCode == .notImplemented)
+        var version1 = Message.unicastQuery(id: 2, name: "_ipp._tcp.lan1.example.test.", type: .ptr)
+        version1.additionals[0].ttl = 1 << 16
+        let badvers = try Self.reply(machine.received(try version1.encoded(), from: Self.client, over: .udp, request: .init(2), now: .zero), request: 2)
+        #expect(badvers.responseCode == ResponseCode(16))
+        #expect(machine.linkQuestions.isEmpty)
+    }
+
+    // MARK: Answers from the link
+
+    @Test("a new question starts a link question and waits; the first answers and a gathering time later, it is answered")
+    func firstQuestionWaits() throws {
+        var machine = Self.machine()
+        let started = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr)
+        #expect(started == [.startLinkQuestion(Self.link, Self.browse)])
+        #expect(machine.nextDeadline == .seconds(1))
+        // The first responder answers after 40 ms: the proxy gathers for 150 ms more.
+        #expect(machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Alpha")], removed: [], now: .milliseconds(40)).isEmpty)
+        #expect(machine.nextDeadline == .milliseconds(190))
+        #expect(machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Beta")], removed: [], now: .milliseconds(110)).isEmpty)
+        let actions = machine.advance(to: .milliseconds(190))
+        let answer = try Self.reply(actions)
+        #expect(answer.header.isAuthoritative && answer.responseCode == .noError && answer.header.id == 0x1234)
+        #expect(answer.answers == [
+            ResourceRecord(name: "_ipp._tcp.lan1.example.test.", data: .ptr("Alpha._ipp._tcp.lan1.example.test."), ttl: 10),
+            ResourceRecord(name: "_ipp._tcp.lan1.example.test.", data: .ptr("Beta._ipp._tcp.lan1.example.test."), ttl: 10),
+        ])
+        #expect(answer.optRecord != nil, "EDNS(0) in, EDNS(0) out")
+        // Now the link has been asked: the next question is answered at once, the link asked nothing new.
+        let again = Self.ask(&machine, "_IPP._tcp.lan1.example.test.", .ptr, request: 2, at: .seconds(5))
+        #expect(try Self.reply(again, request: 2).answers.count == 2)
+        #expect(again.count == 1)
+        #expect(machine.statistics.linkQuestionsStarted == 1)
+    }
+
+    @Test("when the link says nothing, the answer after the timeout is NOERROR with no records and the SOA: never NXDOMAIN")
+    func nothingOnTheLink() throws {
+        var machine = Self.machine()
+        _ = Self.ask(&machine, "Nobody._ipp._tcp.lan1.example.test.", .srv)
+        #expect(machine.advance(to: .milliseconds(999)).isEmpty)
+        let answer = try Self.reply(machine.advance(to: .seconds(1)))
+        #expect(answer.responseCode == .noError)
+        #expect(answer.answers.isEmpty && answer.authorities == [Self.zone.soaRecord])
+        #expect(machine.statistics.noData == 1)
+    }
+
+    @Test("several clients asking one new name share one link question, and are all answered")
+    func sharedQuestion() throws {
+        var machine = Self.machine()
+        #expect(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 1).count == 1)
+        #expect(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 2, at: .milliseconds(10), over: .tcp).isEmpty)
+        _ = machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Alpha")], removed: [], now: .milliseconds(50))
+        let actions = machine.advance(to: .milliseconds(200))
+        #expect(try Self.reply(actions, request: 1).answers.count == 1)
+        #expect(try Self.reply(actions, request: 2).answers.count == 1)
+        #expect(machine.statistics.linkQuestionsStarted == 1)
+    }
+
+    @Test("records the link loses, or says goodbye to, leave the next answer; records of other names are ignored")
+    func removals() throws {
+        var machine = Self.machine()
+        _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr)
+        _ = machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Alpha"), Self.ptr("Beta"), Self.ptr("Gamma")], removed: [], now: .milliseconds(10))
+        _ = machine.advance(to: .seconds(1))
+        var goodbye = Self.ptr("Beta")
+        goodbye.ttl = 0
+        var stray = Self.ptr("Delta")
+        stray.name = "_http._tcp.local."
+        _ = machine.linkChanged(Self.link, Self.browse, added: [goodbye, stray], removed: [Self.ptr("Gamma")], now: .seconds(2))
+        let answer = try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 2, at: .seconds(3)), request: 2)
+        #expect(answer.answers.map(\.data) == [.ptr("Alpha._ipp._tcp.lan1.example.test.")])
+    }
+
+    @Test("a PTR answer carries what the link has told of each instance (SRV, TXT, host addresses) as additional records, link-local ones left out")
+    func additionals() throws {
+        var machine = Self.machine()
+        let srvQuestion = LinkQuestion(name: "Alpha._ipp._tcp.local.", type: .srv)
+        let host: DomainName = "alpha.local."
+        _ = Self.ask(&machine, "Alpha._ipp._tcp.lan1.example.test.", .srv)
+        _ = machine.linkChanged(Self.link, srvQuestion, added: [ResourceRecord(name: "Alpha._ipp._tcp.local.", data: .srv(SRVData(port: 631, target: host)), ttl: 120)], removed: [], now: .milliseconds(10))
+        let srvActions = machine.advance(to: .milliseconds(160))
+        // The SRV answer makes the proxy ask for the host's addresses too.
+        #expect(srvActions.contains(.startLinkQuestion(Self.link, LinkQuestion(name: host, type: .a))))
+        #expect(srvActions.contains(.startLinkQuestion(Self.link, LinkQuestion(name: host, type: .aaaa))))
+        _ = machine.linkChanged(Self.link, LinkQuestion(name: host, type: .a), added: [ResourceRecord(name: host, data: .a(IPv4Address("198.18.1.9")!), ttl: 120)], removed: [], now: .milliseconds(200))
+        _ = machine.linkChanged(Self.link, LinkQuestion(name: host, type: .aaaa), added: [ResourceRecord(name: host, data: .aaaa(IPv6Address("fe80::9")!), ttl: 120)], removed: [], now: .milliseconds(200))
+        _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 2, at: .seconds(1))
+        _ = machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Alpha")], removed: [], now: .milliseconds(1010))
+        let answer = try Self.reply(machine.advance(to: .milliseconds(1160)), request: 2)
+        #expect(answer.answers.count == 1)
+        let extra = answer.additionals.filter { $0.type != .opt }
+        #expect(extra.map(\.type) == [.srv, .a])
+        #expect(extra.allSatisfy { $0.name.hasSuffix("lan1.example.test.") && $0.ttl <= 10 })
+        #expect(machine.statistics.suppressed[.linkLocalAddress] == 1)
+    }
+
+    // MARK: Size
+
+    static func manyServices(_ machine: inout ProxyStateMachine, count: Int) {
+        _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 99)
+        let records = (0..<count).map { Self.ptr("Printer number \($0) on the second floor") }
+        _ = machine.linkChanged(Self.link, Self.browse, added: records, removed: [], now: .milliseconds(10))
+        _ = machine.advance(to: .seconds(1))
+    }
+
+    @Test("UDP answers fit the client's buffer: 512 bytes without EDNS(0), the offer (at most 1232) with it; beyond that TC and no records")
+    func udpSizes() throws {
+        var machine = Self.machine()
+        Self.manyServices(&machine, count: 100)
+        let plain = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 1, at: .seconds(2), edns: nil)
+        guard case .reply(_, let plainBytes) = plain.first else { throw ProxyError(.invalidInput, "no reply") }
+        #expect(plainBytes.count <= 512)
+        let plainAnswer = try Message(decoding: plainBytes)
+        #expect(plainAnswer.header.isTruncated && plainAnswer.answers.isEmpty)
+        let offered = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 2, at: .seconds(2), edns: 4096)
+        guard case .reply(_, let offeredBytes) = offered.first else { throw ProxyError(.invalidInput, "no reply") }
+        #expect(offeredBytes.count <= 1232)
+        let tcp = try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 3, at: .seconds(2), over: .tcp), request: 3)
+        #expect(!tcp.header.isTruncated && tcp.answers.count == 100)
+        // Three: the first answer (to request 99, offering 1232 bytes) was truncated too.
+        #expect(machine.statistics.truncated == 3)
+    }
+
+    @Test("a few services fit a plain 512-byte UDP answer")
+    func smallFits() throws {
+        var machine = Self.machine()
+        Self.manyServices(&machine, count: 3)
+        let answer = try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 1, at: .seconds(2), edns: nil))
+        #expect(!answer.header.isTruncated && answer.answers.count == 3 && answer.optRecord == nil)
+    }
+
+    // MARK: Limits
+
+    @Test("over a source's UDP rate, questions are dropped, every second one answered empty with TC; TCP and other sources go on")
+    func rateLimit() throws {
+        var machine = Self.machine { $0.rateLimit = RateLimit(perSecond: 2, burst: 3) }
+        var replies = 0
+        for request in 1...3 {
+            if case .reply = Self.ask(&machine, "lan1.example.test.", .soa, request: UInt64(request)).first { replies += 1 }
+        }
+        #expect(replies == 3)
+        #expect(Self.ask(&machine, "lan1.example.test.", .soa, request: 4) == [.drop(.init(4))])
+        let slip = try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa, request: 5), request: 5)
+        #expect(slip.header.isTruncated && slip.answers.isEmpty)
+        #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa, request: 6, over: .tcp), request: 6).answers.count == 1)
+        let other = IPAddress.v4(IPv4Address("198.18.2.7")!)
+        #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa, request: 7, from: other), request: 7).answers.count == 1)
+        // Half a second later the bucket has one question again.
+        #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa, request: 8, at: .milliseconds(500)), request: 8).answers.count == 1)
+        #expect(machine.statistics.rateLimited == 2 && machine.statistics.rateLimitedTruncated == 1)
+    }
+
+    @Test("new link questions are limited (RFC 8766 §9.3): beyond the budget SERVFAIL, and the link is not asked")
+    func linkBudget() throws {
+        var machine = Self.machine { $0.linkQuestionRate = RateLimit(perSecond: 1, burst: 2) }
+        #expect(Self.ask(&machine, "A._ipp._tcp.lan1.example.test.", .srv, request: 1).count == 1)
+        #expect(Self.ask(&machine, "B._ipp._tcp.lan1.example.test.", .srv, request: 2).count == 1)
+        let third = Self.ask(&machine, "C._ipp._tcp.lan1.example.test.", .srv, request: 3)
+        #expect(try Self.reply(third, request: 3).responseCode == .serverFailure)
+        #expect(machine.linkQuestions.count == 2)
+        // A name the link is already asked about is not limited.
+        #expect(Self.ask(&machine, "A._ipp._tcp.lan1.example.test.", .srv, request: 4).isEmpty)
+        #expect(machine.statistics.linkQuestionsOverBudget == 1)
+    }
+
+    @Test("a link question nobody asks about for the idle lifetime is stopped; one still asked about is kept")
+    func idle() {
+        var machine = Self.machine { $0.idleLifetime = .seconds(60) }
+        _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr)
+        _ = Self.ask(&machine, "_http._tcp.lan1.example.test.", .ptr, request: 2)
+        _ = machine.advance(to: .seconds(1))
+        _ = Self.ask(&machine, "_http._tcp.lan1.example.test.", .ptr, request: 3, at: .seconds(50))
+        var stopped: [ProxyStateMachine.Action] = []
+        var now = Duration.seconds(1)
+        while now < .seconds(75) {
+            now = machine.nextDeadline
+            stopped += machine.advance(to: now)
+        }
+        #expect(stopped == [.stopLinkQuestion(Self.link, Self.browse)])
+        #expect(machine.linkQuestions.map(\.1) == [LinkQuestion(name: "_http._tcp.local.", type: .ptr)])
+    }
+
+    @Test("at the most link questions, the one asked about longest ago makes room")
+    func eviction() {
+        var machine = Self.machine { $0.maximumLinkQuestions = 2 }
+        _ = Self.ask(&machine, "A._ipp._tcp.lan1.example.test.", .txt, request: 1)
+        _ = Self.ask(&machine, "B._ipp._tcp.lan1.example.test.", .txt, request: 2, at: .milliseconds(10))
+        _ = machine.advance(to: .seconds(2))
+        _ = Self.ask(&machine, "A._ipp._tcp.lan1.example.test.", .txt, request: 3, at: .seconds(3))
+        let actions = Self.ask(&machine, "C._ipp._tcp.lan1.example.test.", .txt, request: 4, at: .seconds(4))
+        #expect(actions == [
+            .stopLinkQuestion(Self.link, LinkQuestion(name: "B._ipp._tcp.local.", type: .txt)),
+            .startLinkQuestion(Self.link, LinkQuestion(name: "C._ipp._tcp.local.", type: .txt)),
+        ])
+        #expect(machine.statistics.linkQuestionsEvicted == 1)
+    }
+
+    @Test("two zones, two links: each name is asked on its own zone's link")
+    func twoLinks() throws {
+        let second = try ProxyZone("lan2.example.test.", nameServers: [.init(name: "proxy-lan2.example.test.", addresses: [])])
+        var machine = ProxyStateMachine(.init(zones: [Self.zone, second]))
+        #expect(Self.ask(&machine, "_ipp._tcp.lan2.example.test.", .ptr) == [.startLinkQuestion(LinkIndex(1), Self.browse)])
+        #expect(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 2) == [.startLinkQuestion(LinkIndex(0), Self.browse)])
+        _ = machine.linkChanged(LinkIndex(1), Self.browse, added: [Self.ptr("Upstairs")], removed: [], now: .milliseconds(10))
+        let actions = machine.advance(to: .seconds(1))
+        #expect(try Self.reply(actions, request: 1).answers.map(\.data) == [.ptr("Upstairs._ipp._tcp.lan2.example.test.")])
+        #expect(try Self.reply(actions, request: 2).answers.isEmpty)
+    }
+}
