@@ -371,8 +371,11 @@ public struct ProxyStateMachine: Sendable {
                 }
                 guard linkBudget.take(now: now), let made = makeRoom(now: now) else { return actions }
                 actions += made
-                // Nobody waits on it: it settles at once, and gathers as records come.
-                questions[follow] = QuestionState(started: now, lastAsked: now, settled: true)
+                // Nobody waits on it yet; a question that comes before its gathering time is
+                // over waits like any first question, rather than getting "no records" from a
+                // link that has not been asked long enough to answer.
+                questions[follow] = QuestionState(started: now, lastAsked: now)
+                unsettled.insert(follow)
                 statistics.linkQuestionsStarted += 1
                 actions.append(.startLinkQuestion(key.link, follow.question))
             }

@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+
+/// A link's services seen from another subnet with nothing set up on the advertising hosts:
+/// `nearby proxy` in the router h5 answers for lan1.lab.example.test from mDNS on LAN 1; BIND in
+/// h4 delegates that subdomain to it and resolves for the lab; clients in h6 (LAN 2, no multicast
+/// from LAN 1) ask BIND. The services are Nearby's (h1), avahi-daemon's (h2) and
+/// python-zeroconf's (h3).
+extension LabTestSuite {
+@Suite("discovery proxy (RFC 8766): LAN 1's services from LAN 2 through BIND's delegation")
+struct ProxyLabTests {
+    static var nearby: String { DiscoveryLabTests.nearby }
+    static let resolver = "198.18.1.4"
+    static let proxyAddress = "198.18.1.5"
+    static let zone = "lan1.lab.example.test"
+
+    func dig(_ lab: Lab, _ arguments: [String]) async throws -> String {
+        try await lab.run(["exec", "h6", "--", "dig"] + arguments + ["+time=3", "+tries=2"])
+    }
+
+    /// The instance names BIND gives for `_openagents._tcp` under the zone, from h6.
+    func browse(_ lab: Lab) async throws -> Set<String> {
+        let text = try await dig(lab, ["@\(Self.resolver)", "_openagents._tcp.\(Self.zone)", "PTR", "+short"])
+        return Set(text.split(separator: "\n").map(String.init))
+    }
+
+    func nearby(_ lab: Lab, _ host: String, _ arguments: [String], timeout: Duration = .seconds(30)) async throws -> (Int32, String) {
+        let process = try lab.start(["exec", host, "--", Self.nearby] + arguments)
+        let status = try await process.wait(timeout: timeout)
+        return (status, process.output + process.errorOutput)
+    }
+
+    @Test("dig through BIND, avahi-browse (wide-area) and nearby browse/connect --domain find and resolve nearby's, avahi's and python-zeroconf's services; a goodbye leaves within the TTL cap; refusals on the wire")
+    func acrossTheRouter() async throws {
+        let lab = try Lab.require(hosts: 6)
+        guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
+            throw LabError("the proxy test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
+        }
+        let peers = try await BrokerLabTests().peers(lab, 2)
+        try await lab.run(["dns", "start", "h4", "--delegate", "lan1=\(Self.proxyAddress)"])
+        try await lab.run(["dns", "resolv", "h6", "--nameserver", Self.resolver, "--search", "lab.example.test"])
+        func undo() async {
+            _ = try? await lab.run(["dns", "stop", "h4"])
+            _ = try? await lab.run(["dns", "resolv", "h6"])
+        }
+        do {
+            try await lab.withAvahi(in: ["h2"]) {
+                // h6's avahi browses wide-area through BIND (its resolv.conf), the independent DNS-SD client.
+                try await lab.run(["avahi", "start", "--wide-area", "h6"])
+                do {
+                    try await acrossTheRouter(lab, peers)
+                } catch {
+                    _ = try? await lab.run(["avahi", "stop", "h6"])
+                    throw error
+                }
+                try await lab.run(["avahi", "stop", "h6"])
+            }
+        } catch {
+            await undo()
+            throw error
+        }
+        await undo()
+    }
+
+    func acrossTheRouter(_ lab: Lab, _ peers: [BrokerLabTests.Peer]) async throws {
+        let serving = try lab.start(["exec", "h1", "--", "sh", "-c",
+            "exec '\(Self.nearby)' serve 'Build Box' _openagents._tcp 9700 --host build-box --backend embedded --json --state-dir '\(peers[0].directory)' < /dev/null"])
+        let publisher = try lab.start(["avahi", "exec", "h2", "--", "avahi-publish", "-s", "Daemon Box", "_openagents._tcp", "9701", "from=avahi"])
+        let registrant = try lab.start(["zeroconf", "h3", "--", "register", "Zero Box", "_openagents._tcp", "9702", "from=zeroconf"])
+        let proxy = try lab.start(["exec", "h5", "--", Self.nearby, "proxy", "lan1=\(Self.zone)", "--listen", Self.proxyAddress,
+                                   "--name-server", "proxy-lan1.lab.example.test", "--json"])
+        try await lab.withProcesses([serving, publisher, registrant, proxy]) {
+            _ = try await proxy.waitForLine(containing: "\"proxying\"", timeout: .seconds(20))
+            _ = try await registrant.waitForLine(containing: "\"registered\"", timeout: .seconds(20))
+            _ = try await serving.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
+            let all: Set = ["Build\\032Box", "Daemon\\032Box", "Zero\\032Box"].map { "\($0)._openagents._tcp.\(Self.zone)." }.reduce(into: Set<String>()) { $0.insert($1) }
+            // A one-shot client asks again when the TTL (10 s) has passed; BIND caches
+            // what it got, so a service that appeared later may take that long.
+            var seen: Set<String> = []
+            let deadline = ContinuousClock.now + .seconds(25)
+            while seen != all, ContinuousClock.now < deadline {
+                seen = try await browse(lab)
+                if seen != all { try await Task.sleep(for: .seconds(1)) }
+            }
+            #expect(seen == all, "through BIND: \(seen)")
+
+            // Resolution through BIND: SRV with the host moved into the zone, its address, TTLs capped.
+            let srv = try await dig(lab, ["@\(Self.resolver)", "Zero\\032Box._openagents._tcp.\(Self.zone)", "SRV", "+noall", "+answer"])
+            #expect(srv.contains("9702") && srv.contains(".\(Self.zone)."), "\(srv)")
+            let target = srv.split(whereSeparator: \.isWhitespace).last.map(String.init) ?? ""
+            let address = try await dig(lab, ["@\(Self.resolver)", target, "A", "+short"])
+            #expect(address.contains("198.18.1.3"), "\(target): \(address)")
+            let direct = try await dig(lab, ["@\(Self.proxyAddress)", "_openagents._tcp.\(Self.zone)", "PTR", "+norec", "+noall", "+answer", "+comments"])
+            #expect(direct.contains("flags: qr aa;"), "authoritative, no recursion: \(direct)")
+            for line in direct.split(separator: "\n") where line.contains("IN\tPTR") || line.contains("IN PTR") {
+                let ttl = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap { Int($0) } ?? 99
+                #expect(ttl <= 10, "TTL capped at 10 s: \(line)")
+            }
+
+            // avahi's own wide-area browser, resolving each.
+            let avahi = try await lab.run(["avahi", "exec", "h6", "--", "timeout", "10", "avahi-browse", "-d", Self.zone, "-rpt", "_openagents._tcp"], timeout: .seconds(20))
+            let resolved = avahi.split(separator: "\n").filter { $0.hasPrefix("=") }.map { $0.split(separator: ";").map(String.init) }
+            for (name, port, addr) in [("Build\\032Box", "9700", "198.18.1.1"), ("Daemon\\032Box", "9701", "198.18.1.2"), ("Zero\\032Box", "9702", "198.18.1.3")] {
+                #expect(resolved.contains { $0.count > 8 && $0[3] == name && $0[8] == port && $0[7] == addr }, "avahi-browse did not resolve \(name): \(avahi)")
+            }
+
+            // Nearby's own unicast browse and a connection by name, across the router.
+            let (status, output) = try await nearby(lab, "h6", ["browse", "_openagents._tcp", "--domain", Self.zone, "--resolve", "--json", "--timeout", "3"])
+            #expect(status == 0, "\(output)")
+            let found = jsonLines(output).filter { $0["event"] as? String == "found" }
+            #expect(Set(found.compactMap { $0["name"] as? String }) == ["Build Box", "Daemon Box", "Zero Box"], "\(output)")
+            #expect(found.allSatisfy { (($0["addresses"] as? [String]) ?? []).allSatisfy { !$0.hasPrefix("fe80") } }, "a link-local address left the link: \(output)")
+            let ping = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"
+            let connect = try lab.start(["exec", "h6", "--", "sh", "-c",
+                "echo '\(ping)' | '\(Self.nearby)' connect _openagents._tcp --name 'Build Box' --domain \(Self.zone) --state-dir '\(peers[1].directory)'"])
+            let connected = try await connect.wait(timeout: .seconds(30))
+            #expect(connected == 0 && connect.output.contains("\"result\""), "\(connect.output)\(connect.errorOutput)")
+
+            // The proxy on the wire: not a resolver; TCP answers too; a plain 512-byte client gets what fits.
+            let outside = try await dig(lab, ["@\(Self.proxyAddress)", "www.example.com", "A", "+noall", "+comments"])
+            #expect(outside.contains("status: REFUSED"), "\(outside)")
+            let tcp = try await dig(lab, ["@\(Self.proxyAddress)", Self.zone, "SOA", "+tcp", "+short"])
+            #expect(tcp.hasPrefix("proxy-lan1.lab.example.test. hostmaster.\(Self.zone). 0 7200 3600 86400 10"), "\(tcp)")
+            let plain = try await dig(lab, ["@\(Self.proxyAddress)", "_openagents._tcp.\(Self.zone)", "PTR", "+noedns", "+ignore", "+noall", "+answer", "+comments"])
+            #expect(plain.contains("status: NOERROR") && !plain.contains("OPT PSEUDOSECTION"), "\(plain)")
+
+            // A goodbye on LAN 1 leaves BIND's answers within the TTL cap (10 s) and BIND's cache of it.
+            registrant.signal(SIGINT)
+            _ = try await registrant.wait(timeout: .seconds(10))
+            let gone = ContinuousClock.now
+            var left = try await browse(lab)
+            while left.contains("Zero\\032Box._openagents._tcp.\(Self.zone)."), ContinuousClock.now - gone < .seconds(25) {
+                try await Task.sleep(for: .milliseconds(500))
+                left = try await browse(lab)
+            }
+            #expect(!left.contains("Zero\\032Box._openagents._tcp.\(Self.zone)."), "still listed 25 s after its goodbye: \(left)")
+        }
+    }
+}
+}
