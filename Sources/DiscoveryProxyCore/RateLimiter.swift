@@ -1,4 +1,4 @@
-public import DNSWire
+import DNSWire
 
 /// A limit on the questions one source may ask per second over UDP, where a source address can
 /// be forged: a token bucket of `burst` questions, refilled at `perSecond`.
