@@ -33,6 +33,7 @@ let package = Package(
         .library(name: "FileTransfer", targets: ["FileTransfer"]),
         .library(name: "NearbyQRCode", targets: ["NearbyQRCode"]),
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
+        .library(name: "DiscoveryProxy", targets: ["DiscoveryProxy"]),
         .executable(name: "nearby", targets: ["nearby"]),
     ],
     dependencies: [
@@ -130,12 +131,12 @@ let package = Package(
         // The discovery proxy's decisions (RFC 8766): which questions it answers and how, the
         // rewriting of link records into the zone, rate limits. Pure machines, no I/O.
         .target(name: "DiscoveryProxyCore", dependencies: ["DNSWire", "NearbyBasics"], swiftSettings: strict),
-        .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxyCore", "DNSWire"], swiftSettings: strict),
+        .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxyCore", "DiscoveryProxy", "DNSWire", "SystemDNSSD"], swiftSettings: strict),
         // The discovery proxy on sockets: UDP and TCP answers, the links' mDNS engine, time.
         .target(
             name: "DiscoveryProxy",
             dependencies: [
-                "DiscoveryProxyCore", "DNSWire", "MulticastDNS", "MulticastDNSCore", "NearbyBasics",
+                "DiscoveryProxyCore", "DNSWire", "MulticastDNS", "MulticastDNSCore", "SystemDNSSD", "NetworkPlatform", "NearbyBasics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,10 +1,9 @@
 public import DNSWire
 public import DiscoveryProxyCore
 public import Logging
-import MulticastDNS
-import MulticastDNSCore
 import NIOCore
 import NIOPosix
+import NetworkPlatform
 import NearbyBasics
 
 /// A discovery proxy (RFC 8766) on sockets: for each configured link, answers unicast DNS
@@ -17,8 +16,10 @@ import NearbyBasics
 /// hands what the link learns back to the machine, and keeps its time.
 ///
 /// ```swift
-/// let zone = try ProxyZone("lan1.example.test.", nameServers: [.init(name: "proxy.example.test.", addresses: [])])
-/// let proxy = try await DiscoveryProxy.prepare(.init(links: [.init(zone: zone, interface: "eth0")], listen: [.v4(address)]))
+/// let zone = try ProxyZone("lan1.example.test.", nameServers: [.init(name: "proxy1.example.test.", addresses: [])])
+/// let configuration = DiscoveryProxy.Configuration(
+///     links: [.init(zone: zone, interface: "eth0")], listen: [.v4(IPv4Address(192, 0, 2, 5))])
+/// let proxy = try await DiscoveryProxy.prepare(configuration)
 /// await proxy.run()   // until shutdown() or cancellation
 /// ```
 public actor DiscoveryProxy {
@@ -46,6 +47,9 @@ public actor DiscoveryProxy {
         public var maximumTCPConnections = 256
         /// A TCP connection that sends no question for this long is closed (RFC 7766 §6.2.3).
         public var tcpIdleTimeout: Duration = .seconds(10)
+        /// Who asks the links: Nearby's own mDNS engine on the links' interfaces, or the host's
+        /// daemon (avahi-daemon) through dns_sd.
+        public var backend: Backend = .embedded
 
         public init(links: [Link], listen: [IPAddress], port: UInt16 = 53) {
             self.links = links
@@ -53,6 +57,15 @@ public actor DiscoveryProxy {
             self.port = port
             answering = ProxyStateMachine.Configuration(zones: links.map(\.zone))
         }
+    }
+
+    /// Who asks the links' questions.
+    public enum Backend: Sendable, Hashable {
+        /// Nearby's own mDNS engine, bound to the links' interfaces and no others.
+        case embedded
+        /// The host's mDNS daemon (avahi-daemon) through dns_sd; answers are kept to the links'
+        /// interfaces.
+        case system
     }
 
     private typealias UDPChannel = NIOAsyncChannel<AddressedEnvelope<ByteBuffer>, AddressedEnvelope<ByteBuffer>>
@@ -76,13 +89,11 @@ public actor DiscoveryProxy {
     /// The port the proxy answers on.
     public nonisolated let port: UInt16
     private var machine: ProxyStateMachine
-    private let engine: MulticastDNSEngine
-    private let queryGroup: QueryGroup
-    private let linkEvents: AsyncStream<[QueryEvent]>
+    private let querier: any LinkQuerier
     private let linksOfInterface: [String: [LinkIndex]]
     /// The links each engine query serves (one query serves every link that asks the question).
     private var engineQueries: [LinkQuestion: Set<LinkIndex>] = [:]
-    /// Work for the engine, done in order by one child of ``run()``.
+    /// Work for the link querier, done in order by one child of ``run()``.
     private enum EngineWork: Sendable {
         case start([LinkQuestion])
         case stop(LinkQuestion)
@@ -117,16 +128,14 @@ public actor DiscoveryProxy {
         guard Set(names).count == names.count else {
             throw ProxyError(.invalidInput, "an interface is named twice (\(names.joined(separator: ", "))): one zone per link")
         }
-        do {
-            try MulticastDNSEngine.checkInterfaces(names)
-        } catch {
-            throw ProxyError(.linkUnavailable, "\(error)")
-        }
-        let engine: MulticastDNSEngine
-        do {
-            engine = try await MulticastDNSEngine.prepare(interfaces: names, logger: logger)
-        } catch {
-            throw ProxyError(.linkUnavailable, "cannot start mDNS on \(names.joined(separator: ", ")): \(error)")
+        let querier: any LinkQuerier
+        switch configuration.backend {
+        case .embedded: querier = try await EmbeddedLinkQuerier.prepare(interfaces: names, logger: logger)
+        case .system:
+            for name in names where NetworkPlatform.interfaceIndex(named: name) == nil {
+                throw ProxyError(.linkUnavailable, "there is no interface \(name) on this host")
+            }
+            querier = try await SystemLinkQuerier.prepare(logger: logger)
         }
         var udp: [UDPChannel] = []
         var tcp: [TCPServer] = []
@@ -152,23 +161,19 @@ public actor DiscoveryProxy {
         } catch {
             for channel in udp { try? await channel.channel.close() }
             for server in tcp { try? await server.channel.close() }
-            await engine.shutdown()
+            await querier.shutdown()
             throw ProxyError(.cannotListen, "cannot answer on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(configuration.port): \(error) (is the address this host's, the port free, and port 53 allowed: root or CAP_NET_BIND_SERVICE?)")
         }
-        let (group, events) = await engine.openQueryGroup()
-        return DiscoveryProxy(configuration, port: UInt16(port), engine: engine, group: group, events: events, udp: udp, tcp: tcp, logger: logger)
+        return DiscoveryProxy(configuration, port: UInt16(port), querier: querier, udp: udp, tcp: tcp, logger: logger)
     }
 
     private init(
-        _ configuration: Configuration, port: UInt16, engine: MulticastDNSEngine, group: QueryGroup, events: AsyncStream<[QueryEvent]>,
-        udp: [UDPChannel], tcp: [TCPServer], logger: Logger
+        _ configuration: Configuration, port: UInt16, querier: any LinkQuerier, udp: [UDPChannel], tcp: [TCPServer], logger: Logger
     ) {
         self.configuration = configuration
         self.port = port
         machine = ProxyStateMachine(configuration.answering, now: .zero)
-        self.engine = engine
-        queryGroup = group
-        linkEvents = events
+        self.querier = querier
         var links: [String: [LinkIndex]] = [:]
         for (index, link) in configuration.links.enumerated() { links[link.interface, default: []].append(LinkIndex(index)) }
         linksOfInterface = links
@@ -189,35 +194,29 @@ public actor DiscoveryProxy {
     /// the timekeeper, all children of this call.
     public func run() async {
         guard !isShutDown else { return }
-        let (engine, events, alarm, clock, stopped) = (engine, linkEvents, alarm, clock, stopped)
+        let (querier, alarm, clock, stopped) = (querier, alarm, clock, stopped)
         let udp = udpChannels
         let work = engineWork
-        let queries = queryGroup
         let interfaces = configuration.links.map(\.interface)
         let tcp = tcpServers
         alarm.set(machine.nextDeadline)
         logger.info("answering for \(configuration.links.map { "\($0.zone) (link \($0.interface))" }.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(port), UDP and TCP")
         await withDiscardingTaskGroup { group in
-            group.addTask { await engine.run() }
+            group.addTask { await querier.run() }
             group.addTask { [weak self] in
-                // The engine's side of the link questions, in the order the machine asked.
-                var ids: [LinkQuestion: QueryID] = [:]
+                // The link questions, started and stopped in the order the machine asked.
                 for await item in work {
                     switch item {
-                    case .start(let questions):
-                        let started = await engine.startQueries(questions.map { (name: $0.name, type: $0.type) }, in: queries)
-                        for (question, id) in zip(questions, started) { ids[question] = id }
-                    case .stop(let question):
-                        if let id = ids.removeValue(forKey: question) { await engine.stopQuery(id) }
+                    case .start(let questions): await querier.start(questions)
+                    case .stop(let question): await querier.stop(question)
                     case .replay(let question, let link):
-                        let interface = interfaces[link.rawValue]
-                        let cached = await engine.cached(name: question.name, type: question.type).filter { $0.1.name == interface }.map(\.0)
-                        await self?.replayed(cached, question: question, link: link)
+                        let known = await querier.known(question, interface: interfaces[link.rawValue])
+                        await self?.replayed(known, question: question, link: link)
                     }
                 }
             }
             group.addTask { [weak self] in
-                for await batch in events {
+                for await batch in querier.reports {
                     guard let self else { return }
                     await self.linkReported(batch)
                 }
@@ -251,8 +250,7 @@ public actor DiscoveryProxy {
         }
         paths = [:]
         engineQueue.finish()
-        await engine.closeQueryGroup(queryGroup)
-        await engine.shutdown()
+        await querier.shutdown()
         for channel in udpChannels { try? await channel.channel.close() }
         for server in tcpServers { try? await server.channel.close() }
         stop.finish()
@@ -393,19 +391,16 @@ public actor DiscoveryProxy {
 
     // MARK: The link
 
-    private func linkReported(_ batch: [QueryEvent]) {
+    private func linkReported(_ batch: [LinkReport]) {
         guard !isShutDown else { return }
         struct Change {
             var added: [ResourceRecord] = []
             var removed: [ResourceRecord] = []
         }
         var changes: [LinkIndex: [LinkQuestion: Change]] = [:]
-        for event in batch {
-            let (record, interface, isAdded) = switch event {
-            case .added(let record, let interface): (record, interface, true)
-            case .removed(let record, let interface): (record, interface, false)
-            }
-            for link in linksOfInterface[interface.name] ?? [] {
+        for report in batch {
+            let (record, isAdded) = (report.record, report.added)
+            for link in linksOfInterface[report.interface] ?? [] {
                 let question = LinkQuestion(name: record.name, type: record.type)
                 if isAdded {
                     changes[link, default: [:]][question, default: Change()].added.append(record)

@@ -2,6 +2,7 @@ import ArgumentParser
 import DNSWire
 import DiscoveryProxy
 import DiscoveryProxyCore
+import NearbyDiscovery
 
 // MARK: - proxy
 
@@ -62,6 +63,11 @@ struct ProxyCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Questions per second each source address may ask over UDP (burst: twice that); 0 for no limit.", valueName: "n"))
     var rate: Int = 500
+
+    @Option(help: ArgumentHelp(
+        "Who asks the link: embedded (Nearby's own mDNS engine, on the INTERFACEs only), system (the host's avahi-daemon, through dns_sd), auto (system when a daemon answers, else embedded).",
+        valueName: "embedded|system|auto"))
+    var backend: BackendChoice = .automatic
 
     @Option(name: .customLong("link-rate"), help: ArgumentHelp("New mDNS questions per second over all links (burst: twice that).", valueName: "n"))
     var linkRate: Int = 50
@@ -132,6 +138,11 @@ struct ProxyCommand: AsyncParsableCommand {
         var configuration = DiscoveryProxy.Configuration(links: parsed.links, listen: parsed.listen, port: port)
         configuration.answering.rateLimit = rate == 0 ? nil : RateLimit(perSecond: rate, burst: rate * 2)
         configuration.answering.linkQuestionRate = RateLimit(perSecond: linkRate, burst: linkRate * 2)
+        switch backend {
+        case .embedded: configuration.backend = .embedded
+        case .system: configuration.backend = .system
+        case .automatic: configuration.backend = await SystemBackend.daemonAnswers() ? .system : .embedded
+        }
         let proxy: DiscoveryProxy
         do {
             proxy = try await DiscoveryProxy.prepare(configuration, logger: logger)
@@ -144,12 +155,13 @@ struct ProxyCommand: AsyncParsableCommand {
                 printLine(JSONText.object([
                     ("event", .string("proxying")), ("zone", .string(String(link.zone.name.description.dropLast()))),
                     ("interface", .string(link.interface)), ("listen", .array(parsed.listen.map { .string($0.description) })),
+                    ("backend", .string(configuration.backend == .system ? "system" : "embedded")),
                     ("port", .number(Double(proxy.port))),
                 ]))
             }
         } else {
             for link in parsed.links {
-                status("Answering for \(link.zone.name.description.dropLast()) (the link on \(link.interface)) on \(where_) port \(proxy.port), UDP and TCP; Ctrl-C to stop")
+                status("Answering for \(link.zone.name.description.dropLast()) (the link on \(link.interface), \(configuration.backend == .system ? "through the system's mDNS daemon" : "with the embedded mDNS engine")) on \(where_) port \(proxy.port), UDP and TCP; Ctrl-C to stop")
             }
         }
         _ = await untilTermination { await proxy.run() }

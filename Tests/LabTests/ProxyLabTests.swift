@@ -62,6 +62,45 @@ struct ProxyLabTests {
         await undo()
     }
 
+    @Test("on the system backend (avahi-daemon in the router), the proxy answers from avahi: python-zeroconf's service browsed and resolved, only LAN 1's")
+    func systemBackend() async throws {
+        let lab = try Lab.require(hosts: 6)
+        guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
+            throw LabError("the proxy test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
+        }
+        // avahi in h5 hears both LANs; a service on LAN 2 must not appear in LAN 1's zone.
+        try await lab.withAvahi(in: ["h5"]) {
+            let near = try lab.start(["zeroconf", "h3", "--", "register", "Zero Box", "_openagents._tcp", "9702", "from=zeroconf"])
+            let far = try lab.start(["zeroconf", "h6", "--", "register", "Far Box", "_openagents._tcp", "9703", "from=lan2"])
+            let proxy = try lab.start(["avahi", "exec", "h5", "--", Self.nearby, "proxy", "lan1=\(Self.zone)", "--listen", Self.proxyAddress,
+                                       "--name-server", "proxy-lan1.lab.example.test", "--backend", "system", "--json"])
+            try await lab.withProcesses([near, far, proxy]) {
+                let started = try await proxy.waitForLine(containing: "\"proxying\"", timeout: .seconds(20))
+                #expect(started.contains("\"backend\":\"system\""), "\(started)")
+                _ = try await near.waitForLine(containing: "\"registered\"", timeout: .seconds(20))
+                _ = try await far.waitForLine(containing: "\"registered\"", timeout: .seconds(20))
+                var names: Set<String> = []
+                let deadline = ContinuousClock.now + .seconds(15)
+                while !names.contains("Zero\\032Box._openagents._tcp.\(Self.zone)."), ContinuousClock.now < deadline {
+                    let text = try await dig(lab, ["@\(Self.proxyAddress)", "_openagents._tcp.\(Self.zone)", "PTR", "+short", "+norec"])
+                    names = Set(text.split(separator: "\n").map(String.init))
+                    if !names.contains("Zero\\032Box._openagents._tcp.\(Self.zone).") { try await Task.sleep(for: .milliseconds(500)) }
+                }
+                #expect(names == ["Zero\\032Box._openagents._tcp.\(Self.zone)."], "LAN 1's service alone: \(names)")
+                let srv = try await dig(lab, ["@\(Self.proxyAddress)", "Zero\\032Box._openagents._tcp.\(Self.zone)", "SRV", "+short", "+norec"])
+                #expect(srv.hasPrefix("0 0 9702 ") && srv.contains(".\(Self.zone)."), "\(srv)")
+                let txt = try await dig(lab, ["@\(Self.proxyAddress)", "Zero\\032Box._openagents._tcp.\(Self.zone)", "TXT", "+short", "+norec"])
+                #expect(txt.contains("from=zeroconf"), "\(txt)")
+                let target = srv.split(whereSeparator: \.isWhitespace).last.map(String.init) ?? ""
+                var address = ""
+                for _ in 0..<3 where !address.contains("198.18.1.3") {
+                    address = try await dig(lab, ["@\(Self.proxyAddress)", target, "A", "+short", "+norec"])
+                }
+                #expect(address.contains("198.18.1.3"), "\(target): \(address)")
+            }
+        }
+    }
+
     func acrossTheRouter(_ lab: Lab, _ peers: [BrokerLabTests.Peer]) async throws {
         let serving = try lab.start(["exec", "h1", "--", "sh", "-c",
             "exec '\(Self.nearby)' serve 'Build Box' _openagents._tcp 9700 --host build-box --backend embedded --json --state-dir '\(peers[0].directory)' < /dev/null"])

@@ -1,0 +1,206 @@
+import DNSWire
+import DiscoveryProxyCore
+import Logging
+import MulticastDNS
+import MulticastDNSCore
+import NetworkPlatform
+import SystemDNSSD
+
+/// What a link querier learned: a record that came or went, on an interface.
+struct LinkReport: Sendable {
+    var interface: String
+    var record: ResourceRecord
+    var added: Bool
+}
+
+/// The link side of the proxy: continuous mDNS questions whose answers come back as reports.
+/// Two kinds: Nearby's own engine, and the host's daemon (avahi) through dns_sd.
+protocol LinkQuerier: Sendable {
+    /// Everything the querier learns, in batches, in order.
+    var reports: AsyncStream<[LinkReport]> { get }
+    /// The querier's work (children of the caller's task group), until ``shutdown()``.
+    func run() async
+    /// Starts continuous questions; what is already known comes as a report soon after.
+    func start(_ questions: [LinkQuestion]) async
+    func stop(_ question: LinkQuestion) async
+    /// What is known now for a question on one interface (for a second link asking it).
+    func known(_ question: LinkQuestion, interface: String) async -> [ResourceRecord]
+    func shutdown() async
+}
+
+/// Nearby's own mDNS engine, on the links' interfaces only.
+actor EmbeddedLinkQuerier: LinkQuerier {
+    let engine: MulticastDNSEngine
+    private let group: QueryGroup
+    nonisolated let reports: AsyncStream<[LinkReport]>
+    private let events: AsyncStream<[QueryEvent]>
+    private let continuation: AsyncStream<[LinkReport]>.Continuation
+    private var ids: [LinkQuestion: QueryID] = [:]
+
+    static func prepare(interfaces: [String], logger: Logger) async throws(ProxyError) -> EmbeddedLinkQuerier {
+        do {
+            try MulticastDNSEngine.checkInterfaces(interfaces)
+        } catch {
+            throw ProxyError(.linkUnavailable, "\(error)")
+        }
+        let engine: MulticastDNSEngine
+        do {
+            engine = try await MulticastDNSEngine.prepare(interfaces: interfaces, logger: logger)
+        } catch {
+            throw ProxyError(.linkUnavailable, "cannot start mDNS on \(interfaces.joined(separator: ", ")): \(error)")
+        }
+        let (group, events) = await engine.openQueryGroup()
+        return EmbeddedLinkQuerier(engine: engine, group: group, events: events)
+    }
+
+    private init(engine: MulticastDNSEngine, group: QueryGroup, events: AsyncStream<[QueryEvent]>) {
+        self.engine = engine
+        self.group = group
+        self.events = events
+        (reports, continuation) = AsyncStream<[LinkReport]>.makeStream()
+    }
+
+    func run() async {
+        let (engine, events, continuation) = (engine, events, continuation)
+        await withDiscardingTaskGroup { group in
+            group.addTask { await engine.run() }
+            group.addTask {
+                for await batch in events {
+                    continuation.yield(batch.map { event in
+                        switch event {
+                        case .added(let record, let interface): LinkReport(interface: interface.name, record: record, added: true)
+                        case .removed(let record, let interface): LinkReport(interface: interface.name, record: record, added: false)
+                        }
+                    })
+                }
+                continuation.finish()
+            }
+        }
+    }
+
+    func start(_ questions: [LinkQuestion]) async {
+        let started = await engine.startQueries(questions.map { (name: $0.name, type: $0.type) }, in: group)
+        for (question, id) in zip(questions, started) { ids[question] = id }
+    }
+
+    func stop(_ question: LinkQuestion) async {
+        if let id = ids.removeValue(forKey: question) { await engine.stopQuery(id) }
+    }
+
+    func known(_ question: LinkQuestion, interface: String) async -> [ResourceRecord] {
+        await engine.cached(name: question.name, type: question.type).filter { $0.1.name == interface }.map(\.0)
+    }
+
+    func shutdown() async {
+        await engine.closeQueryGroup(group)
+        await engine.shutdown()
+        continuation.finish()
+    }
+}
+
+/// The host's mDNS daemon (avahi-daemon on Linux) through dns_sd: one `DNSServiceQueryRecord`
+/// per question, on every interface, its reports kept to the links' interfaces by the proxy.
+actor SystemLinkQuerier: LinkQuerier {
+    nonisolated let reports: AsyncStream<[LinkReport]>
+    private let continuation: AsyncStream<[LinkReport]>.Continuation
+    private let watch: AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>
+    private let watchQueue: AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>.Continuation
+    private var operations: [LinkQuestion: DNSSDOperation<DNSSDQueryEvent>] = [:]
+    /// What each question's operation has reported and not taken back, per interface.
+    private var known: [LinkQuestion: [String: Set<ResourceRecord>]] = [:]
+    private let logger: Logger
+
+    static func prepare(logger: Logger) async throws(ProxyError) -> SystemLinkQuerier {
+        do {
+            try await DNSSD.checkDaemon()
+        } catch {
+            throw ProxyError(.linkUnavailable, "the system's mDNS daemon does not answer (\(error)); start avahi-daemon, or use --backend embedded")
+        }
+        return SystemLinkQuerier(logger: logger)
+    }
+
+    private init(logger: Logger) {
+        self.logger = logger
+        (reports, continuation) = AsyncStream<[LinkReport]>.makeStream()
+        (watch, watchQueue) = AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>.makeStream()
+    }
+
+    func run() async {
+        let watch = watch
+        await withDiscardingTaskGroup { group in
+            for await (question, operation) in watch {
+                group.addTask { [weak self] in
+                    for await event in operation.events {
+                        await self?.handle(event, for: question)
+                    }
+                }
+            }
+        }
+    }
+
+    private func handle(_ event: DNSSDQueryEvent, for question: LinkQuestion) {
+        let (item, added): (DNSSDRecord, Bool)
+        switch event {
+        case .added(let record, _): (item, added) = (record, true)
+        case .removed(let record, _): (item, added) = (record, false)
+        case .failed(let error):
+            logger.warning("the daemon's query for \(question) failed: \(error)")
+            return
+        }
+        guard operations[question] != nil, let record = Self.record(item, question: question) else {
+            logger.debug("the daemon's record for \(question) was not usable: type \(item.type), \(item.rdata.count) bytes")
+            return
+        }
+        let interface = NetworkPlatform.interfaceName(index: Int(item.interfaceIndex))
+        if added {
+            known[question, default: [:]][interface, default: []].insert(record)
+        } else {
+            known[question]?[interface]?.remove(record)
+        }
+        continuation.yield([LinkReport(interface: interface, record: record, added: added)])
+    }
+
+    /// The daemon hands over a record's data uncompressed; it is read through the codec, as a
+    /// one-record message, so that every type is parsed by the same hardened decoder.
+    static func record(_ item: DNSSDRecord, question: LinkQuestion) -> ResourceRecord? {
+        guard item.rdata.count <= Int(UInt16.max) - 64 else { return nil }
+        var packet: [UInt8] = [0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
+        packet += [UInt8(item.type >> 8), UInt8(item.type & 0xFF), 0, 1]
+        packet += [UInt8(item.ttl >> 24), UInt8(item.ttl >> 16 & 0xFF), UInt8(item.ttl >> 8 & 0xFF), UInt8(item.ttl & 0xFF)]
+        packet += [UInt8(item.rdata.count >> 8), UInt8(item.rdata.count & 0xFF)] + item.rdata
+        guard let decoded = try? Message(decoding: packet), let answer = decoded.answers.first else { return nil }
+        // Avahi's dns_sd library reports every TTL as 0; a record that goes is reported as
+        // removed, not by its TTL. A TTL of 0 is taken as unknown: RFC 6762 §10's defaults.
+        let ttl = item.ttl != 0 ? item.ttl : [RecordType.srv, .a, .aaaa].contains(answer.type) ? 120 : 4500
+        return ResourceRecord(name: question.name, data: answer.data, ttl: ttl)
+    }
+
+    func start(_ questions: [LinkQuestion]) async {
+        for question in questions where operations[question] == nil {
+            do {
+                let operation = try await DNSSD.queryRecord(name: question.name.description, type: question.type.rawValue)
+                operations[question] = operation
+                watchQueue.yield((question, operation))
+                logger.debug("asking the daemon for \(question)")
+            } catch {
+                logger.warning("the daemon refused a query for \(question): \(error)")
+            }
+        }
+    }
+
+    func stop(_ question: LinkQuestion) async {
+        operations.removeValue(forKey: question)?.cancel()
+        known[question] = nil
+    }
+
+    func known(_ question: LinkQuestion, interface: String) async -> [ResourceRecord] {
+        Array(known[question]?[interface] ?? [])
+    }
+
+    func shutdown() async {
+        for operation in operations.values { operation.cancel() }
+        operations = [:]
+        watchQueue.finish()
+        continuation.finish()
+    }
+}
