@@ -222,3 +222,25 @@ struct InputTests {
         }
     }
 }
+
+extension InputTests {
+    @Test("nearby proxy: each bad input is refused with what was wrong and what to give", arguments: [
+        (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5"], "give --name-server NAME"),
+        (["proxy", "eth0=lan1.example.test", "--name-server", "p.example.test"], "give --listen ADDRESS"),
+        (["proxy", "eth0", "--listen", "192.0.2.5", "--name-server", "p.example.test"], "\"eth0\" is not INTERFACE=ZONE; write it as eth0=lan1.example.test"),
+        (["proxy", "eth0=lan1.local", "--listen", "192.0.2.5", "--name-server", "p.example.test"], "is under local., which is the link's own domain"),
+        (["proxy", "eth0=lan1.example.test", "--listen", "proxy.local", "--name-server", "p.example.test"], "--listen proxy.local is not an IP address"),
+        (["proxy", "eth0=lan1.example.test", "eth1=a.lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test"], "overlap; give each link a zone of its own"),
+        (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--rate", "-1"], "--rate must be 0 or more"),
+    ])
+    func proxyInput(_ example: (arguments: [String], expected: String)) {
+        let message = refusal(example.arguments)
+        #expect(message?.contains(example.expected) == true, "\(example.arguments): \(message ?? "accepted")")
+    }
+
+    @Test("nearby proxy: a good command line parses, several links and addresses included")
+    func proxyAccepted() {
+        #expect(refusal(["proxy", "eth1=lan1.example.test", "eth2=lan2.example.test", "--listen", "192.0.2.5", "--listen", "2001:db8::5",
+                         "--name-server", "p.example.test", "--port", "5300", "--backend", "embedded"]) == nil)
+    }
+}
