@@ -43,8 +43,13 @@ public actor DiscoveryProxy {
         public var port: UInt16
         /// The answering machine's settings; its zones are the links' zones, in order.
         public var answering: ProxyStateMachine.Configuration
-        /// At most this many TCP connections at once; more are closed at once.
+        /// At most this many TCP connections at once, and this many from one address; more are
+        /// closed at once.
         public var maximumTCPConnections = 256
+        public var maximumTCPConnectionsPerSource = 16
+        /// At most this many questions in flight on one TCP connection (asked, not yet answered
+        /// and written); a client that asks more without reading is closed.
+        public var maximumTCPQuestionsInFlight = 64
         /// A TCP connection that sends no question for this long is closed (RFC 7766 §6.2.3).
         public var tcpIdleTimeout: Duration = .seconds(10)
         /// Who asks the links: Nearby's own mDNS engine on the links' interfaces, or the host's
@@ -73,7 +78,9 @@ public actor DiscoveryProxy {
 
     private enum ReplyPath {
         case udp(AsyncStream<AddressedEnvelope<ByteBuffer>>.Continuation, NIOCore.SocketAddress)
-        case tcp(AsyncStream<[UInt8]>.Continuation)
+        /// A TCP connection's writer; nil says "no answer to this one", so that the connection's
+        /// count of questions in flight goes down all the same.
+        case tcp(AsyncStream<[UInt8]?>.Continuation)
     }
 
     /// What the shell itself counted (the machine counts the rest).
@@ -82,7 +89,7 @@ public actor DiscoveryProxy {
         public var tcpConnections = 0
         public var tcpConnectionsRefused = 0
         public var tcpIdleClosed = 0
-        public var tcpOversized = 0
+        public var tcpOverfull = 0
     }
 
     public let configuration: Configuration
@@ -107,6 +114,14 @@ public actor DiscoveryProxy {
     private var nextRequest: UInt64 = 1
     private var shell = ShellStatistics()
     private var openTCP = 0
+    private var tcpBySource: [IPAddress: Int] = [:]
+    /// Records a link reported gone while a replay for another link was on its way: the replay
+    /// must not bring them back.
+    private var pendingReplays: [ReplayKey: Set<ResourceRecord>] = [:]
+    private struct ReplayKey: Hashable {
+        var link: LinkIndex
+        var question: LinkQuestion
+    }
     private let clock = SystemClock()
     private let alarm = Alarm()
     private let logger: Logger
@@ -131,11 +146,7 @@ public actor DiscoveryProxy {
         let querier: any LinkQuerier
         switch configuration.backend {
         case .embedded: querier = try await EmbeddedLinkQuerier.prepare(interfaces: names, logger: logger)
-        case .system:
-            for name in names where NetworkPlatform.interfaceIndex(named: name) == nil {
-                throw ProxyError(.linkUnavailable, "there is no interface \(name) on this host")
-            }
-            querier = try await SystemLinkQuerier.prepare(logger: logger)
+        case .system: querier = try await SystemLinkQuerier.prepare(interfaces: names, logger: logger)
         }
         var udp: [UDPChannel] = []
         var tcp: [TCPServer] = []
@@ -287,12 +298,12 @@ public actor DiscoveryProxy {
             try await server.executeThenClose { connections in
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await connection in connections {
-                        guard self.admitTCP() else {
+                        guard let remote = connection.channel.remoteAddress.flatMap(Self.ipAddress(of:)), self.admitTCP(remote) else {
                             try? await connection.channel.close()
                             continue
                         }
                         group.addTask { [weak self] in
-                            await self?.serveConnection(connection)
+                            await self?.serveConnection(connection, from: remote)
                         }
                     }
                 }
@@ -302,84 +313,106 @@ public actor DiscoveryProxy {
         }
     }
 
-    private func admitTCP() -> Bool {
-        guard openTCP < configuration.maximumTCPConnections else {
+    private func admitTCP(_ source: IPAddress) -> Bool {
+        guard openTCP < configuration.maximumTCPConnections, tcpBySource[source, default: 0] < configuration.maximumTCPConnectionsPerSource else {
             shell.tcpConnectionsRefused += 1
             return false
         }
         openTCP += 1
+        tcpBySource[source, default: 0] += 1
         shell.tcpConnections += 1
         return true
     }
 
-    private func tcpClosed() { openTCP -= 1 }
+    private func tcpClosed(_ source: IPAddress) {
+        openTCP -= 1
+        let left = tcpBySource[source, default: 1] - 1
+        tcpBySource[source] = left > 0 ? left : nil
+    }
 
     /// One TCP connection: questions with their 2-byte lengths (RFC 1035 §4.2.2, RFC 7766), any
-    /// number in a row, answered in the order the answers are ready.
-    private func serveConnection(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
-        defer { tcpClosed() }
-        guard let remote = connection.channel.remoteAddress, let source = Self.ipAddress(of: remote) else {
-            try? await connection.channel.close()
-            return
-        }
-        let (answers, continuation) = AsyncStream<[UInt8]>.makeStream()
-        let lastHeard = Locked(clock.now)
-        let (clock, idle) = (clock, configuration.tcpIdleTimeout)
+    /// number in a row, answered in the order the answers are ready. The connection is closed
+    /// when it has asked nothing whole for the idle time, when it has more questions in flight
+    /// than allowed (it asks without reading), and after the peer's end of stream once every
+    /// question it asked has been answered.
+    private func serveConnection(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, from source: IPAddress) async {
+        defer { tcpClosed(source) }
+        let (answers, continuation) = AsyncStream<[UInt8]?>.makeStream()
+        let lastQuestion = Locked(clock.now)
+        let inFlight = Locked(0)
+        let (clock, idle, limit, drainTime) = (
+            clock, configuration.tcpIdleTimeout, configuration.maximumTCPQuestionsInFlight, configuration.answering.answerTimeout + .milliseconds(500)
+        )
         do {
             try await connection.executeThenClose { inbound, outbound in
                 await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await answer in answers {
-                            var framed = ByteBuffer()
-                            framed.writeInteger(UInt16(truncatingIfNeeded: answer.count))
-                            framed.writeBytes(answer)
-                            try await outbound.write(framed)
+                            if let answer {
+                                var framed = ByteBuffer()
+                                framed.writeInteger(UInt16(truncatingIfNeeded: answer.count))
+                                framed.writeBytes(answer)
+                                try await outbound.write(framed)
+                            }
+                            inFlight.withLockedValue { $0 -= 1 }
                         }
                     }
                     group.addTask {
-                        // Closes a connection that has said nothing for the idle time.
+                        // Closes a connection that has asked nothing whole for the idle time.
                         while !Task.isCancelled {
-                            let deadline = lastHeard.withLockedValue { $0 } + idle
-                            if clock.now >= deadline {
-                                await self.countIdleClose()
+                            let deadline = lastQuestion.withLockedValue { $0 } + idle
+                            if clock.now >= deadline, inFlight.withLockedValue({ $0 }) == 0 {
+                                await self.countTCP(\.tcpIdleClosed)
                                 throw CancellationError()
                             }
-                            try await clock.sleep(until: deadline)
+                            try await clock.sleep(until: max(deadline, clock.now + .milliseconds(100)))
                         }
                     }
                     group.addTask {
-                        var pending: [UInt8] = []
+                        var pending = ByteBuffer()
                         for try await chunk in inbound {
-                            lastHeard.withLockedValue { $0 = clock.now }
-                            pending += chunk.readableBytesView
-                            while pending.count >= 2 {
-                                let length = Int(pending[0]) << 8 | Int(pending[1])
-                                guard pending.count >= 2 + length else { break }
-                                let message = Array(pending[2..<(2 + length)])
-                                pending.removeFirst(2 + length)
+                            var chunk = chunk
+                            pending.writeBuffer(&chunk)
+                            while let length = pending.getInteger(at: pending.readerIndex, as: UInt16.self),
+                                pending.readableBytes >= 2 + Int(length)
+                            {
+                                pending.moveReaderIndex(forwardBy: 2)
+                                let message = pending.readBytes(length: Int(length)) ?? []
+                                lastQuestion.withLockedValue { $0 = clock.now }
+                                let count = inFlight.withLockedValue { count -> Int in
+                                    count += 1
+                                    return count
+                                }
+                                if count > limit {
+                                    await self.countTCP(\.tcpOverfull)
+                                    throw CancellationError()
+                                }
                                 await self.questionArrived(message, from: source, over: .tcp, path: .tcp(continuation))
                             }
-                            if pending.count > 2 + 65_535 {
-                                await self.countOversized()
-                                throw CancellationError()
-                            }
+                            pending.discardReadBytes()
+                        }
+                        // The peer is done asking: its answers still in flight get their time.
+                        let end = clock.now + drainTime
+                        while inFlight.withLockedValue({ $0 }) > 0, clock.now < end {
+                            try await clock.sleep(for: .milliseconds(20))
                         }
                         throw CancellationError()
                     }
-                    // The first child to end (the peer closed, idle, or the writer failed) ends them all.
+                    // The first child to end (the peer closed, idle, too many in flight, or the
+                    // writer failed) ends them all.
                     _ = try? await group.next()
                     group.cancelAll()
                     continuation.finish()
                 }
             }
         } catch {
-            logger.debug("TCP connection from \(remote) ended: \(error)")
+            logger.debug("TCP connection from \(source) ended: \(error)")
         }
         continuation.finish()
     }
 
-    private func countIdleClose() { shell.tcpIdleClosed += 1 }
-    private func countOversized() { shell.tcpOversized += 1 }
+    private func countTCP(_ counter: WritableKeyPath<ShellStatistics, Int>) { shell[keyPath: counter] += 1 }
+
 
     private func questionArrived(_ bytes: [UInt8], from source: IPAddress, over transport: ProxyStateMachine.Transport, path: ReplyPath) {
         guard !isShutDown else { return }
@@ -402,6 +435,9 @@ public actor DiscoveryProxy {
             let (record, isAdded) = (report.record, report.added)
             for link in linksOfInterface[report.interface] ?? [] {
                 let question = LinkQuestion(name: record.name, type: record.type)
+                if !isAdded || record.isGoodbye, pendingReplays[ReplayKey(link: link, question: question)] != nil {
+                    pendingReplays[ReplayKey(link: link, question: question)]?.insert(record)
+                }
                 if isAdded {
                     changes[link, default: [:]][question, default: Change()].added.append(record)
                 } else {
@@ -441,11 +477,13 @@ public actor DiscoveryProxy {
                     continuation.yield(bytes)
                 }
             case .drop(let id):
-                paths[id.rawValue] = nil
+                if case .tcp(let continuation) = paths.removeValue(forKey: id.rawValue) { continuation.yield(nil) }
             case .startLinkQuestion(let link, let question):
                 if engineQueries[question] != nil {
-                    // Already asked for another link: what the engine holds comes from its cache.
+                    // Already asked for another link: what the querier knows is replayed; what
+                    // goes meanwhile is noted, so that the replay does not bring it back.
                     engineQueries[question]?.insert(link)
+                    pendingReplays[ReplayKey(link: link, question: question)] = []
                     engineQueue.yield(.replay(question, link))
                 } else {
                     engineQueries[question] = [link]
@@ -465,7 +503,9 @@ public actor DiscoveryProxy {
 
     private func replayed(_ records: [ResourceRecord], question: LinkQuestion, link: LinkIndex) {
         guard !isShutDown else { return }
-        perform(machine.linkChanged(link, question, added: records, removed: [], now: clock.now))
+        let gone = pendingReplays.removeValue(forKey: ReplayKey(link: link, question: question)) ?? []
+        let current = records.filter { record in !gone.contains { $0.name == record.name && $0.data == record.data } }
+        perform(machine.linkChanged(link, question, added: current, removed: [], now: clock.now))
     }
 
     private var loggedStatistics = ProxyStateMachine.Statistics()

@@ -99,28 +99,37 @@ actor EmbeddedLinkQuerier: LinkQuerier {
 }
 
 /// The host's mDNS daemon (avahi-daemon on Linux) through dns_sd: one `DNSServiceQueryRecord`
-/// per question, on every interface, its reports kept to the links' interfaces by the proxy.
+/// per question and link interface, so that the daemon asks on those interfaces only.
 actor SystemLinkQuerier: LinkQuerier {
     nonisolated let reports: AsyncStream<[LinkReport]>
     private let continuation: AsyncStream<[LinkReport]>.Continuation
     private let watch: AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>
     private let watchQueue: AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>.Continuation
-    private var operations: [LinkQuestion: DNSSDOperation<DNSSDQueryEvent>] = [:]
+    private var operations: [LinkQuestion: [DNSSDOperation<DNSSDQueryEvent>]] = [:]
+    private let interfaceIndices: [UInt32]
     /// What each question's operation has reported and not taken back, per interface.
     private var known: [LinkQuestion: [String: Set<ResourceRecord>]] = [:]
     private let logger: Logger
 
-    static func prepare(logger: Logger) async throws(ProxyError) -> SystemLinkQuerier {
+    static func prepare(interfaces: [String], logger: Logger) async throws(ProxyError) -> SystemLinkQuerier {
+        var indices: [UInt32] = []
+        for name in interfaces {
+            guard let index = NetworkPlatform.interfaceIndex(named: name) else {
+                throw ProxyError(.linkUnavailable, "there is no interface \(name) on this host")
+            }
+            indices.append(UInt32(index))
+        }
         do {
             try await DNSSD.checkDaemon()
         } catch {
             throw ProxyError(.linkUnavailable, "the system's mDNS daemon does not answer (\(error)); start avahi-daemon, or use --backend embedded")
         }
-        return SystemLinkQuerier(logger: logger)
+        return SystemLinkQuerier(interfaces: indices, logger: logger)
     }
 
-    private init(logger: Logger) {
+    private init(interfaces: [UInt32], logger: Logger) {
         self.logger = logger
+        interfaceIndices = interfaces
         (reports, continuation) = AsyncStream<[LinkReport]>.makeStream()
         (watch, watchQueue) = AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>.makeStream()
     }
@@ -177,19 +186,26 @@ actor SystemLinkQuerier: LinkQuerier {
 
     func start(_ questions: [LinkQuestion]) async {
         for question in questions where operations[question] == nil {
-            do {
-                let operation = try await DNSSD.queryRecord(name: question.name.description, type: question.type.rawValue)
-                operations[question] = operation
-                watchQueue.yield((question, operation))
-                logger.debug("asking the daemon for \(question)")
-            } catch {
-                logger.warning("the daemon refused a query for \(question): \(error)")
+            operations[question] = []
+            for index in interfaceIndices {
+                do {
+                    let operation = try await DNSSD.queryRecord(name: question.name.description, type: question.type.rawValue, interfaceIndex: index)
+                    // Stopped while the daemon was being asked: give it up at once.
+                    guard operations[question] != nil else {
+                        operation.cancel()
+                        break
+                    }
+                    operations[question]?.append(operation)
+                    watchQueue.yield((question, operation))
+                } catch {
+                    logger.warning("the daemon refused a query for \(question): \(error)")
+                }
             }
         }
     }
 
     func stop(_ question: LinkQuestion) async {
-        operations.removeValue(forKey: question)?.cancel()
+        for operation in operations.removeValue(forKey: question) ?? [] { operation.cancel() }
         known[question] = nil
     }
 
@@ -198,7 +214,7 @@ actor SystemLinkQuerier: LinkQuerier {
     }
 
     func shutdown() async {
-        for operation in operations.values { operation.cancel() }
+        for operation in operations.values.joined() { operation.cancel() }
         operations = [:]
         watchQueue.finish()
         continuation.finish()

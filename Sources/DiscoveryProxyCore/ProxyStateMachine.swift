@@ -37,14 +37,22 @@ public struct ProxyStateMachine: Sendable {
         public var maximumLinkQuestions = 4096
         /// At most this many DNS questions waiting for the link at once; beyond it, SERVFAIL.
         public var maximumWaiting = 4096
+        /// At most this many of them from one source address, so that one client cannot take
+        /// every place; beyond it, SERVFAIL for that source alone.
+        public var maximumWaitingPerSource = 64
+        /// At most this many records kept for one link question (a thousand services of one type
+        /// fit); more are counted in ``Statistics/recordsOverLimit`` and left out.
+        public var maximumRecordsPerQuestion = 4096
         /// The largest UDP answer, whatever a client offers in EDNS(0) (the DNS flag day 2020
         /// size, which avoids fragmentation).
         public var maximumUDPPayload = 1232
-        /// Questions per second each source address may ask over UDP, and the burst; nil for no
-        /// limit. Over it, questions are dropped, and every second one gets an empty truncated
-        /// answer instead, so that a real client retries over TCP (where addresses cannot be
-        /// forged).
-        public var rateLimit: RateLimit? = RateLimit(perSecond: 500, burst: 1000)
+        /// Questions per second each source (an IPv4 /24, an IPv6 /56) may ask over UDP, and the
+        /// burst; nil for no limit. Over it, questions are dropped, and every second one gets an
+        /// empty truncated answer instead, so that a real client (a site's resolver, say) goes
+        /// on over TCP, where addresses cannot be forged. With answers of at most 1232 bytes,
+        /// this bounds what forged questions can make the proxy send one victim network to
+        /// about 120 kB/s at the default.
+        public var rateLimit: RateLimit? = RateLimit(perSecond: 100, burst: 200)
         /// New link questions per second, over all links, and the burst (RFC 8766 §9.3: a proxy
         /// MUST limit the multicast it causes). A question that would need one more is answered
         /// SERVFAIL, and the client asks again. Questions the link already has are not limited.
@@ -87,6 +95,7 @@ public struct ProxyStateMachine: Sendable {
         public var noData = 0
         public var refusedOutsideZones = 0
         public var notImplemented = 0
+        public var refusedTransfers = 0
         public var formatErrors = 0
         public var droppedUnreadable = 0
         public var droppedResponses = 0
@@ -98,6 +107,8 @@ public struct ProxyStateMachine: Sendable {
         public var linkQuestionsStopped = 0
         public var linkQuestionsEvicted = 0
         public var linkQuestionsOverBudget = 0
+        public var waitingOverSourceLimit = 0
+        public var recordsOverLimit = 0
         public var suppressed: [RecordTranslation.Suppression: Int] = [:]
         public init() {}
     }
@@ -107,6 +118,7 @@ public struct ProxyStateMachine: Sendable {
 
     private struct Waiter {
         var request: RequestID
+        var source: IPAddress
         var query: Message
         var transport: Transport
         var link: LinkIndex
@@ -115,6 +127,8 @@ public struct ProxyStateMachine: Sendable {
 
     private struct QuestionState {
         var records: [RecordKey: ResourceRecord] = [:]
+        /// The translated answer and additional records, kept until the link changes.
+        var answer: CachedAnswer?
         var started: Duration
         var lastAsked: Duration
         var firstAnswer: Duration?
@@ -130,6 +144,16 @@ public struct ProxyStateMachine: Sendable {
     private var questions: [Key: QuestionState] = [:]
     private var unsettled: Set<Key> = []
     private var waitingCount = 0
+    private var waitingBySource: [IPAddress: Int] = [:]
+    /// Counts changes to what the links said; a cached answer made at another count is stale
+    /// (its additional records come from other questions).
+    private var linkVersion: UInt64 = 0
+
+    private struct CachedAnswer {
+        var version: UInt64
+        var answers: [ResourceRecord]
+        var additionals: [ResourceRecord]
+    }
     private var limiter: RateLimiter?
     private var linkBudget: TokenBucket
     private var nextSweep: Duration
@@ -140,7 +164,7 @@ public struct ProxyStateMachine: Sendable {
         translations = configuration.zones.map(RecordTranslation.init(zone:))
         limiter = configuration.rateLimit.map { RateLimiter($0) }
         linkBudget = TokenBucket(configuration.linkQuestionRate, now: now)
-        nextSweep = now + configuration.idleLifetime / 4
+        nextSweep = now + max(configuration.idleLifetime, .seconds(1)) / 4
     }
 
     /// The next time ``advance(to:)`` has work: a waiting question's deadline or the sweep for
@@ -222,20 +246,37 @@ public struct ProxyStateMachine: Sendable {
             statistics.refusedOutsideZones += 1
             return [.reply(request, encode(Self.replyHeader(to: query, code: .refused), for: query, transport: transport))]
         }
-        // Zone transfers, ANY and the other meta types are not served: a proxy's zone is live,
-        // not a file, and ANY would be a large answer to a small question (RFC 8482).
+        let zone = configuration.zones[link.rawValue]
+        // Zone transfers are refused: a proxy's zone is live, not a file. ANY gets RFC 8482's
+        // small answer (one HINFO record) rather than everything the link holds. The other
+        // meta types are not implemented.
+        if question.type == Self.axfr || question.type == Self.ixfr {
+            statistics.refusedTransfers += 1
+            return [.reply(request, encode(Self.replyHeader(to: query, code: .refused), for: query, transport: transport))]
+        }
+        if question.type == .any {
+            var reply = Self.replyHeader(to: query, code: .noError)
+            reply.header.isAuthoritative = true
+            let hinfo = HINFOData(cpu: Array("RFC8482".utf8), os: [])
+            reply.answers = [ResourceRecord(name: question.name, data: .hinfo(hinfo), ttl: zone.oneShotTTL)]
+            statistics.answered += 1
+            return [.reply(request, encode(reply, for: query, transport: transport))]
+        }
         if question.type.rawValue >= 128 || question.type == .opt || question.type == .tsig {
             statistics.notImplemented += 1
             return [.reply(request, encode(Self.replyHeader(to: query, code: .notImplemented), for: query, transport: transport))]
         }
-        let zone = configuration.zones[link.rawValue]
         if let local = answerFromZone(query, question: question, zone: zone, transport: transport) {
             statistics.answered += 1
             return [.reply(request, local)]
         }
         guard let linkName = zone.linkName(for: question.name) else {
-            statistics.serverFailures += 1
-            return [.reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))]
+            // Too long to exist under local. (the zone's name is shorter than "local"): no records.
+            var reply = Self.replyHeader(to: query, code: .noError)
+            reply.header.isAuthoritative = true
+            reply.authorities = [zone.soaRecord]
+            statistics.noData += 1
+            return [.reply(request, encode(reply, for: query, transport: transport))]
         }
         let key = Key(link: link, question: LinkQuestion(name: linkName, type: question.type))
         var actions: [Action] = []
@@ -248,19 +289,13 @@ public struct ProxyStateMachine: Sendable {
                 actions += followUps(after: key, now: now)
                 return actions
             }
-            guard waitingCount < configuration.maximumWaiting else {
-                statistics.serverFailures += 1
-                return [.reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))]
-            }
-            state.waiters.append(Waiter(request: request, query: query, transport: transport, link: link, zoneName: zone.name))
-            waitingCount += 1
+            if let refusal = waitingRefusal(source, query: query, request: request, transport: transport) { return [refusal] }
+            state.waiters.append(Waiter(request: request, source: source, query: query, transport: transport, link: link, zoneName: zone.name))
+            startWaiting(source)
             questions[key] = state
             return []
         }
-        guard waitingCount < configuration.maximumWaiting else {
-            statistics.serverFailures += 1
-            return [.reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))]
-        }
+        if let refusal = waitingRefusal(source, query: query, request: request, transport: transport) { return [refusal] }
         guard linkBudget.take(now: now) else {
             statistics.linkQuestionsOverBudget += 1
             statistics.serverFailures += 1
@@ -272,13 +307,37 @@ public struct ProxyStateMachine: Sendable {
         }
         actions += made
         var state = QuestionState(started: now, lastAsked: now)
-        state.waiters.append(Waiter(request: request, query: query, transport: transport, link: link, zoneName: zone.name))
-        waitingCount += 1
+        state.waiters.append(Waiter(request: request, source: source, query: query, transport: transport, link: link, zoneName: zone.name))
+        startWaiting(source)
         questions[key] = state
         unsettled.insert(key)
         statistics.linkQuestionsStarted += 1
         actions.append(.startLinkQuestion(link, key.question))
         return actions
+    }
+
+    /// SERVFAIL when no more questions may wait: in all, or from this source.
+    private mutating func waitingRefusal(_ source: IPAddress, query: Message, request: RequestID, transport: Transport) -> Action? {
+        if waitingCount >= configuration.maximumWaiting {
+            statistics.serverFailures += 1
+        } else if waitingBySource[source, default: 0] >= configuration.maximumWaitingPerSource {
+            statistics.serverFailures += 1
+            statistics.waitingOverSourceLimit += 1
+        } else {
+            return nil
+        }
+        return .reply(request, encode(Self.replyHeader(to: query, code: .serverFailure), for: query, transport: transport))
+    }
+
+    private mutating func startWaiting(_ source: IPAddress) {
+        waitingCount += 1
+        waitingBySource[source, default: 0] += 1
+    }
+
+    private mutating func stopWaiting(_ source: IPAddress) {
+        waitingCount -= 1
+        let left = waitingBySource[source, default: 1] - 1
+        waitingBySource[source] = left > 0 ? left : nil
     }
 
     // MARK: The link
@@ -294,9 +353,15 @@ public struct ProxyStateMachine: Sendable {
         for record in added where record.name == question.name && record.type == question.type {
             if record.isGoodbye {
                 state.records[RecordKey(record)] = nil
-            } else {
+            } else if state.records[RecordKey(record)] != nil || state.records.count < configuration.maximumRecordsPerQuestion {
                 state.records[RecordKey(record)] = record
+            } else {
+                statistics.recordsOverLimit += 1
             }
+        }
+        if !added.isEmpty || !removed.isEmpty {
+            linkVersion &+= 1
+            state.answer = nil
         }
         if !state.settled, state.firstAnswer == nil, !state.records.isEmpty { state.firstAnswer = now }
         questions[key] = state
@@ -309,15 +374,19 @@ public struct ProxyStateMachine: Sendable {
     /// questions nobody asks about any more are stopped.
     public mutating func advance(to now: Duration) -> [Action] {
         var actions: [Action] = []
-        for key in unsettled.sorted(by: { ($0.link, $0.question.name.description, $0.question.type) < ($1.link, $1.question.name.description, $1.question.type) }) {
-            guard var state = questions[key], deadline(of: state) <= now else { continue }
+        let due = unsettled.filter { key in questions[key].map { deadline(of: $0) <= now } ?? true }
+        for key in due.sorted(by: { ($0.link, $0.question.name.description, $0.question.type) < ($1.link, $1.question.name.description, $1.question.type) }) {
+            guard var state = questions[key] else {
+                unsettled.remove(key)
+                continue
+            }
             state.settled = true
             let waiters = state.waiters
             state.waiters = []
             questions[key] = state
             unsettled.remove(key)
-            waitingCount -= waiters.count
             for waiter in waiters {
+                stopWaiting(waiter.source)
                 let zone = configuration.zones[waiter.link.rawValue]
                 statistics.answered += 1
                 actions.append(.reply(waiter.request, answer(waiter.query, key: key, zone: zone, transport: waiter.transport)))
@@ -325,7 +394,7 @@ public struct ProxyStateMachine: Sendable {
             if !waiters.isEmpty { actions += followUps(after: key, now: now) }
         }
         if now >= nextSweep {
-            nextSweep = now + configuration.idleLifetime / 4
+            nextSweep = now + max(configuration.idleLifetime, .seconds(1)) / 4
             for (key, state) in questions where state.settled && now - state.lastAsked >= configuration.idleLifetime {
                 questions[key] = nil
                 statistics.linkQuestionsStopped += 1
@@ -433,6 +502,8 @@ public struct ProxyStateMachine: Sendable {
     }
 
     static let ds = RecordType(43)
+    static let axfr = RecordType(252)
+    static let ixfr = RecordType(251)
 
     /// The service names DNS clients look up in a zone before using it for updates, long-lived
     /// queries or Push (RFC 8766 §6.4), directly under the zone: `_dns-update._udp.<zone>` and
@@ -456,21 +527,45 @@ public struct ProxyStateMachine: Sendable {
     private mutating func answer(_ query: Message, key: Key, zone: ProxyZone, transport: Transport) -> [UInt8] {
         var reply = Self.replyHeader(to: query, code: .noError)
         reply.header.isAuthoritative = true
-        let translation = translations[key.link.rawValue]
-        reply.answers = translate(records(for: key), translation, cap: zone.oneShotTTL)
+        let cached: CachedAnswer
+        if let kept = questions[key]?.answer, kept.version == linkVersion {
+            cached = kept
+        } else {
+            let translation = translations[key.link.rawValue]
+            let answers = translate(records(for: key), translation, cap: zone.oneShotTTL)
+            let additionals = answers.isEmpty ? [] : translate(additionalRecords(for: key), translation, cap: zone.oneShotTTL)
+            cached = CachedAnswer(version: linkVersion, answers: answers, additionals: additionals)
+            questions[key]?.answer = cached
+        }
+        reply.answers = cached.answers
         if reply.answers.isEmpty {
             reply.authorities = [zone.soaRecord]
             statistics.noData += 1
         } else {
             statistics.answeredFromLink += 1
-            reply.additionals = translate(additionalRecords(for: key), translation, cap: zone.oneShotTTL) + reply.additionals
+            reply.additionals = cached.additionals + reply.additionals
         }
         return encode(reply, for: query, transport: transport)
     }
 
     private func records(for key: Key) -> [ResourceRecord] {
         guard let state = questions[key] else { return [] }
-        return state.records.values.sorted { $0.data.sortKey < $1.data.sortKey }
+        return state.records.values.sorted { Self.precedes($0, $1) }
+    }
+
+    /// An order for records of one name and type, so that answers come out the same every time:
+    /// by the names in their data, then by their data's text.
+    static func precedes(_ a: ResourceRecord, _ b: ResourceRecord) -> Bool {
+        switch (a.data, b.data) {
+        case (.ptr(let x), .ptr(let y)): x.precedes(y) || (x == y && x.description < y.description)
+        case (.srv(let x), .srv(let y)):
+            (x.priority, x.weight, x.port) != (y.priority, y.weight, y.port)
+                ? (x.priority, x.weight, x.port) < (y.priority, y.weight, y.port) : x.target.precedes(y.target)
+        case (.a(let x), .a(let y)): x.value < y.value
+        case (.aaaa(let x), .aaaa(let y)): x.description < y.description
+        case (.txt(let x), .txt(let y)): x.rdata.lexicographicallyPrecedes(y.rdata)
+        default: a.data.sortKey < b.data.sortKey
+        }
     }
 
     /// What a client asks next, when the link has told it already: an instance's SRV and TXT
@@ -519,8 +614,12 @@ public struct ProxyStateMachine: Sendable {
         header.isResponse = true
         header.opcode = query.header.opcode
         header.recursionDesired = query.header.recursionDesired
+        // CD is copied (RFC 4035 §3.1.6), though the proxy does no DNSSEC.
+        header.flags |= query.header.flags & 0x0010
         header.responseCode = UInt8(code.rawValue & 0xF)
-        var reply = Message(header: header, questions: code == .formatError ? [] : query.questions)
+        // The question is echoed when there is one question; a message with several gets none
+        // back (it is refused or malformed anyway), so a reply never outgrows its question.
+        var reply = Message(header: header, questions: code == .formatError || query.questions.count != 1 ? [] : query.questions)
         if query.optRecord != nil {
             let extended = UInt32(code.rawValue >> 4) << 24
             reply.additionals = [ResourceRecord(name: .root, data: .opt([]), ttl: extended, class: RecordClass(Message.ednsPayloadSize))]
@@ -556,6 +655,9 @@ public struct ProxyStateMachine: Sendable {
         smaller.answers = []
         smaller.authorities = []
         smaller.header.isTruncated = true
+        if let bytes = try? smaller.encoded(), bytes.count <= limit { return bytes }
+        smaller.questions = []
+        smaller.additionals = []
         return (try? smaller.encoded()) ?? []
     }
 }

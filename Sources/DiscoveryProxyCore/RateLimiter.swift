@@ -1,7 +1,8 @@
 import DNSWire
 
-/// A limit on the questions one source may ask per second over UDP, where a source address can
-/// be forged: a token bucket of `burst` questions, refilled at `perSecond`.
+/// A limit on the questions one source (an IPv4 /24, an IPv6 /56) may ask per second over UDP,
+/// where a source address can be forged: a token bucket of `burst` questions, refilled at
+/// `perSecond`.
 public struct RateLimit: Sendable, Hashable {
     public var perSecond: Int
     public var burst: Int
@@ -36,7 +37,9 @@ struct TokenBucket: Sendable {
     }
 }
 
-/// The buckets of ``RateLimit``, one per source address, kept for a bounded number of sources.
+/// The buckets of ``RateLimit``, one per source prefix: an IPv4 /24 or an IPv6 /56, as
+/// response-rate limiting in DNS servers does, so that one network cannot pass the limit by
+/// using many of its addresses.
 struct RateLimiter: Sendable {
     enum Verdict: Equatable {
         case admit
@@ -46,10 +49,10 @@ struct RateLimiter: Sendable {
         case slip
     }
 
-    /// At most this many sources are remembered; beyond it the least recently seen is forgotten
-    /// (a forgotten source starts again with a full bucket, which only ever errs towards
-    /// answering).
-    static let maximumSources = 16_384
+    /// Prefixes are kept in two generations of at most this many each: when the current one
+    /// fills, it becomes the previous one and the older is forgotten, in one step (a forgotten
+    /// prefix starts again with a full bucket, which only ever errs towards answering).
+    static let generationSize = 8_192
 
     private struct Bucket {
         var tokens: TokenBucket
@@ -57,12 +60,32 @@ struct RateLimiter: Sendable {
     }
 
     let limit: RateLimit
-    private var buckets: [IPAddress: Bucket] = [:]
+    private var current: [Prefix: Bucket] = [:]
+    private var previous: [Prefix: Bucket] = [:]
 
     init(_ limit: RateLimit) { self.limit = limit }
 
+    /// The part of an address that shares a bucket.
+    struct Prefix: Hashable {
+        var high: UInt64
+        var isV6: Bool
+
+        init(_ address: IPAddress) {
+            switch address {
+            case .v4(let v4):
+                high = UInt64(v4.value >> 8)
+                isV6 = false
+            case .v6(let v6, _):
+                let bytes = v6.bytes
+                high = bytes.prefix(7).reduce(0) { $0 << 8 | UInt64($1) }
+                isV6 = true
+            }
+        }
+    }
+
     mutating func admit(_ source: IPAddress, now: Duration) -> Verdict {
-        var bucket = buckets[source] ?? Bucket(tokens: TokenBucket(limit, now: now))
+        let prefix = Prefix(source)
+        var bucket = current.removeValue(forKey: prefix) ?? previous.removeValue(forKey: prefix) ?? Bucket(tokens: TokenBucket(limit, now: now))
         let verdict: Verdict
         if bucket.tokens.take(now: now) {
             verdict = .admit
@@ -70,22 +93,22 @@ struct RateLimiter: Sendable {
             bucket.overruns += 1
             verdict = bucket.overruns % 2 == 0 ? .slip : .drop
         }
-        if buckets[source] == nil, buckets.count >= Self.maximumSources,
-            let oldest = buckets.min(by: { $0.value.tokens.updated < $1.value.tokens.updated })?.key
-        {
-            buckets[oldest] = nil
+        if current.count >= Self.generationSize {
+            previous = current
+            current = [:]
         }
-        buckets[source] = bucket
+        current[prefix] = bucket
         return verdict
     }
 
-    /// Forgets sources not seen since `time` (their buckets are full again by now anyway, for
+    /// Forgets prefixes not seen since `time` (their buckets are full again by now anyway, for
     /// any limit of at least one question per ten seconds).
     mutating func forget(before time: Duration) {
-        buckets = buckets.filter { $0.value.tokens.updated >= time }
+        current = current.filter { $0.value.tokens.updated >= time }
+        previous = previous.filter { $0.value.tokens.updated >= time }
     }
 
-    var sourceCount: Int { buckets.count }
+    var sourceCount: Int { current.count + previous.count }
 
     static func seconds(_ duration: Duration) -> Double {
         let parts = duration.components

@@ -18,7 +18,8 @@ public struct RecordTranslation: Sendable {
         case nsec
         /// A goodbye (TTL 0): the record is leaving.
         case goodbye
-        /// The owner name is not under `local.`, or too long once moved into the zone.
+        /// The owner name is not under `local.`, or it or a name in the data is too long once
+        /// moved into the zone.
         case outsideLink
         /// An mDNS-only or meta type (OPT, TSIG) that has no place in a zone.
         case metaType
@@ -37,11 +38,18 @@ public struct RecordTranslation: Sendable {
         case .nsec: return .suppressed(.nsec)
         case .opt, .soa: return .suppressed(.metaType)
         case .unknown(let type, _) where type == .tsig: return .suppressed(.metaType)
-        case .ptr(let target): data = .ptr(moved(target))
-        case .cname(let target): data = .cname(moved(target))
-        case .ns(let target): data = .ns(moved(target))
+        case .ptr(let target):
+            guard let target = moved(target) else { return .suppressed(.outsideLink) }
+            data = .ptr(target)
+        case .cname(let target):
+            guard let target = moved(target) else { return .suppressed(.outsideLink) }
+            data = .cname(target)
+        case .ns(let target):
+            guard let target = moved(target) else { return .suppressed(.outsideLink) }
+            data = .ns(target)
         case .srv(var srv):
-            srv.target = moved(srv.target)
+            guard let target = moved(srv.target) else { return .suppressed(.outsideLink) }
+            srv.target = target
             data = .srv(srv)
         case .a, .aaaa, .txt, .hinfo, .unknown: data = record.data
         }
@@ -53,10 +61,11 @@ public struct RecordTranslation: Sendable {
 
     /// A name in a record's data: moved into the zone when it is under `local.` (a service
     /// instance, a host), left as it is otherwise (a name in a real zone means the same
-    /// everywhere).
-    public func moved(_ name: DomainName) -> DomainName {
+    /// everywhere). Nil for a name under `local.` that would be too long in the zone: the
+    /// record is then left out rather than point outside the zone.
+    public func moved(_ name: DomainName) -> DomainName? {
         guard name.hasSuffix(ProxyZone.linkDomain) else { return name }
-        return zone.zoneName(for: name) ?? name
+        return zone.zoneName(for: name)
     }
 
     /// A link record in the zone's form, or why it was left out.

@@ -29,9 +29,12 @@ struct ProxyCommand: AsyncParsableCommand {
             What it refuses: names outside every ZONE (REFUSED: it is no resolver and never \
             recurses), zone transfers and ANY (NOTIMP), updates (NOTIMP). Over UDP an answer \
             fits the client's buffer (512 bytes without EDNS(0), at most 1232) or comes empty \
-            with TC set, so a small question never draws a large answer; each source may ask \
-            --rate questions per second over UDP. New mDNS questions are limited to \
-            --link-rate per second (RFC 8766 §9.3). Its mDNS stays on the INTERFACEs named.
+            with TC set, and each source network (an IPv4 /24, an IPv6 /56) may ask --rate \
+            questions per second over UDP (beyond it, silence or an empty truncated answer, so \
+            a real client goes on over TCP): forged questions can make the proxy send a \
+            victim network about 120 kB/s at most. New mDNS questions are limited to \
+            --link-rate per second (RFC 8766 §9.3). Its mDNS stays on the INTERFACEs named, \
+            on either backend.
 
             Port 53 needs root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM.
 
@@ -61,8 +64,8 @@ struct ProxyCommand: AsyncParsableCommand {
     @Option(name: .customLong("name-server"), help: ArgumentHelp("The name of this proxy, as the parent zone's NS records give it (repeatable, one per proxy of the link); best outside the zones, e.g. proxy1.example.test.", valueName: "name"))
     var nameServers: [String] = []
 
-    @Option(help: ArgumentHelp("Questions per second each source address may ask over UDP (burst: twice that); 0 for no limit.", valueName: "n"))
-    var rate: Int = 500
+    @Option(help: ArgumentHelp("Questions per second each source network (IPv4 /24, IPv6 /56) may ask over UDP (burst: twice that); 0 for no limit.", valueName: "n"))
+    var rate: Int = 100
 
     @Option(help: ArgumentHelp(
         "Who asks the link: embedded (Nearby's own mDNS engine, on the INTERFACEs only), system (the host's avahi-daemon, through dns_sd), auto (system when a daemon answers, else embedded).",
@@ -104,8 +107,25 @@ struct ProxyCommand: AsyncParsableCommand {
                 throw ValidationError("--listen \(text) is not an IP address; give one of this host's addresses, such as 192.0.2.5 or 2001:db8::5")
             }
         }
-        guard rate >= 0, linkRate >= 1 else { throw ValidationError("--rate must be 0 or more, --link-rate 1 or more") }
+        guard (0...1_000_000).contains(rate), (1...1_000_000).contains(linkRate) else {
+            throw ValidationError("--rate must be 0 to 1000000 (0: no limit), --link-rate 1 to 1000000")
+        }
+        // A name server named inside one of the zones is served with the --listen addresses
+        // (its glue); one outside is the parent's to give an address.
+        var zoneNames: [DomainName] = []
+        for text in links {
+            if let zone = text.split(separator: "=", maxSplits: 1).dropFirst().first.flatMap({ try? DomainName(parsing: String($0)) }) {
+                zoneNames.append(zone)
+            }
+        }
+        servers = servers.map { server in
+            zoneNames.contains(where: { server.name.hasSuffix($0) }) ? .init(name: server.name, addresses: addresses) : server
+        }
         var result: [DiscoveryProxy.Link] = []
+        let interfaces = links.map { $0.split(separator: "=", maxSplits: 1).first.map(String.init) ?? $0 }
+        if let twice = interfaces.first(where: { name in interfaces.filter { $0 == name }.count > 1 }) {
+            throw ValidationError("the interface \(twice) is given twice; one zone per link")
+        }
         for text in links {
             let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {

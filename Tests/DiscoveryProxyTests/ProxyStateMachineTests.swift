@@ -133,14 +133,18 @@ struct ProxyStateMachineTests {
         #expect(machine.linkQuestions.isEmpty)
     }
 
-    @Test("an UPDATE, a zone transfer and ANY are not implemented; EDNS version 1 gets BADVERS")
+    @Test("an UPDATE is not implemented, zone transfers are refused, ANY gets one HINFO (RFC 8482); EDNS version 1 gets BADVERS")
     func notImplemented() throws {
         var machine = Self.machine()
         var update = Message.unicastQuery(id: 1, name: "lan1.example.test.", type: .soa)
         update.header.opcode = Header.updateOpcode
         #expect(try Self.reply(machine.received(try update.encoded(), from: Self.client, over: .udp, request: .init(1), now: .zero)).responseCode == .notImplemented)
-        #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", RecordType(252))).responseCode == .notImplemented)
-        #expect(try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .any)).responseCode == .notImplemented)
+        #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", RecordType(252))).responseCode == .refused)
+        #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", RecordType(251))).responseCode == .refused)
+        #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", RecordType(254))).responseCode == .notImplemented)
+        // ANY: RFC 8482's one small record, not everything the link holds.
+        let any = try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .any))
+        #expect(any.responseCode == .noError && any.answers.map(\.type) == [.hinfo])
         var version1 = Message.unicastQuery(id: 2, name: "_ipp._tcp.lan1.example.test.", type: .ptr)
         version1.additionals[0].ttl = 1 << 16
         let badvers = try Self.reply(machine.received(try version1.encoded(), from: Self.client, over: .udp, request: .init(2), now: .zero), request: 2)
@@ -277,7 +281,7 @@ struct ProxyStateMachineTests {
 
     // MARK: Limits
 
-    @Test("over a source's UDP rate, questions are dropped, every second one answered empty with TC; TCP and other sources go on")
+    @Test("over a source's UDP rate, questions are dropped, every second one answered empty with TC; TCP and other networks go on, the same /24 does not")
     func rateLimit() throws {
         var machine = Self.machine { $0.rateLimit = RateLimit(perSecond: 2, burst: 3) }
         var replies = 0
@@ -289,11 +293,14 @@ struct ProxyStateMachineTests {
         let slip = try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa, request: 5), request: 5)
         #expect(slip.header.isTruncated && slip.answers.isEmpty)
         #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa, request: 6, over: .tcp), request: 6).answers.count == 1)
-        let other = IPAddress.v4(IPv4Address("198.18.2.7")!)
+        // Another address of the same /24 shares the bucket; another network has its own.
+        let neighbour = IPAddress.v4(IPv4Address("198.18.2.7")!)
+        #expect(Self.ask(&machine, "lan1.example.test.", .soa, request: 9, from: neighbour) == [.drop(.init(9))])
+        let other = IPAddress.v4(IPv4Address("198.18.3.7")!)
         #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa, request: 7, from: other), request: 7).answers.count == 1)
         // Half a second later the bucket has one question again.
         #expect(try Self.reply(Self.ask(&machine, "lan1.example.test.", .soa, request: 8, at: .milliseconds(500)), request: 8).answers.count == 1)
-        #expect(machine.statistics.rateLimited == 2 && machine.statistics.rateLimitedTruncated == 1)
+        #expect(machine.statistics.rateLimited == 3 && machine.statistics.rateLimitedTruncated == 1)
     }
 
     @Test("new link questions are limited (RFC 8766 §9.3): beyond the budget SERVFAIL, and the link is not asked")
@@ -307,6 +314,42 @@ struct ProxyStateMachineTests {
         // A name the link is already asked about is not limited.
         #expect(Self.ask(&machine, "A._ipp._tcp.lan1.example.test.", .srv, request: 4).isEmpty)
         #expect(machine.statistics.linkQuestionsOverBudget == 1)
+    }
+
+    @Test("one source cannot take every waiting place: beyond its share it gets SERVFAIL, others still wait")
+    func waitingPerSource() throws {
+        var machine = Self.machine { $0.maximumWaitingPerSource = 2 }
+        #expect(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 1).count == 1)
+        #expect(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 2, over: .tcp).isEmpty)
+        let third = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 3, over: .tcp)
+        #expect(try Self.reply(third, request: 3).responseCode == .serverFailure)
+        let other = IPAddress.v4(IPv4Address("198.18.3.7")!)
+        #expect(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 4, from: other).isEmpty)
+        let answered = machine.advance(to: .seconds(1))
+        #expect(answered.count == 3)
+        // Answered, the places are free again.
+        _ = Self.ask(&machine, "_http._tcp.lan1.example.test.", .ptr, request: 5, at: .seconds(2))
+        #expect(Self.ask(&machine, "_http._tcp.lan1.example.test.", .ptr, request: 6, at: .seconds(2), over: .tcp).isEmpty)
+        #expect(machine.statistics.waitingOverSourceLimit == 1)
+    }
+
+    @Test("a kept answer is made again when the link changes, also for its additional records")
+    func cachedAnswers() throws {
+        var machine = Self.machine()
+        _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr)
+        _ = machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Alpha")], removed: [], now: .milliseconds(10))
+        let first = try Self.reply(machine.advance(to: .seconds(1)))
+        #expect(first.additionals.filter { $0.type != .opt }.isEmpty)
+        // The instance's SRV is learned later, through a question of its own.
+        let srvQuestion = LinkQuestion(name: "Alpha._ipp._tcp.local.", type: .srv)
+        _ = Self.ask(&machine, "Alpha._ipp._tcp.lan1.example.test.", .srv, request: 2, at: .seconds(2))
+        _ = machine.linkChanged(Self.link, srvQuestion, added: [ResourceRecord(name: "Alpha._ipp._tcp.local.", data: .srv(SRVData(port: 631, target: "alpha.local.")), ttl: 120)], removed: [], now: .seconds(2))
+        _ = machine.advance(to: .seconds(3))
+        let second = try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 3, at: .seconds(4)), request: 3)
+        #expect(second.additionals.map(\.type).contains(.srv), "the PTR answer now carries the SRV: \(second.additionals)")
+        // The same question again, nothing changed: the same bytes but for the ID.
+        let third = try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 4, at: .seconds(5)), request: 4)
+        #expect(third.answers == second.answers && third.additionals == second.additionals)
     }
 
     @Test("a link question nobody asks about for the idle lifetime is stopped; one still asked about is kept")

@@ -108,6 +108,18 @@ struct TranslationTests {
             == .record(ResourceRecord(name: "printer.lan1.example.test.", data: .aaaa(IPv6Address("fd6e:6272:1::9")!), ttl: 10)))
     }
 
+    @Test("a record whose data names a .local name too long for the zone is left out, never given with a name outside the zone")
+    func unmovableData() throws {
+        let label = [UInt8](repeating: 0x61, count: 60)
+        var long: DomainName = "local."
+        for _ in 0..<4 { long = try long.prepending(label) }  // 251 bytes under local., 264 in the zone
+        let zone = try ProxyZone("lan1.example.test.", nameServers: [.init(name: "ns.example.test.", addresses: [])])
+        let translation = RecordTranslation(zone: zone)
+        #expect(zone.zoneName(for: long) == nil)
+        #expect(translation.translate(ResourceRecord(name: "_ipp._tcp.local.", data: .ptr(long), ttl: 4500), ttlCap: 10) == .suppressed(.outsideLink))
+        #expect(translation.translate(ResourceRecord(name: "P._ipp._tcp.local.", data: .srv(SRVData(port: 1, target: long)), ttl: 120), ttlCap: 10) == .suppressed(.outsideLink))
+    }
+
     @Test("link-local addresses (169.254/16, fe80::/10), NSEC, goodbyes and names outside local. are left out, each with its reason")
     func suppressed() {
         let t = Self.translation

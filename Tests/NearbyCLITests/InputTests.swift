@@ -231,7 +231,9 @@ extension InputTests {
         (["proxy", "eth0=lan1.local", "--listen", "192.0.2.5", "--name-server", "p.example.test"], "is under local., which is the link's own domain"),
         (["proxy", "eth0=lan1.example.test", "--listen", "proxy.local", "--name-server", "p.example.test"], "--listen proxy.local is not an IP address"),
         (["proxy", "eth0=lan1.example.test", "eth1=a.lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test"], "overlap; give each link a zone of its own"),
-        (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--rate", "-1"], "--rate must be 0 or more"),
+        (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--rate", "-1"], "--rate must be 0 to 1000000"),
+        (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--rate", "9223372036854775807"], "--rate must be 0 to 1000000"),
+        (["proxy", "eth0=lan1.example.test", "eth0=lan2.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test"], "the interface eth0 is given twice"),
     ])
     func proxyInput(_ example: (arguments: [String], expected: String)) {
         let message = refusal(example.arguments)

@@ -2,7 +2,7 @@
 // "1,000 instances" figure. Prints "advertised N" once every name is won, then runs until
 // SIGINT/SIGTERM and withdraws them all with goodbyes.
 //
-//   nearby-mass-advertise COUNT TYPE [--host LABEL] [--churn MS] [--first N]
+//   nearby-mass-advertise COUNT TYPE [--host LABEL] [--churn MS] [--first N] [--prefix TEXT]
 //
 // --first N: the instances are "Mass N" to "Mass N+COUNT-1" (default 1), so that several
 // publishers share a link without conflicts.
@@ -53,6 +53,13 @@ if let index = arguments.firstIndex(of: "--first"), index + 1 < arguments.count 
     first = value
     arguments.removeSubrange(index...(index + 1))
 }
+// --prefix TEXT: instance names are TEXT followed by the number (default "Mass "); a prefix
+// without spaces suits tools that cannot write a space in a name (dnsperf's query files).
+var prefix = "Mass "
+if let index = arguments.firstIndex(of: "--prefix"), index + 1 < arguments.count {
+    prefix = arguments[index + 1]
+    arguments.removeSubrange(index...(index + 1))
+}
 var churn: Int?
 if let index = arguments.firstIndex(of: "--churn"), index + 1 < arguments.count {
     churn = Int(arguments[index + 1])
@@ -63,14 +70,14 @@ if let index = arguments.firstIndex(of: "--churn"), index + 1 < arguments.count 
     arguments.removeSubrange(index...(index + 1))
 }
 guard arguments.count == 2, let count = Int(arguments[0]), count > 0, let type = try? ServiceType(parsing: arguments[1]) else {
-    writeAll(STDERR_FILENO, "usage: nearby-mass-advertise COUNT TYPE [--host LABEL]\n")
+    writeAll(STDERR_FILENO, "usage: nearby-mass-advertise COUNT TYPE [--host LABEL] [--first N] [--prefix TEXT] [--churn MS]\n")
     exit(2)
 }
 
 let discovery = try await NearbyDiscovery.start(hostName: host)
 let advertisements = try await withThrowingTaskGroup(of: Advertisement.self) { group in
     for index in first..<(first + count) {
-        group.addTask { try await discovery.advertise("Mass \(index)", type: type, port: UInt16(10_000 + index % 50_000)) }
+        group.addTask { try await discovery.advertise("\(prefix)\(index)", type: type, port: UInt16(10_000 + index % 50_000)) }
     }
     var all: [Advertisement] = []
     for try await ad in group { all.append(ad) }

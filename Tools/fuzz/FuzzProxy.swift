@@ -13,8 +13,9 @@
 //     it: a small question never draws a large answer.
 //  P4 a question outside the zone is refused and never becomes a link question.
 //  P5 with the input's records played as what the link says (for every link question the
-//     machine asked), every reply's records are inside the zone, carry no link-local address,
-//     and have TTLs of at most 10 s; nothing traps as time passes.
+//     machine asked), every reply's records are inside the zone, name no .local host or
+//     instance in their data, carry no link-local address, and have TTLs of at most 10 s;
+//     nothing traps as time passes.
 
 import DNSWire
 import NearbyBasics
@@ -75,6 +76,10 @@ struct FuzzProxy {
                 switch record.data {
                 case .a(let address) where address.isLinkLocal: fail("P5", "a link-local address left: \(record)")
                 case .aaaa(let address) where address.isLinkLocal: fail("P5", "a link-local address left: \(record)")
+                case .ptr(let name), .cname(let name), .ns(let name):
+                    if name.hasSuffix(ProxyZone.linkDomain) { fail("P5", "a .local name left in record data: \(record)") }
+                case .srv(let srv):
+                    if srv.target.hasSuffix(ProxyZone.linkDomain) { fail("P5", "a .local name left in an SRV target: \(record)") }
                 default: break
                 }
             }
