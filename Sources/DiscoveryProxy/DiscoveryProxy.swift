@@ -10,7 +10,7 @@ import NearbyBasics
 /// questions for the link's zone from a continuous mDNS querier on that link, over UDP and TCP
 /// on the configured addresses.
 ///
-/// The decisions are ``ProxyStateMachine``'s; this actor only carries them out: it reads
+/// The decisions are `ProxyStateMachine`'s; this actor only carries them out: it reads
 /// questions from the sockets, runs the link questions the machine asks for on Nearby's own
 /// mDNS engine (bound to the links' interfaces and no others, so its multicast stays on them),
 /// hands what the link learns back to the machine, and keeps its time.
@@ -131,7 +131,7 @@ public actor DiscoveryProxy {
 
     /// Opens the sockets and the mDNS engine on the links' interfaces; nothing is answered until
     /// ``run()`` runs.
-    /// - Throws: ``ProxyError``: `invalidInput` (no link, no address, an interface named twice),
+    /// - Throws: `ProxyError`: `invalidInput` (no link, no address, an interface named twice),
     ///   `cannotListen` (an address that is not this host's, a port in use or needing root),
     ///   `linkUnavailable` (no such interface, or no multicast on it).
     public static func prepare(_ configuration: Configuration, logger: Logger = Logger(label: "nearby.proxy", factory: { _ in SwiftLogNoOpLogHandler() })) async throws(ProxyError) -> DiscoveryProxy {

@@ -27,7 +27,8 @@ struct ProxyCommand: AsyncParsableCommand {
             given. A name the link has nothing for gets NOERROR with no records, never NXDOMAIN.
 
             What it refuses: names outside every ZONE (REFUSED: it is no resolver and never \
-            recurses), zone transfers and ANY (NOTIMP), updates (NOTIMP). Over UDP an answer \
+            recurses), zone transfers (REFUSED), updates (NOTIMP); ANY gets one small HINFO \
+            record (RFC 8482) instead of everything the link holds. Over UDP an answer \
             fits the client's buffer (512 bytes without EDNS(0), at most 1232) or comes empty \
             with TC set, and each source network (an IPv4 /24, an IPv6 /56) may ask --rate \
             questions per second over UDP (beyond it, silence or an empty truncated answer, so \
