@@ -71,4 +71,7 @@ extension OpenKind where Owner == DNSWireError {
     public static var badPresentationName: Self { Self("badPresentationName") }
     /// A value cannot be encoded (too large for its field or for a packet).
     public static var cannotEncode: Self { Self("cannotEncode") }
+    /// A DSO message or TLV breaks RFC 8490's or RFC 8765's rules: not OPCODE 6, records in
+    /// its sections, a TLV whose data does not fit its type, a compressed name, a reserved TTL.
+    public static var badDSO: Self { Self("badDSO") }
 }

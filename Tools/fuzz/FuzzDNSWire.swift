@@ -24,6 +24,8 @@
 //
 //     Decoded TXT record data also round-trips: TXTData(strings: txt.strings) == txt and
 //     TXTData(rdata: txt.rdata) == txt; and DiscoveryInfo(info.txt) == info.
+//  P6 the input read as a DSO message (RFC 8490/8765): decoding never traps; what decodes
+//     re-encodes to bytes that decode to an equal message, and encode to the same bytes again.
 // Plus smoke coverage (no trap, no property): DiscoveryInfo from decoded TXT records and
 // ServiceType / ServiceInstanceName from decoded PTR data.
 
@@ -34,6 +36,29 @@ public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let input = UnsafeRawBufferPointer(start: count == 0 ? nil : start, count: count)
     FuzzDNSWire(input: input).run()
     return 0
+}
+
+extension FuzzDNSWire {
+    /// P6: the input read as a DSO message (RFC 8490, with DNS Push's TLVs): decoding never
+    /// traps; what decodes encodes, and that decodes to an equal message whose encoding is the
+    /// same bytes again.
+    func checkDSO() {
+        let message: DSOMessage
+        do {
+            message = try DSOMessage(decoding: bytes)
+        } catch {
+            return
+        }
+        let encoded: [UInt8]
+        do {
+            encoded = try message.encoded()
+        } catch {
+            fail("P6", "a decoded DSO message does not encode: \(error)")
+        }
+        guard let again = try? DSOMessage(decoding: encoded) else { fail("P6", "a DSO message's encoding does not decode") }
+        if again != message { fail("P6", "DSO decode(encode(m)) != m: \(again) vs \(message)") }
+        if (try? again.encoded()) != encoded { fail("P6", "DSO encoding is not stable") }
+    }
 }
 
 struct FuzzDNSWire {
@@ -50,6 +75,7 @@ struct FuzzDNSWire {
 
     func run() {
         checkDiscoveryInfo()  // P5: independent of whether the input is a message
+        checkDSO()            // P6: the input read as a DSO message
 
         // P1
         let decoded: DecodedMessage
