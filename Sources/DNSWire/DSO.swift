@@ -137,7 +137,8 @@ public enum DSOTLV: Hashable, Sendable {
         }
     }
 
-    var typeName: String {
+    /// The TLV's name as the RFCs spell it (`Keepalive`, `SUBSCRIBE`, …).
+    public var typeName: String {
         switch self {
         case .keepalive: "Keepalive"
         case .retryDelay: "Retry Delay"

@@ -1,0 +1,156 @@
+import DNSWire
+import Testing
+
+@testable import DiscoveryProxyCore
+
+/// A DNS Push session, server side, driven by hand: DSO messages in, actions out, time as a
+/// number (RFC 8490, RFC 8765).
+@Suite("discovery proxy: DNS Push sessions")
+struct PushSessionTests {
+    static let question = Question(name: "_ipp._tcp.lan1.example.test.", type: .ptr)
+
+    static func bytes(_ message: DSOMessage) -> [UInt8] { (try? message.encoded()) ?? [] }
+
+    static func subscribe(_ id: UInt16, _ question: Question = question) -> [UInt8] {
+        bytes(DSOMessage(id: id, tlvs: [.subscribe(name: question.name, type: question.type, class: question.class)]))
+    }
+
+    /// The messages the actions send, decoded.
+    static func sent(_ actions: [PushSession.Action]) throws -> [DSOMessage] {
+        try actions.compactMap { action in
+            if case .send(let bytes) = action { try DSOMessage(decoding: bytes) } else { nil }
+        }
+    }
+
+    static func aborted(_ actions: [PushSession.Action]) -> Bool {
+        actions.contains { if case .close(true, _) = $0 { true } else { false } }
+    }
+
+    @Test("a Keepalive request establishes the session and is answered with the server's timeouts")
+    func keepalive() throws {
+        var session = PushSession(now: .zero)
+        let actions = session.received(Self.bytes(DSOMessage(id: 1, tlvs: [.keepalive(inactivityTimeout: 15_000, keepaliveInterval: 15_000)])), now: .zero)
+        let answer = try #require(try Self.sent(actions).first)
+        #expect(answer.id == 1 && answer.isResponse && answer.responseCode == .noError)
+        #expect(answer.primary == .keepalive(inactivityTimeout: 15_000, keepaliveInterval: 3_600_000))
+        #expect(session.isEstablished)
+    }
+
+    @Test("SUBSCRIBE asks the proxy; NOERROR answers it and starts the subscription, a refusal does not")
+    func subscribeFlow() throws {
+        var session = PushSession(now: .zero)
+        #expect(session.received(Self.subscribe(5), now: .zero) == [.subscribe(5, Self.question)])
+        #expect(!session.isEstablished)
+        let answer = try #require(try Self.sent(session.subscribed(5, code: .noError)).first)
+        #expect(answer.id == 5 && answer.isResponse && answer.responseCode == .noError && answer.tlvs.isEmpty)
+        #expect(session.isEstablished && session.subscriptions == [5: Self.question])
+
+        let other = Question(name: "www.example.com.", type: .a)
+        _ = session.received(Self.subscribe(6, other), now: .seconds(1))
+        let refused = try #require(try Self.sent(session.subscribed(6, code: .notAuthoritative)).first)
+        #expect(refused.responseCode == .notAuthoritative)
+        #expect(session.subscriptions.count == 1)
+    }
+
+    @Test("UNSUBSCRIBE ends a subscription; an unknown ID is ignored; as a request it is FORMERR")
+    func unsubscribe() throws {
+        var session = PushSession(now: .zero)
+        _ = session.received(Self.subscribe(5), now: .zero)
+        _ = session.subscribed(5, code: .noError)
+        #expect(session.received(Self.bytes(DSOMessage(id: 0, tlvs: [.unsubscribe(messageID: 9)])), now: .seconds(1)).isEmpty)
+        #expect(session.received(Self.bytes(DSOMessage(id: 3, tlvs: [.unsubscribe(messageID: 5)])), now: .seconds(1)).count == 1)
+        #expect(try Self.sent(session.received(Self.bytes(DSOMessage(id: 3, tlvs: [.unsubscribe(messageID: 5)])), now: .seconds(1))).first?.responseCode == .formatError)
+        #expect(session.received(Self.bytes(DSOMessage(id: 0, tlvs: [.unsubscribe(messageID: 5)])), now: .seconds(2)) == [.unsubscribe(5)])
+        #expect(session.subscriptions.isEmpty)
+    }
+
+    @Test("an unknown primary TLV: DSOTYPENI for a request, the end of the session for a unidirectional message")
+    func unknownTypes() throws {
+        var session = PushSession(now: .zero)
+        let answer = try Self.sent(session.received(Self.bytes(DSOMessage(id: 4, tlvs: [.unknown(type: 0xF000, data: [])])), now: .zero))
+        #expect(answer.first?.responseCode == .dsoTypeNotImplemented)
+        #expect(!session.isClosed)
+        #expect(Self.aborted(session.received(Self.bytes(DSOMessage(id: 0, tlvs: [.unknown(type: 0xF000, data: [])])), now: .zero)))
+        #expect(session.isClosed)
+    }
+
+    @Test("protocol errors end the session at once: a response, unreadable bytes, a duplicate SUBSCRIBE, a unidirectional Keepalive, UNSUBSCRIBE before any session")
+    func protocolErrors() {
+        var a = PushSession(now: .zero)
+        #expect(Self.aborted(a.received(Self.bytes(DSOMessage(id: 1, isResponse: true, tlvs: [])), now: .zero)))
+        var b = PushSession(now: .zero)
+        #expect(Self.aborted(b.received([0, 1, 0x30], now: .zero)))
+        var c = PushSession(now: .zero)
+        _ = c.received(Self.subscribe(5), now: .zero)
+        _ = c.subscribed(5, code: .noError)
+        let duplicate = c.received(Self.subscribe(6), now: .zero)
+        #expect(Self.aborted(duplicate))
+        #expect(duplicate.contains(.unsubscribe(5)), "the session's subscriptions end with it")
+        var d = PushSession(now: .zero)
+        #expect(Self.aborted(d.received(Self.bytes(DSOMessage(id: 0, tlvs: [.keepalive(inactivityTimeout: 1, keepaliveInterval: 1)])), now: .zero)))
+        var e = PushSession(now: .zero)
+        #expect(Self.aborted(e.received(Self.bytes(DSOMessage(id: 0, tlvs: [.unsubscribe(messageID: 1)])), now: .zero)))
+    }
+
+    @Test("beyond the most subscriptions, SUBSCRIBE is REFUSED and the session goes on")
+    func subscriptionLimit() throws {
+        var configuration = PushSession.Configuration()
+        configuration.maximumSubscriptions = 1
+        var session = PushSession(configuration, now: .zero)
+        _ = session.received(Self.subscribe(1), now: .zero)
+        let second = try Self.sent(session.received(Self.subscribe(2, Question(name: "_http._tcp.lan1.example.test.", type: .ptr)), now: .zero))
+        #expect(second.first?.responseCode == .refused)
+        #expect(!session.isClosed)
+    }
+
+    @Test("silence: without subscriptions the session closes gracefully after 15 s; with one, only after twice the keepalive interval, and then at once")
+    func timeouts() {
+        var idle = PushSession(now: .zero)
+        _ = idle.received(Self.bytes(DSOMessage(id: 1, tlvs: [.keepalive(inactivityTimeout: 0, keepaliveInterval: 0)])), now: .zero)
+        #expect(idle.nextDeadline == .seconds(15))
+        #expect(idle.advance(to: .seconds(14)).isEmpty)
+        #expect(idle.advance(to: .seconds(15)) == [.close(abort: false, reason: "inactive for 15.0 seconds with no subscription")])
+
+        var busy = PushSession(now: .zero)
+        _ = busy.received(Self.subscribe(5), now: .zero)
+        _ = busy.subscribed(5, code: .noError)
+        #expect(busy.nextDeadline == .seconds(7200))
+        #expect(busy.advance(to: .seconds(3600)).isEmpty)
+        let ended = busy.advance(to: .seconds(7200))
+        #expect(ended.contains(.unsubscribe(5)) && Self.aborted(ended))
+    }
+
+    @Test("PUSH: changes go in unidirectional messages of at most 16,382 bytes, in order, none lost")
+    func pushSplitting() throws {
+        var session = PushSession(now: .zero)
+        _ = session.received(Self.subscribe(5), now: .zero)
+        _ = session.subscribed(5, code: .noError)
+        let changes: [PushChange] = (0..<1000).map { n in
+            .add(ResourceRecord(name: "_ipp._tcp.lan1.example.test.", data: .ptr(try! DomainName(parsing: "Printer number \(n) on the second floor._ipp._tcp.lan1.example.test.")), ttl: 4500))
+        }
+        let actions = session.push(changes)
+        #expect(actions.count > 1)
+        var received: [PushChange] = []
+        for case .send(let bytes) in actions {
+            #expect(bytes.count <= PushSession.maximumPushMessage)
+            let message = try DSOMessage(decoding: bytes)
+            #expect(message.id == 0 && !message.isResponse)
+            guard case .push(let part) = message.primary else {
+                Issue.record("not a PUSH: \(message)")
+                continue
+            }
+            received += part
+        }
+        #expect(received == changes)
+    }
+
+    @Test("the connection's end ends every subscription, answered or not")
+    func connectionEnds() {
+        var session = PushSession(now: .zero)
+        _ = session.received(Self.subscribe(5), now: .zero)
+        _ = session.subscribed(5, code: .noError)
+        _ = session.received(Self.subscribe(6, Question(name: "_http._tcp.lan1.example.test.", type: .ptr)), now: .zero)
+        #expect(session.ended() == [.unsubscribe(5), .unsubscribe(6)])
+        #expect(session.received(Self.subscribe(7), now: .zero).isEmpty)
+    }
+}
