@@ -478,6 +478,10 @@ public actor DiscoveryProxy {
                 }
             case .drop(let id):
                 if case .tcp(let continuation) = paths.removeValue(forKey: id.rawValue) { continuation.yield(nil) }
+            case .push:
+                // Pushes go to DNS Push sessions, which only subscriptions make; this shell
+                // opens no DSO listener yet, so it subscribes nothing and none comes.
+                break
             case .startLinkQuestion(let link, let question):
                 if engineQueries[question] != nil {
                     // Already asked for another link: what the querier knows is replayed; what

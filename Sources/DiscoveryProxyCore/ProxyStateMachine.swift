@@ -74,6 +74,22 @@ public struct ProxyStateMachine: Sendable {
         public var description: String { "request \(rawValue)" }
     }
 
+    /// A DNS Push session's handle, given by the shell.
+    public struct SessionID: Hashable, Sendable, CustomStringConvertible {
+        public var rawValue: UInt64
+        public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+        public var description: String { "session \(rawValue)" }
+    }
+
+    /// The answer to a SUBSCRIBE.
+    public enum SubscribeResult: Sendable, Equatable {
+        /// Accepted: these are the records now (push them right after the NOERROR).
+        case accepted([PushChange])
+        /// Refused with this response code: NOTAUTH outside the zones, NOTIMP for a type
+        /// not served, SERVFAIL over a limit.
+        case refused(ResponseCode)
+    }
+
     /// What the shell must do.
     public enum Action: Sendable, Equatable {
         /// Send these bytes back to the request's source (over its transport).
@@ -85,6 +101,9 @@ public struct ProxyStateMachine: Sendable {
         case startLinkQuestion(LinkIndex, LinkQuestion)
         /// Stop that query.
         case stopLinkQuestion(LinkIndex, LinkQuestion)
+        /// Tell a DNS Push session these changes to one of its subscriptions (records already
+        /// in the zone's form, with their own TTLs).
+        case push(SessionID, [PushChange])
     }
 
     /// What the proxy has done, counted. Nothing is dropped without being counted here.
@@ -96,6 +115,8 @@ public struct ProxyStateMachine: Sendable {
         public var refusedOutsideZones = 0
         public var notImplemented = 0
         public var refusedTransfers = 0
+        public var subscriptions = 0
+        public var subscriptionsRefused = 0
         public var formatErrors = 0
         public var droppedUnreadable = 0
         public var droppedResponses = 0
@@ -134,7 +155,16 @@ public struct ProxyStateMachine: Sendable {
         var firstAnswer: Duration?
         var settled = false
         var waiters: [Waiter] = []
+        /// DNS Push subscriptions to this question: it is kept while any is alive.
+        var subscribers: Set<Subscriber> = []
     }
+
+    private struct Subscriber: Hashable {
+        var session: SessionID
+        var id: UInt16
+    }
+
+    private var subscriptions: [Subscriber: Key] = [:]
 
     private struct Key: Hashable {
         var link: LinkIndex
@@ -349,12 +379,17 @@ public struct ProxyStateMachine: Sendable {
     ) -> [Action] {
         let key = Key(link: link, question: question)
         guard var state = questions[key] else { return [] }
-        for record in removed { state.records[RecordKey(record)] = nil }
+        var gone: [ResourceRecord] = []
+        var came: [ResourceRecord] = []
+        for record in removed {
+            if let old = state.records.removeValue(forKey: RecordKey(record)) { gone.append(old) }
+        }
         for record in added where record.name == question.name && record.type == question.type {
             if record.isGoodbye {
-                state.records[RecordKey(record)] = nil
+                if let old = state.records.removeValue(forKey: RecordKey(record)) { gone.append(old) }
             } else if state.records[RecordKey(record)] != nil || state.records.count < configuration.maximumRecordsPerQuestion {
                 state.records[RecordKey(record)] = record
+                came.append(record)
             } else {
                 statistics.recordsOverLimit += 1
             }
@@ -365,7 +400,110 @@ public struct ProxyStateMachine: Sendable {
         }
         if !state.settled, state.firstAnswer == nil, !state.records.isEmpty { state.firstAnswer = now }
         questions[key] = state
-        return advance(to: now)
+        var actions: [Action] = []
+        if !state.subscribers.isEmpty, !(came.isEmpty && gone.isEmpty) {
+            // Subscribers hear each change with the record's own TTL (RFC 8766 §5.5.1).
+            let translation = translations[link.rawValue]
+            var changes = translate(came, translation, cap: nil).map(PushChange.add)
+            changes += translate(gone.map { var record = $0; record.ttl = 1; return record }, translation, cap: nil).map { .remove($0) }
+            if !changes.isEmpty {
+                for subscriber in state.subscribers.sorted(by: { ($0.session.rawValue, $0.id) < ($1.session.rawValue, $1.id) }) {
+                    actions.append(.push(subscriber.session, changes))
+                }
+            }
+        }
+        return actions + advance(to: now)
+    }
+
+    // MARK: DNS Push
+
+    /// A DNS Push session subscribes to `question` (its SUBSCRIBE's message ID is `id`). An
+    /// accepted subscription keeps its link question alive, and every change to it comes as a
+    /// ``Action/push(_:_:)`` until ``unsubscribe(session:id:now:)`` or
+    /// ``sessionEnded(_:now:)``.
+    public mutating func subscribe(_ question: Question, session: SessionID, id: UInt16, now: Duration) -> (SubscribeResult, [Action]) {
+        guard question.class == .internet,
+            let link = configuration.zones.firstIndex(where: { $0.contains(question.name) }).map(LinkIndex.init)
+        else {
+            statistics.subscriptionsRefused += 1
+            return (.refused(.notAuthoritative), [])
+        }
+        if question.type.rawValue >= 128 || question.type == .opt || question.type == .tsig {
+            statistics.subscriptionsRefused += 1
+            return (.refused(.notImplemented), [])
+        }
+        let zone = configuration.zones[link.rawValue]
+        // Names the zone itself holds: what it holds now, and never a change.
+        if let held = zoneRecords(question, zone: zone) {
+            statistics.subscriptions += 1
+            return (.accepted(held.map(PushChange.add)), [])
+        }
+        guard let linkName = zone.linkName(for: question.name) else {
+            statistics.subscriptions += 1
+            return (.accepted([]), [])
+        }
+        let key = Key(link: link, question: LinkQuestion(name: linkName, type: question.type))
+        let subscriber = Subscriber(session: session, id: id)
+        var actions: [Action] = []
+        if questions[key] == nil {
+            guard linkBudget.take(now: now) else {
+                statistics.linkQuestionsOverBudget += 1
+                statistics.subscriptionsRefused += 1
+                return (.refused(.serverFailure), [])
+            }
+            guard let made = makeRoom(now: now) else {
+                statistics.subscriptionsRefused += 1
+                return (.refused(.serverFailure), [])
+            }
+            actions += made
+            questions[key] = QuestionState(started: now, lastAsked: now)
+            unsettled.insert(key)
+            statistics.linkQuestionsStarted += 1
+            actions.append(.startLinkQuestion(link, key.question))
+        }
+        questions[key]?.subscribers.insert(subscriber)
+        questions[key]?.lastAsked = now
+        subscriptions[subscriber] = key
+        statistics.subscriptions += 1
+        let now = translate(records(for: key), translations[link.rawValue], cap: nil).map(PushChange.add)
+        return (.accepted(now), actions)
+    }
+
+    /// A subscription ended (UNSUBSCRIBE). Its link question is then kept only while others
+    /// ask, and stops after the idle lifetime.
+    public mutating func unsubscribe(session: SessionID, id: UInt16, now: Duration) {
+        let subscriber = Subscriber(session: session, id: id)
+        guard let key = subscriptions.removeValue(forKey: subscriber) else { return }
+        questions[key]?.subscribers.remove(subscriber)
+        questions[key]?.lastAsked = now
+    }
+
+    /// A session ended: all its subscriptions end.
+    public mutating func sessionEnded(_ session: SessionID, now: Duration) {
+        for subscriber in subscriptions.keys where subscriber.session == session {
+            unsubscribe(session: session, id: subscriber.id, now: now)
+        }
+    }
+
+    /// The records the zone holds for a question about its own names (apex, name servers,
+    /// browse domains, administrative names); nil for a name of the link.
+    private func zoneRecords(_ question: Question, zone: ProxyZone) -> [ResourceRecord]? {
+        let name = question.name
+        if name == zone.name {
+            switch question.type {
+            case .soa: return [zone.soaRecord]
+            case .ns: return zone.nsRecords
+            default: return []
+            }
+        }
+        if zone.nameServers.contains(where: { $0.name == name }) {
+            return zone.glueRecords.filter { $0.name == name && $0.type == question.type }
+        }
+        if let label = Self.enumerationLabel(of: name, in: zone) {
+            return question.type == .ptr && ["b", "db", "lb"].contains(label) ? [ResourceRecord(name: name, data: .ptr(zone.name), ttl: zone.oneShotTTL)] : []
+        }
+        if Self.isAdministrative(name, in: zone) || [RecordType.soa, .ns, Self.ds].contains(question.type) { return [] }
+        return nil
     }
 
     // MARK: Time
@@ -395,7 +533,7 @@ public struct ProxyStateMachine: Sendable {
         }
         if now >= nextSweep {
             nextSweep = now + max(configuration.idleLifetime, .seconds(1)) / 4
-            for (key, state) in questions where state.settled && now - state.lastAsked >= configuration.idleLifetime {
+            for (key, state) in questions where state.settled && state.subscribers.isEmpty && now - state.lastAsked >= configuration.idleLifetime {
                 questions[key] = nil
                 statistics.linkQuestionsStopped += 1
                 actions.append(.stopLinkQuestion(key.link, key.question))
@@ -415,7 +553,7 @@ public struct ProxyStateMachine: Sendable {
     /// limit is reached. Nil when every question is still waiting for the link.
     private mutating func makeRoom(now: Duration) -> [Action]? {
         guard questions.count >= configuration.maximumLinkQuestions else { return [] }
-        guard let oldest = questions.filter({ $0.value.settled }).min(by: { $0.value.lastAsked < $1.value.lastAsked }) else { return nil }
+        guard let oldest = questions.filter({ $0.value.settled && $0.value.subscribers.isEmpty }).min(by: { $0.value.lastAsked < $1.value.lastAsked }) else { return nil }
         questions[oldest.key] = nil
         statistics.linkQuestionsEvicted += 1
         statistics.linkQuestionsStopped += 1
@@ -593,7 +731,7 @@ public struct ProxyStateMachine: Sendable {
         return extra
     }
 
-    private mutating func translate(_ records: [ResourceRecord], _ translation: RecordTranslation, cap: UInt32) -> [ResourceRecord] {
+    private mutating func translate(_ records: [ResourceRecord], _ translation: RecordTranslation, cap: UInt32?) -> [ResourceRecord] {
         var out: [ResourceRecord] = []
         var seen: Set<RecordKey> = []
         for record in records {

@@ -396,3 +396,85 @@ struct ProxyStateMachineTests {
         #expect(try Self.reply(actions, request: 2).answers.isEmpty)
     }
 }
+
+/// DNS Push subscriptions in the answering machine: what a subscriber is told, and how long the
+/// link is asked for it.
+@Suite("discovery proxy: subscriptions")
+struct SubscriptionTests {
+    static let link = LinkIndex(0)
+    static let browse = ProxyStateMachineTests.browse
+    static let question = Question(name: "_ipp._tcp.lan1.example.test.", type: .ptr)
+    static let one = ProxyStateMachine.SessionID(1)
+    static let two = ProxyStateMachine.SessionID(2)
+
+    static func zonePTR(_ instance: String, ttl: UInt32 = 4500) -> ResourceRecord {
+        ResourceRecord(name: "_ipp._tcp.lan1.example.test.", data: .ptr(try! DomainName(parsing: "\(instance)._ipp._tcp.lan1.example.test.")), ttl: ttl)
+    }
+
+    @Test("a subscription starts the link question; every change after it is pushed with the record's own TTL, removals as removals")
+    func pushes() {
+        var machine = ProxyStateMachineTests.machine()
+        let (result, actions) = machine.subscribe(Self.question, session: Self.one, id: 5, now: .zero)
+        #expect(result == .accepted([]))
+        #expect(actions == [.startLinkQuestion(Self.link, Self.browse)])
+        let added = machine.linkChanged(Self.link, Self.browse, added: [ProxyStateMachineTests.ptr("Alpha")], removed: [], now: .milliseconds(40))
+        #expect(added == [.push(Self.one, [.add(Self.zonePTR("Alpha"))])])
+        var goodbye = ProxyStateMachineTests.ptr("Alpha")
+        goodbye.ttl = 0
+        let gone = machine.linkChanged(Self.link, Self.browse, added: [goodbye], removed: [], now: .seconds(5))
+        #expect(gone == [.push(Self.one, [.remove(Self.zonePTR("Alpha", ttl: 1))])])
+        // Something that changes nothing is not pushed.
+        #expect(machine.linkChanged(Self.link, Self.browse, added: [], removed: [ProxyStateMachineTests.ptr("Nobody")], now: .seconds(6)).isEmpty)
+    }
+
+    @Test("a second subscriber gets what is known at once, and both hear later changes; link-local addresses are never pushed")
+    func twoSubscribers() {
+        var machine = ProxyStateMachineTests.machine()
+        _ = machine.subscribe(Self.question, session: Self.one, id: 5, now: .zero)
+        _ = machine.linkChanged(Self.link, Self.browse, added: [ProxyStateMachineTests.ptr("Alpha")], removed: [], now: .milliseconds(40))
+        let (second, actions) = machine.subscribe(Self.question, session: Self.two, id: 9, now: .seconds(1))
+        #expect(second == .accepted([.add(Self.zonePTR("Alpha"))]))
+        #expect(actions.isEmpty, "the link is already asked")
+        let both = machine.linkChanged(Self.link, Self.browse, added: [ProxyStateMachineTests.ptr("Beta")], removed: [], now: .seconds(2))
+        #expect(both == [.push(Self.one, [.add(Self.zonePTR("Beta"))]), .push(Self.two, [.add(Self.zonePTR("Beta"))])])
+
+        let host = LinkQuestion(name: "alpha.local.", type: .aaaa)
+        _ = machine.subscribe(Question(name: "alpha.lan1.example.test.", type: .aaaa), session: Self.one, id: 6, now: .seconds(3))
+        let local = machine.linkChanged(Self.link, host, added: [ResourceRecord(name: "alpha.local.", data: .aaaa(IPv6Address("fe80::1")!), ttl: 120)], removed: [], now: .seconds(3))
+        #expect(local.isEmpty)
+    }
+
+    @Test("outside the zones NOTAUTH; meta types NOTIMP; the zone's own names are told as they are")
+    func refusalsAndZoneNames() {
+        var machine = ProxyStateMachineTests.machine()
+        #expect(machine.subscribe(Question(name: "www.example.com.", type: .a), session: Self.one, id: 1, now: .zero).0 == .refused(.notAuthoritative))
+        #expect(machine.subscribe(Question(name: "_ipp._tcp.lan1.example.test.", type: RecordType(252)), session: Self.one, id: 2, now: .zero).0 == .refused(.notImplemented))
+        let soa = machine.subscribe(Question(name: "lan1.example.test.", type: .soa), session: Self.one, id: 3, now: .zero)
+        #expect(soa.0 == .accepted([.add(ProxyStateMachineTests.zone.soaRecord)]) && soa.1.isEmpty)
+        let enumeration = machine.subscribe(Question(name: "b._dns-sd._udp.lan1.example.test.", type: .ptr), session: Self.one, id: 4, now: .zero)
+        #expect(enumeration.0 == .accepted([.add(ResourceRecord(name: "b._dns-sd._udp.lan1.example.test.", data: .ptr("lan1.example.test."), ttl: 10))]))
+        #expect(machine.linkQuestions.isEmpty)
+    }
+
+    @Test("a subscribed link question outlives the idle lifetime; once unsubscribed (or its session gone) it stops after it")
+    func lifetime() {
+        var machine = ProxyStateMachineTests.machine { $0.idleLifetime = .seconds(60) }
+        _ = machine.subscribe(Self.question, session: Self.one, id: 5, now: .zero)
+        var stopped: [ProxyStateMachine.Action] = []
+        var now = Duration.zero
+        while now < .seconds(300) {
+            now = machine.nextDeadline
+            stopped += machine.advance(to: now).filter { if case .stopLinkQuestion = $0 { true } else { false } }
+        }
+        #expect(stopped.isEmpty, "stopped while subscribed: \(stopped)")
+        machine.sessionEnded(Self.one, now: now)
+        let end = now + .seconds(120)
+        while now < end {
+            now = machine.nextDeadline
+            stopped += machine.advance(to: now).filter { if case .stopLinkQuestion = $0 { true } else { false } }
+        }
+        #expect(stopped == [.stopLinkQuestion(Self.link, Self.browse)])
+        // Nothing is pushed to a session that has gone.
+        #expect(machine.linkChanged(Self.link, Self.browse, added: [ProxyStateMachineTests.ptr("Late")], removed: [], now: now).isEmpty)
+    }
+}
