@@ -261,23 +261,15 @@ public enum DSOTLV: Hashable, Sendable {
         return try DomainName(labels: labels)
     }
 
-    /// A record from its parts, its data read through the message codec (so every type is
-    /// parsed by the same hardened reader).
+    /// A record from its parts, its data read through the codec's hardened reader.
     static func record(
         name: DomainName, type: RecordType, class recordClass: RecordClass, ttl: UInt32, rdata: [UInt8], tlvOffset: Int
     ) throws(DNSWireError) -> ResourceRecord {
-        guard rdata.count <= Int(UInt16.max) - 64 else {
-            throw DNSWireError(.badDSO, "record data of \(rdata.count) bytes in a DSO TLV", at: tlvOffset)
+        do {
+            return ResourceRecord(name: name, data: try RecordData(type: type, rdata: rdata), ttl: ttl, class: recordClass)
+        } catch {
+            throw DNSWireError(.badDSO, "the \(type) data in a DSO TLV does not read: \(error)", at: tlvOffset)
         }
-        var packet: [UInt8] = [0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
-        packet += [UInt8(type.rawValue >> 8), UInt8(type.rawValue & 0xFF), 0, 1, 0, 0, 0, 0]
-        packet += [UInt8(rdata.count >> 8), UInt8(rdata.count & 0xFF)] + rdata
-        let decoded = try Message.decode(packet)
-        guard let answer = decoded.message.answers.first else {
-            let reason = decoded.skippedRecords.first.map { "\($0.error)" } ?? "unreadable"
-            throw DNSWireError(.badDSO, "the \(type) data in a DSO TLV does not read: \(reason)", at: tlvOffset)
-        }
-        return ResourceRecord(name: name, data: answer.data, ttl: ttl, class: recordClass)
     }
 }
 

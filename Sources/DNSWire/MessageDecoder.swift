@@ -13,6 +13,24 @@ public struct DecodedMessage: Hashable, Sendable {
     public var skippedRecords: [SkippedRecord]
 }
 
+extension RecordData {
+    /// Reads record data of `type` on its own, as a DNS-SD daemon or a DSO TLV hands it over:
+    /// names written in full (a compression pointer could only point inside `rdata`), every
+    /// type through the same hardened reader as a message's records.
+    /// - Throws: ``DNSWireError`` saying what is wrong with the data.
+    public init(type: RecordType, rdata: [UInt8]) throws(DNSWireError) {
+        guard rdata.count <= Int(UInt16.max) else {
+            throw DNSWireError(.badRecordData, "\(type) data of \(rdata.count) bytes; a record holds at most 65535")
+        }
+        let result = rdata.withUnsafeBytes { raw in
+            Result { () throws(DNSWireError) -> RecordData in
+                try WireReader.reading(raw) { (reader) throws(DNSWireError) in try reader.readData(type: type, from: 0, to: rdata.count) }
+            }
+        }
+        self = try result.get()
+    }
+}
+
 extension Message {
     /// Decodes a packet, treating it as hostile. Records whose data is malformed but whose length
     /// is sound are dropped (see ``decode(_:)-(UnsafeRawBufferPointer)`` to learn which).

@@ -169,19 +169,14 @@ actor SystemLinkQuerier: LinkQuerier {
         continuation.yield([LinkReport(interface: interface, record: record, added: added)])
     }
 
-    /// The daemon hands over a record's data uncompressed; it is read through the codec, as a
-    /// one-record message, so that every type is parsed by the same hardened decoder.
+    /// The daemon hands over a record's data uncompressed; it is read by the codec's hardened
+    /// reader, like every record from the network.
     static func record(_ item: DNSSDRecord, question: LinkQuestion) -> ResourceRecord? {
-        guard item.rdata.count <= Int(UInt16.max) - 64 else { return nil }
-        var packet: [UInt8] = [0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
-        packet += [UInt8(item.type >> 8), UInt8(item.type & 0xFF), 0, 1]
-        packet += [UInt8(item.ttl >> 24), UInt8(item.ttl >> 16 & 0xFF), UInt8(item.ttl >> 8 & 0xFF), UInt8(item.ttl & 0xFF)]
-        packet += [UInt8(item.rdata.count >> 8), UInt8(item.rdata.count & 0xFF)] + item.rdata
-        guard let decoded = try? Message(decoding: packet), let answer = decoded.answers.first else { return nil }
+        guard let data = try? RecordData(type: RecordType(item.type), rdata: item.rdata) else { return nil }
         // Avahi's dns_sd library reports every TTL as 0; a record that goes is reported as
         // removed, not by its TTL. A TTL of 0 is taken as unknown: RFC 6762 §10's defaults.
-        let ttl = item.ttl != 0 ? item.ttl : [RecordType.srv, .a, .aaaa].contains(answer.type) ? 120 : 4500
-        return ResourceRecord(name: question.name, data: answer.data, ttl: ttl)
+        let ttl = item.ttl != 0 ? item.ttl : [RecordType.srv, .a, .aaaa].contains(data.type) ? 120 : 4500
+        return ResourceRecord(name: question.name, data: data, ttl: ttl)
     }
 
     func start(_ questions: [LinkQuestion]) async {
