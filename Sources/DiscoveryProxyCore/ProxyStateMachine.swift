@@ -143,7 +143,6 @@ public struct ProxyStateMachine: Sendable {
         var query: Message
         var transport: Transport
         var link: LinkIndex
-        var zoneName: DomainName
     }
 
     private struct QuestionState {
@@ -320,7 +319,7 @@ public struct ProxyStateMachine: Sendable {
                 return actions
             }
             if let refusal = waitingRefusal(source, query: query, request: request, transport: transport) { return [refusal] }
-            state.waiters.append(Waiter(request: request, source: source, query: query, transport: transport, link: link, zoneName: zone.name))
+            state.waiters.append(Waiter(request: request, source: source, query: query, transport: transport, link: link))
             startWaiting(source)
             questions[key] = state
             return []
@@ -337,7 +336,7 @@ public struct ProxyStateMachine: Sendable {
         }
         actions += made
         var state = QuestionState(started: now, lastAsked: now)
-        state.waiters.append(Waiter(request: request, source: source, query: query, transport: transport, link: link, zoneName: zone.name))
+        state.waiters.append(Waiter(request: request, source: source, query: query, transport: transport, link: link))
         startWaiting(source)
         questions[key] = state
         unsettled.insert(key)

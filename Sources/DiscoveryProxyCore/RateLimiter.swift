@@ -108,8 +108,6 @@ struct RateLimiter: Sendable {
         previous = previous.filter { $0.value.tokens.updated >= time }
     }
 
-    var sourceCount: Int { current.count + previous.count }
-
     static func seconds(_ duration: Duration) -> Double {
         let parts = duration.components
         return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
