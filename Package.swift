@@ -115,8 +115,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // DNS-SD over unicast DNS (RFC 6763 §11): questions to the system's or a given DNS server,
-        // registration by DNS UPDATE signed with TSIG (RFC 2136, RFC 8945). Decisions in pure
-        // state machines (the exchange, the registration), the sockets in a thin shell.
+        // registration by DNS UPDATE signed with TSIG (RFC 2136, RFC 8945), DNS Push
+        // subscriptions over TLS (RFC 8765). Decisions in pure state machines (the exchange, the
+        // registration, the poller, the Push session), the sockets in a thin shell.
         .target(
             name: "UnicastDNSSD",
             dependencies: [
@@ -124,6 +125,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strict
         ),
@@ -131,15 +133,18 @@ let package = Package(
         // The discovery proxy's decisions (RFC 8766): which questions it answers and how, the
         // rewriting of link records into the zone, rate limits. Pure machines, no I/O.
         .target(name: "DiscoveryProxyCore", dependencies: ["DNSWire", "NearbyBasics"], swiftSettings: strict),
-        .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxyCore", "DiscoveryProxy", "DNSWire", "SystemDNSSD"], swiftSettings: strict),
-        // The discovery proxy on sockets: UDP and TCP answers, the links' mDNS engine, time.
+        .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxyCore", "DiscoveryProxy", "DNSWire", "SystemDNSSD", "UnicastDNSSD"], swiftSettings: strict),
+        // The discovery proxy on sockets: UDP and TCP answers, DNS Push over TLS, the links' mDNS
+        // engine, time.
         .target(
             name: "DiscoveryProxy",
             dependencies: [
                 "DiscoveryProxyCore", "DNSWire", "MulticastDNS", "MulticastDNSCore", "SystemDNSSD", "NetworkPlatform", "NearbyBasics",
+                "PeerTrust",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strict
         ),

@@ -3,8 +3,10 @@ public import DiscoveryProxyCore
 public import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import NetworkPlatform
 import NearbyBasics
+public import PeerTrust
 
 /// A discovery proxy (RFC 8766) on sockets: for each configured link, answers unicast DNS
 /// questions for the link's zone from a continuous mDNS querier on that link, over UDP and TCP
@@ -55,12 +57,42 @@ public actor DiscoveryProxy {
         /// Who asks the links: Nearby's own mDNS engine on the links' interfaces, or the host's
         /// daemon (avahi-daemon) through dns_sd.
         public var backend: Backend = .embedded
+        /// DNS Push (RFC 8765) over TLS, when offered: clients then subscribe and are told of
+        /// every change instead of asking again. Nil offers none (clients poll).
+        public var push: PushService?
 
         public init(links: [Link], listen: [IPAddress], port: UInt16 = 53) {
             self.links = links
             self.listen = listen
             self.port = port
             answering = ProxyStateMachine.Configuration(zones: links.map(\.zone))
+        }
+    }
+
+    /// The DNS Push service: DSO sessions (RFC 8490) over TLS on the `--listen` addresses,
+    /// named in each zone by `_dns-push-tls._tcp.<zone>` SRV (its target is the zone's first
+    /// name server, so that name must lead to the proxy).
+    public struct PushService: Sendable {
+        /// The TLS port: 853 by default (RFC 8765 §6.1 uses the DNS-over-TLS port); 0 picks a
+        /// free one, reported by ``DiscoveryProxy/pushPort``.
+        public var port: UInt16
+        /// The certificate and key the TLS server shows; nil makes a self-signed one at start,
+        /// which clients that check certificates will not accept (Nearby's client encrypts
+        /// without checking unless asked to: Push tells it nothing the plain DNS answers would
+        /// not).
+        public var identity: PeerIdentity?
+        /// The sessions' timeouts and their limit of subscriptions.
+        public var session = PushSession.Configuration()
+        /// At most this many sessions at once, and this many from one address.
+        public var maximumSessions = 256
+        public var maximumSessionsPerSource = 16
+        /// A session whose client leaves this many messages unread is closed (it resubscribes
+        /// and gets the current records again): nothing is dropped from a live session.
+        public var maximumUnsentMessages = 1024
+
+        public init(port: UInt16 = 853, identity: PeerIdentity? = nil) {
+            self.port = port
+            self.identity = identity
         }
     }
 
@@ -90,11 +122,20 @@ public actor DiscoveryProxy {
         public var tcpConnectionsRefused = 0
         public var tcpIdleClosed = 0
         public var tcpOverfull = 0
+        public var pushSessions = 0
+        public var pushSessionsRefused = 0
+        /// Sessions closed because their client left too many messages unread.
+        public var pushSessionsOverfull = 0
+        /// RECONFIRMs received; they are counted and logged, and the link's own upkeep of its
+        /// records (mDNS's failure detection) decides.
+        public var pushReconfirms = 0
     }
 
     public let configuration: Configuration
     /// The port the proxy answers on.
     public nonisolated let port: UInt16
+    /// The DNS Push port, when Push is offered.
+    public nonisolated let pushPort: UInt16?
     private var machine: ProxyStateMachine
     private let querier: any LinkQuerier
     private let linksOfInterface: [String: [LinkIndex]]
@@ -110,6 +151,18 @@ public actor DiscoveryProxy {
     private let engineQueue: AsyncStream<EngineWork>.Continuation
     private let udpChannels: [UDPChannel]
     private let tcpServers: [TCPServer]
+    private let pushServers: [TCPServer]
+    /// The live DNS Push sessions.
+    private var sessions: [UInt64: SessionState] = [:]
+    private var nextSession: UInt64 = 1
+    private var openPush = 0
+    private var pushBySource: [IPAddress: Int] = [:]
+    private struct SessionState {
+        var session: PushSession
+        var writer: AsyncStream<[UInt8]>.Continuation
+        /// Messages handed to the writer and not yet written.
+        var unsent: Locked<Int>
+    }
     private var paths: [UInt64: ReplyPath] = [:]
     private var nextRequest: UInt64 = 1
     private var shell = ShellStatistics()
@@ -150,7 +203,18 @@ public actor DiscoveryProxy {
         }
         var udp: [UDPChannel] = []
         var tcp: [TCPServer] = []
+        var push: [TCPServer] = []
         var port = Int(configuration.port)
+        var tls: NIOSSLContext?
+        if let service = configuration.push {
+            do {
+                tls = try Self.tlsContext(service, names: configuration.links.compactMap { $0.zone.nameServers.first?.name.description })
+            } catch {
+                await querier.shutdown()
+                throw error
+            }
+        }
+        var pushPort = Int(configuration.push?.port ?? 0)
         do {
             for address in configuration.listen {
                 let socket = try NIOCore.SocketAddress(ipAddress: address.withoutScope.description, port: port)
@@ -175,14 +239,42 @@ public actor DiscoveryProxy {
             await querier.shutdown()
             throw ProxyError(.cannotListen, "cannot answer on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(configuration.port): \(error) (is the address this host's, the port free, and port 53 allowed: root or CAP_NET_BIND_SERVICE?)")
         }
-        return DiscoveryProxy(configuration, port: UInt16(port), querier: querier, udp: udp, tcp: tcp, logger: logger)
+        if let tls {
+            do {
+                for address in configuration.listen {
+                    let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                        .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                        .serverChannelOption(.backlog, value: 128)
+                        .bind(to: try NIOCore.SocketAddress(ipAddress: address.withoutScope.description, port: pushPort)) { channel in
+                            channel.eventLoop.makeCompletedFuture {
+                                try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                                return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                            }
+                        }
+                    if pushPort == 0 { pushPort = server.channel.localAddress?.port ?? 0 }
+                    push.append(server)
+                }
+            } catch {
+                for channel in udp { try? await channel.channel.close() }
+                for server in tcp + push { try? await server.channel.close() }
+                await querier.shutdown()
+                throw ProxyError(.cannotListen, "cannot offer DNS Push on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(configuration.push?.port ?? 0): \(error) (is the port free, and below 1024 allowed: root or CAP_NET_BIND_SERVICE? --push-port 0 picks a free one, --no-push offers none)")
+            }
+        }
+        return DiscoveryProxy(
+            configuration, port: UInt16(port), pushPort: tls == nil ? nil : UInt16(pushPort), querier: querier, udp: udp, tcp: tcp, push: push, logger: logger)
     }
 
     private init(
-        _ configuration: Configuration, port: UInt16, querier: any LinkQuerier, udp: [UDPChannel], tcp: [TCPServer], logger: Logger
+        _ configuration: Configuration, port: UInt16, pushPort: UInt16?, querier: any LinkQuerier, udp: [UDPChannel], tcp: [TCPServer],
+        push: [TCPServer], logger: Logger
     ) {
+        var configuration = configuration
+        configuration.answering.pushPort = pushPort
         self.configuration = configuration
         self.port = port
+        self.pushPort = pushPort
+        pushServers = push
         machine = ProxyStateMachine(configuration.answering, now: .zero)
         self.querier = querier
         var links: [String: [LinkIndex]] = [:]
@@ -211,7 +303,7 @@ public actor DiscoveryProxy {
         let interfaces = configuration.links.map(\.interface)
         let tcp = tcpServers
         alarm.set(machine.nextDeadline)
-        logger.info("answering for \(configuration.links.map { "\($0.zone) (link \($0.interface))" }.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(port), UDP and TCP")
+        logger.info("answering for \(configuration.links.map { "\($0.zone) (link \($0.interface))" }.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(port), UDP and TCP\(pushPort.map { "; DNS Push over TLS on port \($0)" } ?? "")")
         await withDiscardingTaskGroup { group in
             group.addTask { await querier.run() }
             group.addTask { [weak self] in
@@ -241,6 +333,9 @@ public actor DiscoveryProxy {
             for server in tcp {
                 group.addTask { [weak self] in await self?.serveTCP(server) }
             }
+            for server in self.pushServers {
+                group.addTask { [weak self] in await self?.servePush(server) }
+            }
             group.addTask { [weak self] in
                 while !Task.isCancelled {
                     try? await clock.sleep(for: .seconds(30))
@@ -260,10 +355,11 @@ public actor DiscoveryProxy {
             if case .tcp(let continuation) = path { continuation.finish() }
         }
         paths = [:]
+        for state in sessions.values { state.writer.finish() }
         engineQueue.finish()
         await querier.shutdown()
         for channel in udpChannels { try? await channel.channel.close() }
-        for server in tcpServers { try? await server.channel.close() }
+        for server in tcpServers + pushServers { try? await server.channel.close() }
         stop.finish()
     }
 
@@ -422,6 +518,190 @@ public actor DiscoveryProxy {
         perform(machine.received(bytes, from: source, over: transport, request: .init(id), now: clock.now))
     }
 
+    // MARK: DNS Push sessions
+
+    static func tlsContext(_ service: PushService, names: [String]) throws(ProxyError) -> NIOSSLContext {
+        let identity: PeerIdentity
+        do {
+            identity = try service.identity ?? PeerIdentity.generate(displayName: names.first ?? "nearby proxy")
+        } catch {
+            throw ProxyError(.invalidInput, "cannot make a certificate for DNS Push: \(error)")
+        }
+        do {
+            let chain = try identity.certificateChain.map { NIOSSLCertificateSource.certificate(try NIOSSLCertificate(bytes: $0.der, format: .der)) }
+            let key = NIOSSLPrivateKeySource.privateKey(try NIOSSLPrivateKey(bytes: identity.privateKeyPKCS8, format: .der))
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: key)
+            configuration.minimumTLSVersion = .tlsv12  // RFC 8490 §8: TLS 1.2 or later
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw ProxyError(.invalidInput, "the DNS Push certificate or key cannot be used for TLS: \(error)")
+        }
+    }
+
+    private func servePush(_ server: TCPServer) async {
+        do {
+            try await server.executeThenClose { connections in
+                try await withThrowingDiscardingTaskGroup { group in
+                    for try await connection in connections {
+                        guard let remote = connection.channel.remoteAddress.flatMap(Self.ipAddress(of:)), self.admitPush(remote) else {
+                            try? await connection.channel.close()
+                            continue
+                        }
+                        group.addTask { [weak self] in
+                            await self?.serveSession(connection, from: remote)
+                        }
+                    }
+                }
+            }
+        } catch {
+            if !isShutDown { logger.warning("DNS Push listener \(server.channel.localAddress?.description ?? "?") failed: \(error)") }
+        }
+    }
+
+    private func admitPush(_ source: IPAddress) -> Bool {
+        guard let push = configuration.push, !isShutDown, openPush < push.maximumSessions,
+            pushBySource[source, default: 0] < push.maximumSessionsPerSource
+        else {
+            shell.pushSessionsRefused += 1
+            return false
+        }
+        openPush += 1
+        pushBySource[source, default: 0] += 1
+        shell.pushSessions += 1
+        return true
+    }
+
+    /// One DSO session over TLS: DSO messages with their 2-byte lengths in, the session
+    /// machine's answers and the proxy's pushes out, in order. It ends when the client closes,
+    /// when the machine closes it (a protocol error, inactivity), or when the client leaves too
+    /// many messages unread.
+    private func serveSession(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, from source: IPAddress) async {
+        let id = nextSession
+        nextSession += 1
+        let (outgoing, writer) = AsyncStream<[UInt8]>.makeStream()
+        let unsent = Locked(0)
+        sessions[id] = SessionState(session: PushSession(configuration.push?.session ?? .init(), now: clock.now), writer: writer, unsent: unsent)
+        logger.debug("DNS Push session \(id) from \(source)")
+        defer { sessionClosed(id, source: source) }
+        let clock = clock
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await message in outgoing {
+                            var framed = ByteBuffer()
+                            framed.writeInteger(UInt16(truncatingIfNeeded: message.count))
+                            framed.writeBytes(message)
+                            try await outbound.write(framed)
+                            unsent.withLockedValue { $0 -= 1 }
+                        }
+                    }
+                    group.addTask {
+                        var pending = ByteBuffer()
+                        for try await chunk in inbound {
+                            var chunk = chunk
+                            pending.writeBuffer(&chunk)
+                            while let length = pending.getInteger(at: pending.readerIndex, as: UInt16.self),
+                                pending.readableBytes >= 2 + Int(length)
+                            {
+                                pending.moveReaderIndex(forwardBy: 2)
+                                let message = pending.readBytes(length: Int(length)) ?? []
+                                await self.sessionReceived(id, message)
+                            }
+                            pending.discardReadBytes()
+                        }
+                    }
+                    group.addTask {
+                        // The session's clock: inactivity and keepalive.
+                        while let deadline = await self.sessionDeadline(id) {
+                            try await clock.sleep(until: deadline)
+                            await self.sessionTick(id)
+                        }
+                    }
+                    _ = try? await group.next()
+                    group.cancelAll()
+                }
+            }
+        } catch {
+            logger.debug("DNS Push session \(id) from \(source) ended: \(error)")
+        }
+    }
+
+    private func sessionDeadline(_ id: UInt64) -> Duration? { sessions[id]?.session.nextDeadline }
+
+    private func sessionReceived(_ id: UInt64, _ bytes: [UInt8]) {
+        guard !isShutDown, var state = sessions[id] else { return }
+        let actions = state.session.received(bytes, now: clock.now)
+        sessions[id] = state
+        sessionPerform(id, actions)
+    }
+
+    private func sessionTick(_ id: UInt64) {
+        guard !isShutDown, var state = sessions[id] else { return }
+        let actions = state.session.advance(to: clock.now)
+        sessions[id] = state
+        sessionPerform(id, actions)
+    }
+
+    /// Carries out a session machine's actions; the proxy machine's in turn.
+    private func sessionPerform(_ id: UInt64, _ actions: [PushSession.Action]) {
+        var more: [ProxyStateMachine.Action] = []
+        for action in actions {
+            guard let state = sessions[id] else { return }
+            switch action {
+            case .send(let message):
+                let backlog = state.unsent.withLockedValue { count -> Int in
+                    count += 1
+                    return count
+                }
+                if backlog > configuration.push?.maximumUnsentMessages ?? 1024 {
+                    shell.pushSessionsOverfull += 1
+                    logger.info("DNS Push session \(id) closed: its client left \(backlog) messages unread")
+                    endSession(id)
+                    return
+                }
+                state.writer.yield(message)
+            case .subscribe(let messageID, let question):
+                let (result, proxyActions) = machine.subscribe(question, session: .init(id), id: messageID, now: clock.now)
+                var follow: [PushSession.Action]
+                switch result {
+                case .accepted(let current):
+                    follow = sessions[id]?.session.subscribed(messageID, code: .noError) ?? []
+                    follow += sessions[id]?.session.push(current) ?? []
+                case .refused(let code):
+                    follow = sessions[id]?.session.subscribed(messageID, code: code) ?? []
+                }
+                more += proxyActions
+                sessionPerform(id, follow)
+            case .unsubscribe(let messageID):
+                machine.unsubscribe(session: .init(id), id: messageID, now: clock.now)
+            case .reconfirm(let record):
+                shell.pushReconfirms += 1
+                logger.debug("DNS Push session \(id): RECONFIRM of \(record.name) \(record.type), left to the link's own upkeep")
+            case .close(let abort, let reason):
+                logger.debug("DNS Push session \(id) \(abort ? "aborted" : "closed"): \(reason)")
+                endSession(id)
+            }
+        }
+        if !more.isEmpty { perform(more) }
+    }
+
+    /// Ends a session from this side: its subscriptions end, and its writer finishes (what is
+    /// queued is still written), which closes the connection.
+    private func endSession(_ id: UInt64) {
+        guard var state = sessions.removeValue(forKey: id) else { return }
+        _ = state.session.ended()
+        machine.sessionEnded(.init(id), now: clock.now)
+        state.writer.finish()
+    }
+
+    private func sessionClosed(_ id: UInt64, source: IPAddress) {
+        endSession(id)
+        openPush -= 1
+        let left = pushBySource[source, default: 1] - 1
+        pushBySource[source] = left > 0 ? left : nil
+    }
+
     // MARK: The link
 
     private func linkReported(_ batch: [LinkReport]) {
@@ -478,10 +758,9 @@ public actor DiscoveryProxy {
                 }
             case .drop(let id):
                 if case .tcp(let continuation) = paths.removeValue(forKey: id.rawValue) { continuation.yield(nil) }
-            case .push:
-                // Pushes go to DNS Push sessions, which only subscriptions make; this shell
-                // opens no DSO listener yet, so it subscribes nothing and none comes.
-                break
+            case .push(let session, let changes):
+                guard let state = sessions[session.rawValue] else { continue }
+                sessionPerform(session.rawValue, state.session.push(changes))
             case .startLinkQuestion(let link, let question):
                 if engineQueries[question] != nil {
                     // Already asked for another link: what the querier knows is replayed; what

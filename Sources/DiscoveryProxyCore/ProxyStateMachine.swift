@@ -57,6 +57,10 @@ public struct ProxyStateMachine: Sendable {
         /// MUST limit the multicast it causes). A question that would need one more is answered
         /// SERVFAIL, and the client asks again. Questions the link already has are not limited.
         public var linkQuestionRate = RateLimit(perSecond: 50, burst: 100)
+        /// The port of this proxy's DNS Push service (RFC 8765) when it offers one: then
+        /// `_dns-push-tls._tcp.<zone>` has an SRV record naming the zone's first name server
+        /// and this port; without it, that name has no records and clients poll.
+        public var pushPort: UInt16?
 
         public init(zones: [ProxyZone]) { self.zones = zones }
     }
@@ -484,6 +488,17 @@ public struct ProxyStateMachine: Sendable {
         }
     }
 
+    /// `_dns-push-tls._tcp.<zone>`'s records when the proxy offers DNS Push (RFC 8765 §6.1):
+    /// an SRV naming the zone's first name server and the Push port; nil for other names, and
+    /// when Push is not offered (the name is then administrative, with no records).
+    private func pushServiceRecords(_ question: Question, zone: ProxyZone) -> [ResourceRecord]? {
+        guard let port = configuration.pushPort, let server = zone.nameServers.first,
+            question.name == zone.pushServiceName
+        else { return nil }
+        guard question.type == .srv else { return [] }
+        return [ResourceRecord(name: question.name, data: .srv(SRVData(priority: 0, weight: 0, port: port, target: server.name)), ttl: zone.oneShotTTL)]
+    }
+
     /// The records the zone holds for a question about its own names (apex, name servers,
     /// browse domains, administrative names); nil for a name of the link.
     private func zoneRecords(_ question: Question, zone: ProxyZone) -> [ResourceRecord]? {
@@ -498,6 +513,7 @@ public struct ProxyStateMachine: Sendable {
         if zone.nameServers.contains(where: { $0.name == name }) {
             return zone.glueRecords.filter { $0.name == name && $0.type == question.type }
         }
+        if let push = pushServiceRecords(question, zone: zone) { return push }
         if let label = Self.enumerationLabel(of: name, in: zone) {
             return question.type == .ptr && ["b", "db", "lb"].contains(label) ? [ResourceRecord(name: name, data: .ptr(zone.name), ttl: zone.oneShotTTL)] : []
         }
@@ -623,6 +639,14 @@ public struct ProxyStateMachine: Sendable {
             if question.type == .ptr, ["b", "db", "lb"].contains(label) {
                 reply.answers = [ResourceRecord(name: name, data: .ptr(zone.name), ttl: zone.oneShotTTL)]
             } else {
+                reply.authorities = [zone.soaRecord]
+                statistics.noData += 1
+            }
+            return encode(reply, for: query, transport: transport)
+        }
+        if let push = pushServiceRecords(question, zone: zone) {
+            reply.answers = push
+            if push.isEmpty {
                 reply.authorities = [zone.soaRecord]
                 statistics.noData += 1
             }

@@ -59,6 +59,12 @@ public struct ProxyZone: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { name.description }
 
+    /// `_dns-push-tls._tcp.<zone>`: where a DNS Push client looks for the zone's Push server
+    /// (RFC 8765 §6.1).
+    public var pushServiceName: DomainName {
+        (try? name.prepending(Array("_tcp".utf8)).prepending(Array("_dns-push-tls".utf8))) ?? name
+    }
+
     /// True when `candidate` is the zone's name or a name under it.
     public func contains(_ candidate: DomainName) -> Bool { candidate.hasSuffix(name) }
 

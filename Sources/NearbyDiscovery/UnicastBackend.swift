@@ -20,6 +20,9 @@ public struct WideAreaSettings: Sendable {
     /// The resolver configuration (servers, search list, timeout); nil: the system's
     /// (`/etc/resolv.conf`), read when a DNS domain is first used, never for the link alone.
     public var resolver: ResolverConfiguration?
+    /// Whether a browse uses DNS Push where the zone offers it (RFC 8765): every change told
+    /// as it happens instead of learned by asking again. Opportunistic by default.
+    public var push: DNSPushPolicy = .opportunistic
 
     public init(
         servers: [DNSServer]? = nil, key: TSIGKey? = nil, updateServer: DNSServer? = nil, hostLabel: String? = nil, ttl: UInt32 = 30,
@@ -115,7 +118,7 @@ public struct UnicastBackend: DiscoveryBackend {
 
     public func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent> {
         DiscoveryDriver.browse(
-            type, resolve: resolve, settleTime: Self.settleTime, source: UnicastObservationSource(client: client, browsing: type.domainName),
+            type, resolve: resolve, settleTime: Self.settleTime, source: UnicastObservationSource(client: client, browsing: type.domainName, push: settings.push),
             logger: logger)
     }
 

@@ -7,6 +7,11 @@ import UnicastDNSSD
 /// when, from the TTLs of the answers; this actor asks (at most ``maximumInFlight`` questions at
 /// once) and turns what changed into the same observations the mDNS engine makes, so one
 /// ``BrowseStateMachine`` serves every domain.
+///
+/// A browse also looks for the zone's DNS Push server (RFC 8765) unless told not to. While a
+/// Push session lasts, each watch the server accepts is fed by it and asked nothing; when the
+/// session ends, the watches are asked again at once, and the server is looked for again later
+/// (10 s, doubling to 5 minutes, or the server's Retry Delay).
 actor UnicastObservationSource: ObservationSource {
     /// Unicast DNS has no interfaces: every observation carries this one.
     static let interface = NetworkInterface(index: 0, name: "")
@@ -22,6 +27,10 @@ actor UnicastObservationSource: ObservationSource {
     /// The PTR name is a service-type enumeration (`_services._dns-sd._udp`): its targets are types.
     let listsTypes: Bool
     let clock: any ShellClock
+    let pushPolicy: DNSPushPolicy
+    /// The Push session in use, and its zone (only names under it are subscribed).
+    private var subscriber: PushSubscriber?
+    private var pushZone: DomainName?
     private var poller: RecordPoller
     private var sink: ObservationSink?
     private var queue: [RecordPoller.Key] = []
@@ -36,9 +45,10 @@ actor UnicastObservationSource: ObservationSource {
 
     init(
         client: DNSClient, browsing: DomainName?, listsTypes: Bool = false, settings: RecordPoller.Settings = RecordPoller.Settings(),
-        clock: any ShellClock = SystemClock()
+        push: DNSPushPolicy = .off, clock: any ShellClock = SystemClock()
     ) {
         self.client = client
+        self.pushPolicy = push
         self.browsing = browsing
         self.listsTypes = listsTypes
         self.clock = clock
@@ -59,22 +69,86 @@ actor UnicastObservationSource: ObservationSource {
         children.spawn { [weak self] in
             await alarm.run(clock: clock) { [weak self] in await self?.tick() }
         }
-        if let browsing { perform(poller.watch(.init(browsing, .ptr), isList: true, at: now)) }
+        if let browsing {
+            perform(poller.watch(.init(browsing, .ptr), isList: true, at: now))
+            if pushPolicy != .off {
+                children.spawn { [weak self] in await self?.pushLoop(for: browsing) }
+            }
+        }
     }
 
     func watch(_ watch: DiscoveryWatch) async {
-        for key in Self.keys(watch) { perform(poller.watch(key, at: now)) }
+        for key in Self.keys(watch) {
+            perform(poller.watch(key, at: now))
+            if let subscriber, let pushZone, key.name.hasSuffix(pushZone) { await subscriber.subscribe(key) }
+        }
     }
 
     func unwatch(_ watch: DiscoveryWatch) async {
-        for key in Self.keys(watch) { poller.unwatch(key) }
+        for key in Self.keys(watch) {
+            poller.unwatch(key)
+            await subscriber?.unsubscribe(key)
+        }
         rearm()
     }
 
     func stop() async {
         stopped = true
         alarm.set(nil)
+        await subscriber?.close()
         children.finish()
+    }
+
+    // MARK: DNS Push
+
+    /// Finds the zone's Push server and keeps a session with it while the browse lasts; tries
+    /// again after a session ends or no server is found.
+    private func pushLoop(for name: DomainName) async {
+        var wait: Duration = .seconds(10)
+        while !stopped, !Task.isCancelled {
+            var retryAfter: Duration?
+            if let server = await PushServer.find(for: name, client: client), !stopped {
+                let subscriber = PushSubscriber(server: server, policy: pushPolicy, logger: client.logger)
+                self.subscriber = subscriber
+                pushZone = server.zone
+                client.logger.info("\(name): DNS Push from \(server)")
+                for key in poller.watchedKeys where key.name.hasSuffix(server.zone) { await subscriber.subscribe(key) }
+                await withDiscardingTaskGroup { group in
+                    group.addTask { await subscriber.run() }
+                    for await event in subscriber.events {
+                        if case .subscribed = event { wait = .seconds(10) }
+                        if case .ended(let reason, let delay) = event {
+                            retryAfter = delay
+                            client.logger.info("\(name): the DNS Push session with \(server) ended (\(reason)); asking again instead")
+                        }
+                        pushed(event)
+                    }
+                }
+                self.subscriber = nil
+                pushZone = nil
+                for key in poller.watchedKeys { perform(poller.pushEnded(key, at: now)) }
+            } else {
+                client.logger.debug("\(name): no DNS Push server found; asking again as TTLs run out")
+            }
+            guard !stopped else { return }
+            try? await clock.sleep(for: retryAfter.map { max($0, .seconds(1)) } ?? wait)
+            wait = min(wait * 2, .seconds(300))
+        }
+    }
+
+    private func pushed(_ event: PushSubscriber.Event) {
+        guard !stopped else { return }
+        switch event {
+        case .subscribed(let key):
+            poller.pushStarted(key, at: now)
+            rearm()
+        case .refused(let key, let code):
+            client.logger.debug("\(key): DNS Push subscription refused (\(code)); asking instead")
+        case .changed(let key, let added, let removed, let removeAll):
+            perform(poller.pushed(key, added: added, removed: removed, removeAll: removeAll, at: now))
+        case .ended:
+            break
+        }
     }
 
     private static func keys(_ watch: DiscoveryWatch) -> [RecordPoller.Key] {

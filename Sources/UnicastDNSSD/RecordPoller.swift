@@ -8,6 +8,11 @@ package import DNSWire
 /// changes whenever someone registers) are asked at least every ``Settings/listInterval``, and
 /// every second for their first ten seconds.
 ///
+/// A watch can also be fed by DNS Push (RFC 8765): after ``pushStarted(_:at:)`` it is asked
+/// nothing, the records pushed stay until pushed away, and those known only from polling run
+/// out at their TTL unless a push confirms them; after ``pushEnded(_:at:)`` it is asked again at
+/// once.
+///
 /// A pure state machine: answers and time in, questions and changes out. The shell asks the
 /// questions (as many at once as it likes) and feeds back each answer or failure.
 package struct RecordPoller {
@@ -26,6 +31,9 @@ package struct RecordPoller {
         /// After a failure, ask again after this, doubling up to ``maximumRetry``.
         package var retry: Duration = .seconds(2)
         package var maximumRetry: Duration = .seconds(30)
+        /// When Push stops feeding a watch, the records it pushed are kept this long for the
+        /// first answer to confirm them (or the watch's server to fail).
+        package var pushFallbackLifetime: Duration = .seconds(30)
 
         package init() {}
     }
@@ -54,6 +62,8 @@ package struct RecordPoller {
         var nextQuery: Duration?
         var inFlight = false
         var retry: Duration
+        /// Fed by DNS Push: never asked.
+        var pushed = false
         /// When this watch next needs ``advance(to:)``: its next question, or its first expiry.
         var due: Duration? {
             let expiry = records.values.min()
@@ -84,6 +94,59 @@ package struct RecordPoller {
 
     package var watchCount: Int { watches.count }
 
+    /// What is watched.
+    package var watchedKeys: [Key] { Array(watches.keys) }
+
+    /// A record pushed lives until it is pushed away: its expiry is beyond any run.
+    static let pushedExpiry: Duration = .seconds(Int64(1) << 40)
+
+    /// DNS Push feeds `key` from now on: it is asked nothing more (an answer on its way is
+    /// ignored), and what polling knew runs out at its TTL unless a push confirms it.
+    package mutating func pushStarted(_ key: Key, at now: Duration) {
+        guard var watch = watches[key] else { return }
+        watch.pushed = true
+        watch.nextQuery = nil
+        watches[key] = watch
+        reschedule(key)
+    }
+
+    /// Records of `key` that a push added or removed (`removeAll`: every record went first).
+    package mutating func pushed(_ key: Key, added: [RecordData], removed: [RecordData], removeAll: Bool, at now: Duration) -> [Action] {
+        guard var watch = watches[key], watch.pushed else { return [] }
+        var actions: [Action] = []
+        let gone = removeAll ? Array(watch.records.keys) : removed
+        for data in gone.sorted(by: Self.order) where watch.records.removeValue(forKey: data) != nil && !added.contains(data) {
+            actions.append(.removed(key, data))
+        }
+        for data in added {
+            if watch.records[data] == nil { actions.append(.added(key, data)) }
+            watch.records[data] = Self.pushedExpiry
+        }
+        watches[key] = watch
+        reschedule(key)
+        return actions
+    }
+
+    /// DNS Push no longer feeds `key` (the session ended, or the server refused): it is asked
+    /// at once, and pushed records are kept for ``Settings/pushFallbackLifetime`` while the
+    /// answer comes.
+    package mutating func pushEnded(_ key: Key, at now: Duration) -> [Action] {
+        guard var watch = watches[key], watch.pushed else { return [] }
+        watch.pushed = false
+        for (data, expiry) in watch.records where expiry == Self.pushedExpiry {
+            watch.records[data] = now + settings.pushFallbackLifetime
+        }
+        var actions: [Action] = []
+        if !watch.inFlight {
+            watch.inFlight = true
+            watch.nextQuery = nil
+            actions.append(.query(key))
+        }
+        watches[key] = watch
+        reschedule(key)
+        return actions
+    }
+
     /// Starts watching (asks at once). Watching what is already watched changes nothing.
     package mutating func watch(_ key: Key, isList: Bool = false, at now: Duration) -> [Action] {
         guard watches[key] == nil else { return [] }
@@ -103,6 +166,12 @@ package struct RecordPoller {
         guard var watch = watches[key] else { return [] }
         watch.inFlight = false
         watch.retry = settings.retry
+        if watch.pushed {
+            // Push tells what changed; an answer asked for before it began is old news.
+            watches[key] = watch
+            reschedule(key)
+            return []
+        }
         var fresh: [RecordData: Duration] = [:]
         var smallestTTL: UInt32?
         if message.responseCode == .noError {
@@ -145,6 +214,11 @@ package struct RecordPoller {
     package mutating func failed(_ key: Key, at now: Duration) -> [Action] {
         guard var watch = watches[key] else { return [] }
         watch.inFlight = false
+        guard !watch.pushed else {
+            watches[key] = watch
+            reschedule(key)
+            return []
+        }
         watch.nextQuery = now + watch.retry
         watch.retry = min(watch.retry * 2, settings.maximumRetry)
         watches[key] = watch

@@ -3,6 +3,7 @@ import DNSWire
 import DiscoveryProxy
 import DiscoveryProxyCore
 import NearbyDiscovery
+import PeerTrust
 
 // MARK: - proxy
 
@@ -37,14 +38,24 @@ struct ProxyCommand: AsyncParsableCommand {
             --link-rate per second (RFC 8766 §9.3). Its mDNS stays on the INTERFACEs named, \
             on either backend.
 
-            Port 53 needs root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM.
+            DNS Push (RFC 8765): on the same addresses, TLS on --push-port (853) carries DNS \
+            Stateful Operations sessions; a client subscribes to a name and is told of every \
+            change as the link reports it, instead of asking again every 10 s. Each ZONE names \
+            the service with `_dns-push-tls._tcp.ZONE` SRV (target: the first --name-server). \
+            The certificate is --tls-certificate and --tls-key (PEM) when given, else a \
+            self-signed one made at start: clients that check certificates need the former. \
+            --no-push offers none, and clients poll.
+
+            Ports 53 and 853 need root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM.
 
             Examples:
               nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --name-server dp.site.test
               nearby proxy eth1=lan1.site.test eth2=lan2.site.test --listen 10.0.0.5 \\
                 --name-server dp.site.test
               nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --port 5300 \\
-                --name-server dp.site.test
+                --push-port 8530 --name-server dp.site.test
+              nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --name-server dp.site.test \\
+                --tls-certificate dp.pem --tls-key dp.key
               dig @10.0.0.5 _ipp._tcp.lan1.site.test PTR    (from another subnet)
 
             Exit status: 0 stopped by SIGINT or SIGTERM; 1 could not start (an address that is \
@@ -75,6 +86,18 @@ struct ProxyCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("link-rate"), help: ArgumentHelp("New mDNS questions per second over all links (burst: twice that).", valueName: "n"))
     var linkRate: Int = 50
+
+    @Option(name: .customLong("push-port"), help: ArgumentHelp("The TLS port of the DNS Push service (0: a free one).", valueName: "port"))
+    var pushPort: UInt16 = 853
+
+    @Flag(name: .customLong("no-push"), help: "Offer no DNS Push (clients poll every 10 s).")
+    var noPush = false
+
+    @Option(name: .customLong("tls-certificate"), help: ArgumentHelp("The DNS Push server's certificate chain, PEM, leaf first (default: a self-signed one made at start).", valueName: "file"))
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: ArgumentHelp("The private key of --tls-certificate, PEM (PKCS#8 or SEC1, unencrypted).", valueName: "file"))
+    var tlsKey: String?
 
     @OptionGroup var output: OutputOptions
 
@@ -150,6 +173,12 @@ struct ProxyCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard !links.isEmpty else { throw ValidationError("give at least one link as INTERFACE=ZONE, e.g. eth0=lan1.example.test") }
+        guard (tlsCertificate == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-certificate and --tls-key go together: the certificate chain and its private key, both PEM")
+        }
+        if noPush, tlsCertificate != nil {
+            throw ValidationError("--tls-certificate is for DNS Push, which --no-push turns off; give one or the other")
+        }
         _ = try parsed()
     }
 
@@ -159,6 +188,19 @@ struct ProxyCommand: AsyncParsableCommand {
         var configuration = DiscoveryProxy.Configuration(links: parsed.links, listen: parsed.listen, port: port)
         configuration.answering.rateLimit = rate == 0 ? nil : RateLimit(perSecond: rate, burst: rate * 2)
         configuration.answering.linkQuestionRate = RateLimit(perSecond: linkRate, burst: linkRate * 2)
+        if !noPush {
+            var service = DiscoveryProxy.PushService(port: pushPort)
+            if let tlsCertificate, let tlsKey {
+                do {
+                    let chain = String(decoding: try readInput(tlsCertificate, what: "certificate chain"), as: UTF8.self)
+                    let key = String(decoding: try readInput(tlsKey, what: "private key"), as: UTF8.self)
+                    service.identity = try PeerIdentity(certificateChainPEM: chain, privateKeyPEM: key)
+                } catch let error as PeerTrustError {
+                    throw ValidationError("--tls-certificate/--tls-key: \(error.message)")
+                }
+            }
+            configuration.push = service
+        }
         switch backend {
         case .embedded: configuration.backend = .embedded
         case .system: configuration.backend = .system
@@ -178,11 +220,12 @@ struct ProxyCommand: AsyncParsableCommand {
                     ("interface", .string(link.interface)), ("listen", .array(parsed.listen.map { .string($0.description) })),
                     ("backend", .string(configuration.backend == .system ? "system" : "embedded")),
                     ("port", .number(Double(proxy.port))),
+                    ("pushPort", proxy.pushPort.map { .number(Double($0)) } ?? .null),
                 ]))
             }
         } else {
             for link in parsed.links {
-                status("Answering for \(link.zone.name.description.dropLast()) (the link on \(link.interface), \(configuration.backend == .system ? "through the system's mDNS daemon" : "with the embedded mDNS engine")) on \(where_) port \(proxy.port), UDP and TCP; Ctrl-C to stop")
+                status("Answering for \(link.zone.name.description.dropLast()) (the link on \(link.interface), \(configuration.backend == .system ? "through the system's mDNS daemon" : "with the embedded mDNS engine")) on \(where_) port \(proxy.port), UDP and TCP\(proxy.pushPort.map { ", DNS Push on TLS port \($0)" } ?? ""); Ctrl-C to stop")
             }
         }
         _ = await untilTermination { await proxy.run() }

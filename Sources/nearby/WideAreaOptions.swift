@@ -20,6 +20,22 @@ struct WideAreaOptions: ParsableArguments {
         valueName: "keyfile"))
     var tsig: String?
 
+    @Option(name: .customLong("push"), help: ArgumentHelp(
+        "DNS Push (RFC 8765) when a DNS domain's zone offers it, so that changes arrive as they happen instead of at the next question: opportunistic (the default: TLS without checking the server's certificate), authenticated (the certificate must be valid for the server's name), off (always ask again).",
+        valueName: "opportunistic|authenticated|off"))
+    var push: PushMode?
+
+    enum PushMode: String, ExpressibleByArgument, CaseIterable {
+        case opportunistic, authenticated, off
+        var policy: DNSPushPolicy {
+            switch self {
+            case .opportunistic: .opportunistic
+            case .authenticated: .authenticated
+            case .off: .off
+            }
+        }
+    }
+
     /// The domains given, `local.` when none.
     var domains: [DomainName] {
         get throws { try Self.domains(domainTexts) }
@@ -55,14 +71,16 @@ struct WideAreaOptions: ParsableArguments {
         if let tsig {
             do { _ = try TSIGKey(file: tsig) } catch { throw ValidationError("--tsig: \(error.message)") }
         }
-        if !usesDNS, server != nil || tsig != nil {
-            throw ValidationError("--\(server != nil ? "server" : "tsig") applies to DNS domains; add --domain DOMAIN (e.g. --domain lab.example.test)")
+        if !usesDNS, server != nil || tsig != nil || push != nil {
+            throw ValidationError("--\(server != nil ? "server" : tsig != nil ? "tsig" : "push") applies to DNS domains; add --domain DOMAIN (e.g. --domain lab.example.test)")
         }
     }
 
     /// The settings for ``NearbyDiscovery``.
     func settings(hostLabel: String? = nil, ttl: UInt32? = nil) throws -> WideAreaSettings {
-        try Self.settings(server: server, tsig: tsig, hostLabel: hostLabel, ttl: ttl)
+        var settings = try Self.settings(server: server, tsig: tsig, hostLabel: hostLabel, ttl: ttl)
+        settings.push = (push ?? .opportunistic).policy
+        return settings
     }
 
     static func settings(server: String?, tsig: String?, hostLabel: String? = nil, ttl: UInt32? = nil) throws -> WideAreaSettings {

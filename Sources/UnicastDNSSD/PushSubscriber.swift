@@ -1,0 +1,202 @@
+package import DNSWire
+package import Logging
+import NearbyBasics
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// Whether a browse in a DNS domain uses DNS Push (RFC 8765) where the zone offers it.
+public enum DNSPushPolicy: Sendable, Hashable {
+    /// Never: every change is learned by asking again.
+    case off
+    /// Where the zone names a Push server, over TLS without checking its certificate: it is
+    /// found through the same unsigned DNS answers polling would trust, so checking would
+    /// prove nothing more about the records, and the link is still encrypted.
+    case opportunistic
+    /// Where the zone names a Push server, over TLS with its certificate checked against the
+    /// system's roots and the server's name (the SRV target); a server that fails the check is
+    /// not used, and the browse polls.
+    case authenticated
+}
+
+/// Where a zone's DNS Push server is (from `_dns-push-tls._tcp.<zone>` SRV, RFC 8765 §6.1).
+package struct PushServer: Sendable, Hashable, CustomStringConvertible {
+    package var zone: DomainName
+    package var name: DomainName
+    package var port: UInt16
+    package var addresses: [IPAddress]
+
+    package var description: String { "\(name) port \(port) (for \(zone))" }
+
+    /// Finds the Push server for names under `name`'s zone: the zone from an SOA question (the
+    /// answer's SOA, or the SOA of a negative answer), then the zone's Push SRV, then the
+    /// target's addresses. Nil when any step finds nothing.
+    package static func find(for name: DomainName, client: DNSClient) async -> PushServer? {
+        guard let soa = try? await client.query(name, .soa), soa.responseCode == .noError || soa.responseCode == .nameError else { return nil }
+        guard let zone = (soa.answers + soa.authorities).first(where: { $0.type == .soa && name.hasSuffix($0.name) })?.name else { return nil }
+        guard let service = try? zone.prepending(Array("_tcp".utf8)).prepending(Array("_dns-push-tls".utf8)),
+            let srvAnswer = try? await client.query(service, .srv)
+        else { return nil }
+        let targets = srvAnswer.answers.compactMap { record -> SRVData? in
+            if case .srv(let srv) = record.data, record.name == service, srv.port != 0, !srv.target.isRoot { return srv }
+            return nil
+        }
+        guard let srv = targets.min(by: { $0.priority < $1.priority }) else { return nil }
+        var addresses: [IPAddress] = []
+        for type in [RecordType.a, .aaaa] {
+            guard let answer = try? await client.query(srv.target, type) else { continue }
+            for record in RecordPoller.records(answering: .init(srv.target, type), in: answer.answers) {
+                switch record.data {
+                case .a(let v4): addresses.append(.v4(v4))
+                case .aaaa(let v6): addresses.append(.v6(v6))
+                default: break
+                }
+            }
+        }
+        guard !addresses.isEmpty else { return nil }
+        return PushServer(zone: zone, name: srv.target, port: srv.port, addresses: addresses)
+    }
+}
+
+/// A DNS Push session on a TLS connection: a ``PushClient`` machine on a socket. The owner
+/// subscribes and unsubscribes; ``events`` says what the server accepted, refused and pushed,
+/// and ends with the session.
+package actor PushSubscriber {
+    package enum Event: Sendable, Equatable {
+        case subscribed(RecordPoller.Key)
+        case refused(RecordPoller.Key, ResponseCode)
+        case changed(RecordPoller.Key, added: [RecordData], removed: [RecordData], removeAll: Bool)
+        case ended(String, retryAfter: Duration?)
+    }
+
+    package nonisolated let server: PushServer
+    package nonisolated let events: AsyncStream<Event>
+    private let eventSink: AsyncStream<Event>.Continuation
+    private let outgoing: AsyncStream<[UInt8]>
+    private let writer: AsyncStream<[UInt8]>.Continuation
+    private var machine: PushClient
+    private let policy: DNSPushPolicy
+    private let clock: SystemClock
+    private let logger: Logger
+
+    package init(server: PushServer, policy: DNSPushPolicy, logger: Logger) {
+        self.server = server
+        self.policy = policy
+        self.logger = logger
+        let clock = SystemClock()
+        self.clock = clock
+        (events, eventSink) = AsyncStream<Event>.makeStream()
+        (outgoing, writer) = AsyncStream<[UInt8]>.makeStream()
+        machine = PushClient(now: clock.now)
+    }
+
+    package func subscribe(_ key: RecordPoller.Key) { perform(machine.subscribe(key, now: clock.now)) }
+    package func unsubscribe(_ key: RecordPoller.Key) { perform(machine.unsubscribe(key, now: clock.now)) }
+
+    /// Connects (each address in turn, 5 s each) and carries the session until it ends; the
+    /// last event is `.ended`.
+    package func run() async {
+        let context: NIOSSLContext
+        do {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.minimumTLSVersion = .tlsv12
+            if policy != .authenticated { tls.certificateVerification = .none }
+            context = try NIOSSLContext(configuration: tls)
+        } catch {
+            return finish("cannot set up TLS: \(error)")
+        }
+        let hostname = String(server.name.description.dropLast())
+        var channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>?
+        var failures: [String] = []
+        for address in server.addresses {
+            do {
+                channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .connectTimeout(.seconds(5))
+                    .connect(host: address.withoutScope.description, port: Int(server.port)) { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: hostname))
+                            return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                        }
+                    }
+                break
+            } catch {
+                failures.append("\(address): \(error)")
+            }
+        }
+        guard let channel else { return finish("cannot connect to the DNS Push server \(server): \(failures.joined(separator: "; "))") }
+        logger.debug("DNS Push: connected to \(server)")
+        let (outgoing, clock) = (outgoing, clock)
+        var reason = "the server closed the connection"
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await message in outgoing {
+                            var framed = ByteBuffer()
+                            framed.writeInteger(UInt16(truncatingIfNeeded: message.count))
+                            framed.writeBytes(message)
+                            try await outbound.write(framed)
+                        }
+                    }
+                    group.addTask {
+                        var pending = ByteBuffer()
+                        for try await chunk in inbound {
+                            var chunk = chunk
+                            pending.writeBuffer(&chunk)
+                            while let length = pending.getInteger(at: pending.readerIndex, as: UInt16.self),
+                                pending.readableBytes >= 2 + Int(length)
+                            {
+                                pending.moveReaderIndex(forwardBy: 2)
+                                await self.received(pending.readBytes(length: Int(length)) ?? [])
+                            }
+                            pending.discardReadBytes()
+                        }
+                    }
+                    group.addTask {
+                        while !Task.isCancelled {
+                            let deadline = await self.deadline
+                            try await clock.sleep(until: deadline ?? clock.now + .seconds(1))
+                            await self.tick()
+                        }
+                    }
+                    try await group.next()
+                    group.cancelAll()
+                }
+            }
+        } catch {
+            reason = "the connection failed: \(error)"
+        }
+        finish(reason)
+    }
+
+    /// Ends the session from this side.
+    package func close() {
+        writer.finish()
+    }
+
+    private var deadline: Duration? { machine.nextDeadline }
+
+    private func received(_ bytes: [UInt8]) { perform(machine.received(bytes, now: clock.now)) }
+
+    private func tick() { perform(machine.advance(to: clock.now)) }
+
+    private func finish(_ reason: String) {
+        perform(machine.connectionEnded(reason))
+        eventSink.finish()
+    }
+
+    private func perform(_ actions: [PushClient.Action]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes): writer.yield(bytes)
+            case .subscribed(let key): eventSink.yield(.subscribed(key))
+            case .refused(let key, let code): eventSink.yield(.refused(key, code))
+            case .changed(let key, let added, let removed, let removeAll):
+                eventSink.yield(.changed(key, added: added, removed: removed, removeAll: removeAll))
+            case .ended(let reason, let retryAfter):
+                eventSink.yield(.ended(reason, retryAfter: retryAfter))
+                writer.finish()
+            }
+        }
+    }
+}
