@@ -164,7 +164,11 @@ package actor PushSubscriber {
                 }
             }
         } catch {
-            reason = "the connection failed: \(error)"
+            if policy == .authenticated, "\(error)".contains("CERTIFICATE_VERIFY_FAILED") {
+                reason = "its certificate is not valid for \(hostname) under the system's trusted roots, which authenticated Push requires"
+            } else {
+                reason = "the connection failed: \(error)"
+            }
         }
         finish(reason)
     }

@@ -54,8 +54,8 @@ struct ProxyCommand: AsyncParsableCommand {
                 --name-server dp.site.test
               nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --port 5300 \\
                 --push-port 8530 --name-server dp.site.test
-              nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --name-server dp.site.test \\
-                --tls-certificate dp.pem --tls-key dp.key
+              nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --tls-key dp.key \\
+                --tls-certificate dp.pem --name-server dp.site.test
               dig @10.0.0.5 _ipp._tcp.lan1.site.test PTR    (from another subnet)
 
             Exit status: 0 stopped by SIGINT or SIGTERM; 1 could not start (an address that is \

@@ -101,6 +101,74 @@ struct ProxyLabTests {
         }
     }
 
+    @Test("DNS Push: nearby browse finds the proxy's Push server and hears an arrival and a goodbye; a client written from the RFCs subscribes and reads the PUSHes; --push authenticated refuses the self-signed server and polls")
+    func push() async throws {
+        let lab = try Lab.require(hosts: 6)
+        guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
+            throw LabError("the proxy test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
+        }
+        try await lab.run(["dns", "start", "h4", "--delegate", "lan1=\(Self.proxyAddress)"])
+        try await lab.run(["dns", "resolv", "h6", "--nameserver", Self.resolver, "--search", "lab.example.test"])
+        func undo() async {
+            _ = try? await lab.run(["dns", "stop", "h4"])
+            _ = try? await lab.run(["dns", "resolv", "h6"])
+        }
+        do {
+            try await push(lab)
+        } catch {
+            await undo()
+            throw error
+        }
+        await undo()
+    }
+
+    func push(_ lab: Lab) async throws {
+        let proxy = try lab.start(["exec", "h5", "--", Self.nearby, "proxy", "lan1=\(Self.zone)", "--listen", Self.proxyAddress,
+                                   "--name-server", "proxy-lan1.lab.example.test", "--json", "--verbose"])
+        // The log (stderr) and the events (stdout) in one stream, in order.
+        let browse = try lab.start(["exec", "h6", "--", "sh", "-c",
+            "exec '\(Self.nearby)' browse _openagents._tcp --domain \(Self.zone) --json --verbose 2>&1"])
+        let strict = try lab.start(["exec", "h6", "--", "sh", "-c",
+            "exec '\(Self.nearby)' browse _openagents._tcp --domain \(Self.zone) --json --verbose --push authenticated 2>&1"])
+        let client = try lab.start(["exec", "h6", "--", ConnectionLabTests.python, ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/dso_client.py").path,
+                                    Self.proxyAddress, "853", "_openagents._tcp.\(Self.zone)", "PTR", "25"])
+        try await lab.withProcesses([proxy, browse, strict, client]) {
+            let started = try await proxy.waitForLine(containing: "\"proxying\"", timeout: .seconds(20))
+            #expect(started.contains("\"pushPort\":853"), "\(started)")
+            // The SRV that tells clients where Push is, through BIND's delegation.
+            let srv = try await dig(lab, ["@\(Self.resolver)", "_dns-push-tls._tcp.\(Self.zone)", "SRV", "+short"])
+            #expect(srv.trimmingCharacters(in: .whitespacesAndNewlines) == "0 0 853 proxy-lan1.lab.example.test.", "\(srv)")
+            let using = try await browse.waitForLine(containing: "DNS Push from", timeout: .seconds(20))
+            #expect(using.contains("proxy-lan1.lab.example.test. port 853"), "\(using)")
+            // The self-signed certificate does not pass an authenticated client, which then polls.
+            let refused = try await strict.waitForLine(containing: "ended", timeout: .seconds(20))
+            #expect(refused.contains("certificate is not valid for proxy-lan1.lab.example.test") && refused.contains("asking again instead"), "\(refused)")
+            let keepalive = try await client.waitForLine(containing: "\"keepalive\"", timeout: .seconds(10))
+            #expect(keepalive.contains("\"rcode\": 0") && keepalive.contains("\"interval_ms\": 3600000"), "\(keepalive)")
+            let accepted = try await client.waitForLine(containing: "\"response\"", timeout: .seconds(10))
+            #expect(accepted.contains("\"id\": 2") && accepted.contains("\"rcode\": 0"), "\(accepted)")
+
+            let live = try lab.start(["exec", "h1", "--", Self.nearby, "advertise", "Live Box", "_openagents._tcp", "9800", "--backend", "embedded", "--json"])
+            try await lab.withProcesses([live]) {
+                _ = try await live.waitForLine(containing: "\"advertising\"", timeout: .seconds(20))
+                let found = try await browse.waitForLine(where: { $0.contains("\"found\"") && $0.contains("Live Box") }, timeout: .seconds(20))
+                #expect(found.contains(Self.zone), "\(found)")
+                // JSON doubles the backslash of dnspython's \032 (a space).
+                let instance = "Live\\\\032Box._openagents._tcp.\(Self.zone)."
+                let added = try await client.waitForLine(where: { $0.contains("\"add\"") && $0.contains("Live") }, timeout: .seconds(10))
+                #expect(added.contains("\"type\": \"PTR\"") && added.contains(instance), "\(added)")
+
+                live.signal(SIGINT)
+                _ = try await live.wait(timeout: .seconds(10))
+                _ = try await browse.waitForLine(where: { $0.contains("\"lost\"") && $0.contains("Live Box") }, timeout: .seconds(20))
+                let removed = try await client.waitForLine(where: { $0.contains("\"remove\"") && $0.contains("Live") }, timeout: .seconds(10))
+                #expect(removed.contains(instance), "\(removed)")
+            }
+            #expect(!client.output.contains("\"error\""), "\(client.output)")
+            #expect(!proxy.errorOutput.contains("aborted"), "the proxy aborted a session: \(proxy.errorOutput)")
+        }
+    }
+
     func acrossTheRouter(_ lab: Lab, _ peers: [BrokerLabTests.Peer]) async throws {
         let serving = try lab.start(["exec", "h1", "--", "sh", "-c",
             "exec '\(Self.nearby)' serve 'Build Box' _openagents._tcp 9700 --host build-box --backend embedded --json --state-dir '\(peers[0].directory)' < /dev/null"])

@@ -1,0 +1,125 @@
+"""A DNS Push client (RFC 8765 over DSO, RFC 8490) written from the RFCs, not from Nearby's
+code: the messages are built here byte by byte and the pushed records read with dnspython, so
+the lab checks the proxy's wire format against a second reading of the RFCs.
+
+    dso_client.py SERVER PORT NAME TYPE SECONDS
+
+Opens TLS to SERVER:PORT (the certificate is not checked: the proxy's is self-signed), sends a
+Keepalive request, then SUBSCRIBE to NAME TYPE (class IN), and prints one JSON line per thing
+heard for SECONDS, then closes:
+  {"event": "keepalive", "id": N, "rcode": R, "inactivity_ms": .., "interval_ms": ..}
+  {"event": "response", "id": N, "rcode": R}           the SUBSCRIBE's answer
+  {"event": "add", "name": .., "type": .., "ttl": .., "data": ..}        from a PUSH
+  {"event": "remove", "name": .., "type": .., "data": ..}                TTL 0xFFFFFFFF
+  {"event": "remove-set", "name": .., "type": ..}                        TTL 0xFFFFFFFE
+  {"event": "error", "message": ..}
+"""
+import json
+import socket
+import ssl
+import struct
+import sys
+import time
+
+import dns.name
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+
+DSO_OPCODE = 6
+KEEPALIVE, SUBSCRIBE, PUSH = 0x0001, 0x0040, 0x0041
+
+
+def say(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def message(message_id, tlvs):
+    # Header: ID, flags with QR=0 and OPCODE=6 (bits 11-14), and four zero counts.
+    header = struct.pack("!HHHHHH", message_id, DSO_OPCODE << 11, 0, 0, 0, 0)
+    body = b"".join(struct.pack("!HH", kind, len(data)) + data for kind, data in tlvs)
+    whole = header + body
+    return struct.pack("!H", len(whole)) + whole
+
+
+def read_exactly(sock, count):
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise EOFError("the server closed the connection")
+        data += chunk
+    return data
+
+
+def tlvs_of(body):
+    offset = 0
+    while offset + 4 <= len(body):
+        kind, length = struct.unpack_from("!HH", body, offset)
+        yield kind, body[offset + 4: offset + 4 + length]
+        offset += 4 + length
+
+
+def read_push(data):
+    offset = 0
+    while offset < len(data):
+        name, used = dns.name.from_wire(data, offset)
+        offset += used
+        rtype, rclass, ttl = struct.unpack_from("!HHI", data, offset)
+        offset += 8
+        type_text = dns.rdatatype.to_text(rtype)
+        if ttl == 0xFFFFFFFE:
+            say(event="remove-set", name=name.to_text(), type=type_text)
+            continue
+        (length,) = struct.unpack_from("!H", data, offset)
+        offset += 2
+        rdata = dns.rdata.from_wire(dns.rdataclass.IN, rtype, data, offset, length)
+        offset += length
+        if ttl == 0xFFFFFFFF:
+            say(event="remove", name=name.to_text(), type=type_text, data=rdata.to_text())
+        else:
+            say(event="add", name=name.to_text(), type=type_text, ttl=ttl, data=rdata.to_text())
+
+
+def main():
+    server, port, name, rtype, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    sock = context.wrap_socket(socket.create_connection((server, port), timeout=5))
+    # Keepalive: our inactivity timeout and interval (ms); a client's values are advice only.
+    sock.sendall(message(1, [(KEEPALIVE, struct.pack("!II", 15000, 15000))]))
+    qname = dns.name.from_text(name).to_wire()
+    sock.sendall(message(2, [(SUBSCRIBE, qname + struct.pack("!HH", dns.rdatatype.from_text(rtype), dns.rdataclass.IN))]))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sock.settimeout(max(0.05, end - time.monotonic()))
+        try:
+            (length,) = struct.unpack("!H", read_exactly(sock, 2))
+            whole = read_exactly(sock, length)
+        except socket.timeout:
+            break
+        except (EOFError, OSError) as error:
+            say(event="error", message=str(error))
+            return 1
+        message_id, flags = struct.unpack_from("!HH", whole, 0)
+        opcode, is_response, rcode = (flags >> 11) & 0xF, bool(flags & 0x8000), flags & 0xF
+        if opcode != DSO_OPCODE or any(struct.unpack_from("!HHHH", whole, 4)):
+            say(event="error", message=f"not a DSO message: opcode {opcode}")
+            return 1
+        tlvs = list(tlvs_of(whole[12:]))
+        if is_response and message_id == 1:
+            values = next((struct.unpack("!II", data) for kind, data in tlvs if kind == KEEPALIVE and len(data) == 8), (None, None))
+            say(event="keepalive", id=message_id, rcode=rcode, inactivity_ms=values[0], interval_ms=values[1])
+        elif is_response:
+            say(event="response", id=message_id, rcode=rcode)
+        elif message_id == 0 and tlvs and tlvs[0][0] == PUSH:
+            read_push(tlvs[0][1])
+        else:
+            say(event="error", message=f"unexpected message id {message_id} tlvs {[kind for kind, _ in tlvs]}")
+    sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
