@@ -16,6 +16,10 @@
 //     machine asked), every reply's records are inside the zone, name no .local host or
 //     instance in their data, carry no link-local address, and have TTLs of at most 10 s;
 //     nothing traps as time passes.
+//  P6 with bit 2 of the first byte set, the rest is also a DSO message from a DNS Push client
+//     (RFC 8490/8765): the session machine never traps; everything it sends decodes as DSO; an
+//     answer carries the request's ID; a SUBSCRIBE it passes on is answered by the answering
+//     machine, and every PUSH that follows is unidirectional and at most 16,382 bytes.
 
 import DNSWire
 import NearbyBasics
@@ -54,6 +58,7 @@ struct FuzzProxy {
                 fail("P4", "\(question.name) is outside the zone and became a link question")
             }
         }
+        if mode & 4 != 0 { session(bytes) }
         // P5: the input's records, as the link's answer to every question the machine asked.
         guard mode & 2 != 0, let records = query?.allRecords else { return }
         var later: [ProxyStateMachine.Action] = []
@@ -84,6 +89,49 @@ struct FuzzProxy {
                 }
             }
         }
+    }
+
+    /// P6: the bytes as a Push client's DSO message, twice (a second SUBSCRIBE to one question
+    /// is a protocol error), then the link's records pushed and time passing.
+    func session(_ bytes: [UInt8]) {
+        var configuration = ProxyStateMachine.Configuration(zones: [Self.zone])
+        configuration.pushPort = 853
+        var machine = ProxyStateMachine(configuration)
+        var session = PushSession(now: .zero)
+        let requestID = bytes.count >= 2 ? UInt16(bytes[0]) << 8 | UInt16(bytes[1]) : 0
+        func checkSent(_ actions: [PushSession.Action]) {
+            for case .send(let message) in actions {
+                guard let decoded = try? DSOMessage(decoding: message) else { fail("P6", "a DSO message that does not decode: \(hexString(message))") }
+                if decoded.isResponse, decoded.id != requestID { fail("P6", "an answer with ID \(decoded.id) to request \(requestID)") }
+                if !decoded.isResponse {
+                    if decoded.id != 0 { fail("P6", "the server sent a request (ID \(decoded.id))") }
+                    if message.count > PushSession.maximumPushMessage { fail("P6", "a PUSH of \(message.count) bytes") }
+                }
+            }
+        }
+        for round in 0..<2 {
+            let now = Duration.milliseconds(100 * round)
+            let actions = session.received(bytes, now: now)
+            checkSent(actions)
+            for case .subscribe(let id, let question) in actions {
+                let (result, more) = machine.subscribe(question, session: .init(1), id: id, now: now)
+                switch result {
+                case .accepted(let current): checkSent(session.subscribed(id, code: .noError) + session.push(current))
+                case .refused(let code): checkSent(session.subscribed(id, code: code))
+                }
+                if let records = try? Message(decoding: bytes).allRecords {
+                    for case .startLinkQuestion(let link, let linkQuestion) in more {
+                        for case .push(_, let changes) in machine.linkChanged(link, linkQuestion, added: records, removed: [], now: now) {
+                            checkSent(session.push(changes))
+                        }
+                    }
+                }
+            }
+        }
+        checkSent(session.advance(to: .seconds(30)))
+        _ = session.ended()
+        machine.sessionEnded(.init(1), now: .seconds(31))
+        _ = machine.advance(to: .seconds(120))
     }
 
     func check(_ actions: [ProxyStateMachine.Action], query: Message?, bytes: [UInt8], transport: ProxyStateMachine.Transport) {
