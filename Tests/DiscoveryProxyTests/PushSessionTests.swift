@@ -153,4 +153,29 @@ struct PushSessionTests {
         #expect(session.ended() == [.unsubscribe(5), .unsubscribe(6)])
         #expect(session.received(Self.subscribe(7), now: .zero).isEmpty)
     }
+
+    @Test("Encryption Padding in a request is answered with padding (RFC 8490 §7.3); none asked, none given")
+    func padding() throws {
+        var session = PushSession(now: .zero)
+        let padded = session.received(Self.bytes(DSOMessage(id: 3, tlvs: [.keepalive(inactivityTimeout: 15_000, keepaliveInterval: 15_000), .encryptionPadding(24)])), now: .zero)
+        let answer = try #require(try Self.sent(padded).first)
+        #expect(answer.tlvs.count == 2 && answer.tlvs.last == .encryptionPadding(0))
+        let plain = session.received(Self.bytes(DSOMessage(id: 4, tlvs: [.keepalive(inactivityTimeout: 15_000, keepaliveInterval: 15_000)])), now: .zero)
+        #expect(try Self.sent(plain).first?.tlvs.count == 1)
+    }
+
+    @Test("RECONFIRM: passed on once the session is established; as a request FORMERR; before any session an abort")
+    func reconfirm() throws {
+        // A RECONFIRM carries no TTL (RFC 8765 §6.5): it reads as 0.
+        let record = ResourceRecord(name: "Box._ipp._tcp.lan1.example.test.", data: .txt(.empty), ttl: 0)
+        let message = Self.bytes(DSOMessage(id: 0, tlvs: [.reconfirm(record)]))
+        var early = PushSession(now: .zero)
+        #expect(Self.aborted(early.received(message, now: .zero)))
+        var session = PushSession(now: .zero)
+        _ = session.received(Self.subscribe(5), now: .zero)
+        _ = session.subscribed(5, code: .noError)
+        #expect(session.received(message, now: .seconds(1)) == [.reconfirm(record)])
+        let request = try Self.sent(session.received(Self.bytes(DSOMessage(id: 8, tlvs: [.reconfirm(record)])), now: .seconds(2)))
+        #expect(request.first?.responseCode == .formatError && request.first?.id == 8)
+    }
 }

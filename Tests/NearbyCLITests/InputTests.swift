@@ -234,6 +234,11 @@ extension InputTests {
         (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--rate", "-1"], "--rate must be 0 to 1000000"),
         (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--rate", "9223372036854775807"], "--rate must be 0 to 1000000"),
         (["proxy", "eth0=lan1.example.test", "eth0=lan2.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test"], "the interface eth0 is given twice"),
+        (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--tls-certificate", "dp.pem"], "--tls-certificate and --tls-key go together"),
+        (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--no-push", "--tls-certificate", "dp.pem", "--tls-key", "dp.key"], "which --no-push turns off"),
+        (["proxy", "eth0=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--push-port", "70000"], "--push-port"),
+        (["browse", "_openagents._tcp", "--push", "off"], "--push applies to DNS domains; add --domain DOMAIN"),
+        (["browse", "_openagents._tcp", "--domain", "lab.example.test", "--push", "sometimes"], "--push"),
     ])
     func proxyInput(_ example: (arguments: [String], expected: String)) {
         let message = refusal(example.arguments)
@@ -244,5 +249,7 @@ extension InputTests {
     func proxyAccepted() {
         #expect(refusal(["proxy", "eth1=lan1.example.test", "eth2=lan2.example.test", "--listen", "192.0.2.5", "--listen", "2001:db8::5",
                          "--name-server", "p.example.test", "--port", "5300", "--backend", "embedded"]) == nil)
+        #expect(refusal(["proxy", "eth1=lan1.example.test", "--listen", "192.0.2.5", "--name-server", "p.example.test", "--push-port", "0", "--no-push"]) == nil)
+        #expect(refusal(["browse", "_openagents._tcp", "--domain", "lab.example.test", "--push", "authenticated"]) == nil)
     }
 }
