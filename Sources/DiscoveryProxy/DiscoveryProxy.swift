@@ -86,9 +86,10 @@ public actor DiscoveryProxy {
         /// At most this many sessions at once, and this many from one address.
         public var maximumSessions = 256
         public var maximumSessionsPerSource = 16
-        /// A session whose client leaves this many messages unread is closed (it resubscribes
-        /// and gets the current records again): nothing is dropped from a live session.
-        public var maximumUnsentMessages = 1024
+        /// A session whose client leaves this many bytes unread is aborted (it resubscribes and
+        /// gets the current records again): nothing is dropped from a live session, and a
+        /// client that reads nothing holds at most this much of the proxy's memory.
+        public var maximumUnsentBytes = 512 * 1024
 
         public init(port: UInt16 = 853, identity: PeerIdentity? = nil) {
             self.port = port
@@ -160,8 +161,10 @@ public actor DiscoveryProxy {
     private struct SessionState {
         var session: PushSession
         var writer: AsyncStream<[UInt8]>.Continuation
-        /// Messages handed to the writer and not yet written.
+        /// Bytes handed to the writer and not yet written.
         var unsent: Locked<Int>
+        /// The connection, closed at once when the session is aborted.
+        var channel: any Channel
     }
     private var paths: [UInt64: ReplyPath] = [:]
     private var nextRequest: UInt64 = 1
@@ -580,7 +583,8 @@ public actor DiscoveryProxy {
         nextSession += 1
         let (outgoing, writer) = AsyncStream<[UInt8]>.makeStream()
         let unsent = Locked(0)
-        sessions[id] = SessionState(session: PushSession(configuration.push?.session ?? .init(), now: clock.now), writer: writer, unsent: unsent)
+        sessions[id] = SessionState(
+            session: PushSession(configuration.push?.session ?? .init(), now: clock.now), writer: writer, unsent: unsent, channel: connection.channel)
         logger.debug("DNS Push session \(id) from \(source)")
         defer { sessionClosed(id, source: source) }
         let clock = clock
@@ -593,7 +597,7 @@ public actor DiscoveryProxy {
                             framed.writeInteger(UInt16(truncatingIfNeeded: message.count))
                             framed.writeBytes(message)
                             try await outbound.write(framed)
-                            unsent.withLockedValue { $0 -= 1 }
+                            unsent.withLockedValue { $0 -= message.count }
                         }
                     }
                     group.addTask {
@@ -612,9 +616,10 @@ public actor DiscoveryProxy {
                         }
                     }
                     group.addTask {
-                        // The session's clock: inactivity and keepalive.
+                        // The session's clock: inactivity and keepalive. At most 5 s asleep, so
+                        // that a deadline brought forward (the last UNSUBSCRIBE) is kept.
                         while let deadline = await self.sessionDeadline(id) {
-                            try await clock.sleep(until: deadline)
+                            try await clock.sleep(until: min(deadline, clock.now + .seconds(5)))
                             await self.sessionTick(id)
                         }
                     }
@@ -651,15 +656,16 @@ public actor DiscoveryProxy {
             switch action {
             case .send(let message):
                 let backlog = state.unsent.withLockedValue { count -> Int in
-                    count += 1
+                    count += message.count
                     return count
                 }
-                if backlog > configuration.push?.maximumUnsentMessages ?? 1024 {
+                if backlog > configuration.push?.maximumUnsentBytes ?? 512 * 1024 {
                     shell.pushSessionsOverfull += 1
-                    logger.info("DNS Push session \(id) closed: its client left \(backlog) messages unread")
-                    endSession(id)
+                    logger.info("DNS Push session \(id) aborted: its client left \(backlog) bytes unread")
+                    endSession(id, abort: true)
                     return
                 }
+                sessions[id]?.session.sent(now: clock.now)
                 state.writer.yield(message)
             case .subscribe(let messageID, let question):
                 let (result, proxyActions) = machine.subscribe(question, session: .init(id), id: messageID, now: clock.now)
@@ -680,23 +686,24 @@ public actor DiscoveryProxy {
                 logger.debug("DNS Push session \(id): RECONFIRM of \(record.name) \(record.type), left to the link's own upkeep")
             case .close(let abort, let reason):
                 logger.debug("DNS Push session \(id) \(abort ? "aborted" : "closed"): \(reason)")
-                endSession(id)
+                endSession(id, abort: abort)
             }
         }
         if !more.isEmpty { perform(more) }
     }
 
-    /// Ends a session from this side: its subscriptions end, and its writer finishes (what is
-    /// queued is still written), which closes the connection.
-    private func endSession(_ id: UInt64) {
+    /// Ends a session from this side: its subscriptions end, and its writer finishes, which
+    /// closes the connection once what is queued is written; an abort closes it at once.
+    private func endSession(_ id: UInt64, abort: Bool) {
         guard var state = sessions.removeValue(forKey: id) else { return }
         _ = state.session.ended()
         machine.sessionEnded(.init(id), now: clock.now)
         state.writer.finish()
+        if abort { state.channel.close(promise: nil) }
     }
 
     private func sessionClosed(_ id: UInt64, source: IPAddress) {
-        endSession(id)
+        endSession(id, abort: false)
         openPush -= 1
         let left = pushBySource[source, default: 1] - 1
         pushBySource[source] = left > 0 ? left : nil

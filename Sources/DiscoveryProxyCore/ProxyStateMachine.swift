@@ -407,8 +407,8 @@ public struct ProxyStateMachine: Sendable {
         if !state.subscribers.isEmpty, !(came.isEmpty && gone.isEmpty) {
             // Subscribers hear each change with the record's own TTL (RFC 8766 §5.5.1).
             let translation = translations[link.rawValue]
-            var changes = translate(came, translation, cap: nil).map(PushChange.add)
-            changes += translate(gone.map { var record = $0; record.ttl = 1; return record }, translation, cap: nil).map { .remove($0) }
+            var changes = translate(came, translation, cap: Self.maximumPushTTL).map(PushChange.add)
+            changes += translate(gone.map { var record = $0; record.ttl = 1; return record }, translation, cap: Self.maximumPushTTL).map { .remove($0) }
             if !changes.isEmpty {
                 for subscriber in state.subscribers.sorted(by: { ($0.session.rawValue, $0.id) < ($1.session.rawValue, $1.id) }) {
                     actions.append(.push(subscriber.session, changes))
@@ -419,6 +419,11 @@ public struct ProxyStateMachine: Sendable {
     }
 
     // MARK: DNS Push
+
+    /// Pushed records keep their own TTLs, up to the largest a PUSH can carry (RFC 8765 §6.3.1:
+    /// 0x7FFFFFFF; above it the field means removal): a host on the link that announces more
+    /// must not make a PUSH unsendable.
+    static let maximumPushTTL: UInt32 = 0x7FFF_FFFF
 
     /// A DNS Push session subscribes to `question` (its SUBSCRIBE's message ID is `id`). An
     /// accepted subscription keeps its link question alive, and every change to it comes as a
@@ -468,7 +473,7 @@ public struct ProxyStateMachine: Sendable {
         questions[key]?.lastAsked = now
         subscriptions[subscriber] = key
         statistics.subscriptions += 1
-        let now = translate(records(for: key), translations[link.rawValue], cap: nil).map(PushChange.add)
+        let now = translate(records(for: key), translations[link.rawValue], cap: Self.maximumPushTTL).map(PushChange.add)
         return (.accepted(now), actions)
     }
 

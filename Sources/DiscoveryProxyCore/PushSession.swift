@@ -13,8 +13,13 @@ public import DNSWire
 ///   with ID 0, bytes that do not read, and a second SUBSCRIBE to the same question are errors
 ///   that end the session at once (abort).
 /// - UNSUBSCRIBE and RECONFIRM are unidirectional (ID 0); as requests they get FORMERR.
-/// - With no subscription and nothing heard for the inactivity timeout, the session is closed
-///   gracefully; with nothing heard for twice the keepalive interval, it is aborted.
+/// - Two timers (RFC 8490 §6.2–§6.6): the inactivity timer runs while the session has no
+///   subscription and is reset by any request but a Keepalive; when it passes the inactivity
+///   timeout the server asks the client to go (a unidirectional Retry Delay) and aborts the
+///   session if it is still there after twice the timeout (at least 5 s). The keepalive timer
+///   is reset by any message sent or received; after twice the keepalive interval the session
+///   is aborted.
+/// - A Retry Delay from the client as a request is an error that ends the session.
 /// - PUSH messages are unidirectional and at most 16,382 bytes each, so that one fits a TLS
 ///   record.
 public struct PushSession: Sendable {
@@ -55,19 +60,34 @@ public struct PushSession: Sendable {
     public private(set) var subscriptions: [UInt16: Question] = [:]
     /// SUBSCRIBEs waiting for the proxy's answer.
     private var pending: [UInt16: Question] = [:]
-    private var lastHeard: Duration
+    /// The last message sent or received (the keepalive timer).
+    private var lastTraffic: Duration
+    /// The last request other than a Keepalive, or the end of the last subscription (the
+    /// inactivity timer).
+    private var lastActivity: Duration
+    private var askedToLeave = false
 
     public init(_ configuration: Configuration = Configuration(), now: Duration) {
         self.configuration = configuration
-        lastHeard = now
+        lastTraffic = now
+        lastActivity = now
     }
+
+    private var isIdle: Bool { subscriptions.isEmpty && pending.isEmpty }
+    /// How long an idle client that was asked to leave may stay before the session is aborted.
+    private var leaveTime: Duration { max(.seconds(5), configuration.inactivityTimeout * 2) }
 
     /// The next time ``advance(to:)`` has something to check.
     public var nextDeadline: Duration? {
         guard !isClosed else { return nil }
-        let keepalive = lastHeard + configuration.keepaliveInterval * 2
-        guard subscriptions.isEmpty, pending.isEmpty else { return keepalive }
-        return min(keepalive, lastHeard + configuration.inactivityTimeout)
+        let keepalive = lastTraffic + configuration.keepaliveInterval * 2
+        guard isIdle else { return keepalive }
+        return min(keepalive, lastActivity + (askedToLeave ? leaveTime : configuration.inactivityTimeout))
+    }
+
+    /// The shell wrote a message to the client: the keepalive timer starts again.
+    public mutating func sent(now: Duration) {
+        lastTraffic = max(lastTraffic, now)
     }
 
     // MARK: From the client
@@ -75,7 +95,7 @@ public struct PushSession: Sendable {
     /// A DSO message arrived.
     public mutating func received(_ bytes: [UInt8], now: Duration) -> [Action] {
         guard !isClosed else { return [] }
-        lastHeard = now
+        lastTraffic = now
         let message: DSOMessage
         do {
             message = try DSOMessage(decoding: bytes)
@@ -83,6 +103,10 @@ public struct PushSession: Sendable {
             return abort("an unreadable DSO message: \(error)")
         }
         if message.isResponse { return abort("a DSO response, but this server asked nothing") }
+        if case .keepalive = message.primary {} else {
+            lastActivity = now
+            askedToLeave = false
+        }
         guard let primary = message.primary else {
             return message.id == 0 ? abort("a unidirectional DSO message with no TLV") : respond(to: message, code: .formatError)
         }
@@ -92,7 +116,7 @@ public struct PushSession: Sendable {
             case .unsubscribe(let id):
                 guard isEstablished else { return abort("UNSUBSCRIBE before the session was established") }
                 guard subscriptions.removeValue(forKey: id) != nil else { return [] }  // an ID we do not know: ignored (RFC 8765 §6.4)
-                return [.unsubscribe(id)]
+                return [.unsubscribe(id)]  // the inactivity timer starts now if it was the last
             case .reconfirm(let record):
                 guard isEstablished else { return abort("RECONFIRM before the session was established") }
                 return [.reconfirm(record)]
@@ -125,7 +149,9 @@ public struct PushSession: Sendable {
             return [.subscribe(message.id, question)]
         case .unsubscribe, .reconfirm:
             return respond(to: message, code: .formatError)
-        case .retryDelay, .encryptionPadding, .push:
+        case .retryDelay:
+            return abort("a Retry Delay request from the client (RFC 8490 §7.2: only a server sends one)")
+        case .encryptionPadding, .push:
             return respond(to: message, code: .formatError)
         case .unknown:
             return respond(to: message, code: .dsoTypeNotImplemented)
@@ -170,16 +196,22 @@ public struct PushSession: Sendable {
 
     // MARK: Time
 
-    /// Ends a silent session: gracefully after the inactivity timeout when it has no
-    /// subscription, at once after twice the keepalive interval in any case.
+    /// Ends a silent session: an idle one (no subscription) is asked to leave after the
+    /// inactivity timeout and aborted after twice it (at least 5 s); any session is aborted
+    /// after twice the keepalive interval without a message either way.
     public mutating func advance(to now: Duration) -> [Action] {
         guard !isClosed else { return [] }
-        if now - lastHeard >= configuration.keepaliveInterval * 2 {
-            return abort("nothing heard for twice the keepalive interval")
+        if now - lastTraffic >= configuration.keepaliveInterval * 2 {
+            return abort("no message either way for twice the keepalive interval")
         }
-        if subscriptions.isEmpty, pending.isEmpty, now - lastHeard >= configuration.inactivityTimeout {
-            isClosed = true
-            return [.close(abort: false, reason: "inactive for \(configuration.inactivityTimeout) with no subscription")]
+        guard isIdle else { return [] }
+        if now - lastActivity >= leaveTime {
+            return abort("idle for \(leaveTime) with no subscription, and still there after being asked to leave")
+        }
+        if now - lastActivity >= configuration.inactivityTimeout, !askedToLeave {
+            askedToLeave = true
+            let leave = DSOMessage(id: 0, tlvs: [.retryDelay(0)])
+            return [.send((try? leave.encoded()) ?? [])]
         }
         return []
     }

@@ -80,14 +80,14 @@ actor UnicastObservationSource: ObservationSource {
     func watch(_ watch: DiscoveryWatch) async {
         for key in Self.keys(watch) {
             perform(poller.watch(key, at: now))
-            if let subscriber, let pushZone, key.name.hasSuffix(pushZone) { await subscriber.subscribe(key) }
+            if let subscriber, let pushZone, key.name.hasSuffix(pushZone) { subscriber.subscribe(key) }
         }
     }
 
     func unwatch(_ watch: DiscoveryWatch) async {
         for key in Self.keys(watch) {
             poller.unwatch(key)
-            await subscriber?.unsubscribe(key)
+            subscriber?.unsubscribe(key)
         }
         rearm()
     }
@@ -95,7 +95,7 @@ actor UnicastObservationSource: ObservationSource {
     func stop() async {
         stopped = true
         alarm.set(nil)
-        await subscriber?.close()
+        subscriber?.close()
         children.finish()
     }
 
@@ -112,7 +112,7 @@ actor UnicastObservationSource: ObservationSource {
                 self.subscriber = subscriber
                 pushZone = server.zone
                 client.logger.info("\(name): DNS Push from \(server)")
-                for key in poller.watchedKeys where key.name.hasSuffix(server.zone) { await subscriber.subscribe(key) }
+                for key in poller.watchedKeys where key.name.hasSuffix(server.zone) { subscriber.subscribe(key) }
                 await withDiscardingTaskGroup { group in
                     group.addTask { await subscriber.run() }
                     for await event in subscriber.events {
@@ -143,7 +143,8 @@ actor UnicastObservationSource: ObservationSource {
             poller.pushStarted(key, at: now)
             rearm()
         case .refused(let key, let code):
-            client.logger.debug("\(key): DNS Push subscription refused (\(code)); asking instead")
+            client.logger.debug("\(key): DNS Push subscription refused or cancelled (\(code)); asking instead")
+            perform(poller.pushEnded(key, at: now))
         case .changed(let key, let added, let removed, let removeAll):
             perform(poller.pushed(key, added: added, removed: removed, removeAll: removeAll, at: now))
         case .ended:

@@ -60,8 +60,9 @@ package struct PushServer: Sendable, Hashable, CustomStringConvertible {
 
 /// A DNS Push session on a TLS connection: a ``PushClient`` machine on a socket. The owner
 /// subscribes and unsubscribes; ``events`` says what the server accepted, refused and pushed,
-/// and ends with the session.
-package actor PushSubscriber {
+/// and ends with the session. Subscribing and unsubscribing are synchronous (the machine is
+/// behind a lock), so the owner's calls reach the server in the order it made them.
+package final class PushSubscriber: Sendable {
     package enum Event: Sendable, Equatable {
         case subscribed(RecordPoller.Key)
         case refused(RecordPoller.Key, ResponseCode)
@@ -69,12 +70,20 @@ package actor PushSubscriber {
         case ended(String, retryAfter: Duration?)
     }
 
-    package nonisolated let server: PushServer
-    package nonisolated let events: AsyncStream<Event>
+    /// At most this many bytes waiting to be written: a server that reads nothing ends the
+    /// session rather than the client's memory.
+    package static let maximumUnsentBytes = 256 * 1024
+
+    package let server: PushServer
+    package let events: AsyncStream<Event>
     private let eventSink: AsyncStream<Event>.Continuation
     private let outgoing: AsyncStream<[UInt8]>
     private let writer: AsyncStream<[UInt8]>.Continuation
-    private var machine: PushClient
+    private struct State {
+        var machine: PushClient
+        var unsentBytes = 0
+    }
+    private let state: Locked<State>
     private let policy: DNSPushPolicy
     private let clock: SystemClock
     private let logger: Logger
@@ -87,11 +96,18 @@ package actor PushSubscriber {
         self.clock = clock
         (events, eventSink) = AsyncStream<Event>.makeStream()
         (outgoing, writer) = AsyncStream<[UInt8]>.makeStream()
-        machine = PushClient(now: clock.now)
+        state = Locked(State(machine: PushClient(now: clock.now)))
     }
 
-    package func subscribe(_ key: RecordPoller.Key) { perform(machine.subscribe(key, now: clock.now)) }
-    package func unsubscribe(_ key: RecordPoller.Key) { perform(machine.unsubscribe(key, now: clock.now)) }
+    package func subscribe(_ key: RecordPoller.Key) {
+        let now = clock.now
+        state.withLockedValue { state in perform(state.machine.subscribe(key, now: now), &state) }
+    }
+
+    package func unsubscribe(_ key: RecordPoller.Key) {
+        let now = clock.now
+        state.withLockedValue { state in perform(state.machine.unsubscribe(key, now: now), &state) }
+    }
 
     /// Connects (each address in turn, 5 s each) and carries the session until it ends; the
     /// last event is `.ended`.
@@ -136,6 +152,7 @@ package actor PushSubscriber {
                             framed.writeInteger(UInt16(truncatingIfNeeded: message.count))
                             framed.writeBytes(message)
                             try await outbound.write(framed)
+                            self.state.withLockedValue { $0.unsentBytes -= message.count }
                         }
                     }
                     group.addTask {
@@ -147,16 +164,17 @@ package actor PushSubscriber {
                                 pending.readableBytes >= 2 + Int(length)
                             {
                                 pending.moveReaderIndex(forwardBy: 2)
-                                await self.received(pending.readBytes(length: Int(length)) ?? [])
+                                self.received(pending.readBytes(length: Int(length)) ?? [])
                             }
                             pending.discardReadBytes()
                         }
                     }
                     group.addTask {
                         while !Task.isCancelled {
-                            let deadline = await self.deadline
-                            try await clock.sleep(until: deadline ?? clock.now + .seconds(1))
-                            await self.tick()
+                            // At most a second asleep: a subscription made meanwhile moves the deadline.
+                            let deadline = self.state.withLockedValue { $0.machine.nextDeadline }
+                            try await clock.sleep(until: min(deadline ?? clock.now + .seconds(1), clock.now + .seconds(1)))
+                            self.tick()
                         }
                     }
                     try await group.next()
@@ -178,21 +196,31 @@ package actor PushSubscriber {
         writer.finish()
     }
 
-    private var deadline: Duration? { machine.nextDeadline }
+    private func received(_ bytes: [UInt8]) {
+        let now = clock.now
+        state.withLockedValue { state in perform(state.machine.received(bytes, now: now), &state) }
+    }
 
-    private func received(_ bytes: [UInt8]) { perform(machine.received(bytes, now: clock.now)) }
-
-    private func tick() { perform(machine.advance(to: clock.now)) }
+    private func tick() {
+        let now = clock.now
+        state.withLockedValue { state in perform(state.machine.advance(to: now), &state) }
+    }
 
     private func finish(_ reason: String) {
-        perform(machine.connectionEnded(reason))
+        state.withLockedValue { state in perform(state.machine.connectionEnded(reason), &state) }
         eventSink.finish()
     }
 
-    private func perform(_ actions: [PushClient.Action]) {
+    private func perform(_ actions: [PushClient.Action], _ state: inout State) {
         for action in actions {
             switch action {
-            case .send(let bytes): writer.yield(bytes)
+            case .send(let bytes):
+                state.unsentBytes += bytes.count
+                guard state.unsentBytes <= Self.maximumUnsentBytes else {
+                    perform(state.machine.connectionEnded("the server left \(state.unsentBytes) bytes unread"), &state)
+                    return
+                }
+                writer.yield(bytes)
             case .subscribed(let key): eventSink.yield(.subscribed(key))
             case .refused(let key, let code): eventSink.yield(.refused(key, code))
             case .changed(let key, let added, let removed, let removeAll):

@@ -64,6 +64,9 @@ package struct RecordPoller {
         var retry: Duration
         /// Fed by DNS Push: never asked.
         var pushed = false
+        /// The question in flight was asked before Push began: its answer is old news, and is
+        /// not taken (when Push ends before it comes, the question is asked again).
+        var staleInFlight = false
         /// When this watch next needs ``advance(to:)``: its next question, or its first expiry.
         var due: Duration? {
             let expiry = records.values.min()
@@ -106,6 +109,7 @@ package struct RecordPoller {
         guard var watch = watches[key] else { return }
         watch.pushed = true
         watch.nextQuery = nil
+        watch.staleInFlight = watch.inFlight
         watches[key] = watch
         reschedule(key)
     }
@@ -114,8 +118,8 @@ package struct RecordPoller {
     package mutating func pushed(_ key: Key, added: [RecordData], removed: [RecordData], removeAll: Bool, at now: Duration) -> [Action] {
         guard var watch = watches[key], watch.pushed else { return [] }
         var actions: [Action] = []
-        let gone = removeAll ? Array(watch.records.keys) : removed
-        for data in gone.sorted(by: Self.order) where watch.records.removeValue(forKey: data) != nil && !added.contains(data) {
+        let gone = Set(removeAll ? Array(watch.records.keys) : removed).subtracting(added)
+        for data in gone.sorted(by: Self.order) where watch.records.removeValue(forKey: data) != nil {
             actions.append(.removed(key, data))
         }
         for data in added {
@@ -142,6 +146,8 @@ package struct RecordPoller {
             watch.nextQuery = nil
             actions.append(.query(key))
         }
+        // Else the question in flight is from before Push began: when its answer comes it is
+        // set aside and the question asked again.
         watches[key] = watch
         reschedule(key)
         return actions
@@ -166,11 +172,19 @@ package struct RecordPoller {
         guard var watch = watches[key] else { return [] }
         watch.inFlight = false
         watch.retry = settings.retry
-        if watch.pushed {
-            // Push tells what changed; an answer asked for before it began is old news.
+        if watch.pushed || watch.staleInFlight {
+            // Push tells what changed; an answer asked for before it began is old news. If
+            // Push has ended meanwhile, the question is asked again.
+            var actions: [Action] = []
+            if !watch.pushed {
+                watch.inFlight = true
+                watch.nextQuery = nil
+                actions.append(.query(key))
+            }
+            watch.staleInFlight = false
             watches[key] = watch
             reschedule(key)
-            return []
+            return actions
         }
         var fresh: [RecordData: Duration] = [:]
         var smallestTTL: UInt32?
@@ -214,6 +228,7 @@ package struct RecordPoller {
     package mutating func failed(_ key: Key, at now: Duration) -> [Action] {
         guard var watch = watches[key] else { return [] }
         watch.inFlight = false
+        watch.staleInFlight = false
         guard !watch.pushed else {
             watches[key] = watch
             reschedule(key)

@@ -92,6 +92,16 @@ struct PushRoundTripTests {
         #expect(second.events == [.subscribed(Self.key), .changed(Self.key, added: [Self.zonePTR("Alpha")], removed: [], removeAll: false)])
     }
 
+    @Test("a link record announced with a TTL a PUSH cannot carry (0x80000000 and up) is pushed with the largest it can, and the rest of the PUSH is not lost")
+    func hugeTTL() {
+        var wire = Wire()
+        wire.toServer(wire.client.subscribe(Self.key, now: .zero), now: .zero)
+        var huge = ProxyStateMachineTests.ptr("Forever")
+        huge.ttl = 0xFFFF_FFF0
+        wire.link([huge, ProxyStateMachineTests.ptr("Alpha")], now: .milliseconds(50))
+        #expect(wire.events.last == .changed(Self.key, added: [Self.zonePTR("Forever"), Self.zonePTR("Alpha")], removed: [], removeAll: false))
+    }
+
     @Test("outside the zone: the client is told NOTAUTH and keeps asking instead")
     func refused() {
         var wire = Wire()

@@ -103,21 +103,52 @@ struct PushSessionTests {
         #expect(!session.isClosed)
     }
 
-    @Test("silence: without subscriptions the session closes gracefully after 15 s; with one, only after twice the keepalive interval, and then at once")
-    func timeouts() {
+    @Test("an idle session (no subscription) is asked to leave after 15 s (Retry Delay) and aborted at 30 s; Keepalives do not keep it")
+    func idle() throws {
         var idle = PushSession(now: .zero)
         _ = idle.received(Self.bytes(DSOMessage(id: 1, tlvs: [.keepalive(inactivityTimeout: 0, keepaliveInterval: 0)])), now: .zero)
         #expect(idle.nextDeadline == .seconds(15))
+        // A Keepalive at 10 s resets the keepalive timer, not the inactivity timer.
+        _ = idle.received(Self.bytes(DSOMessage(id: 2, tlvs: [.keepalive(inactivityTimeout: 0, keepaliveInterval: 0)])), now: .seconds(10))
         #expect(idle.advance(to: .seconds(14)).isEmpty)
-        #expect(idle.advance(to: .seconds(15)) == [.close(abort: false, reason: "inactive for 15.0 seconds with no subscription")])
+        let leave = try Self.sent(idle.advance(to: .seconds(15)))
+        #expect(leave.count == 1 && leave.first?.id == 0 && leave.first?.primary == .retryDelay(0))
+        #expect(idle.advance(to: .seconds(20)).isEmpty, "asked once")
+        #expect(idle.nextDeadline == .seconds(30))
+        #expect(Self.aborted(idle.advance(to: .seconds(30))))
 
+        // The last UNSUBSCRIBE starts the inactivity timer.
+        var emptied = PushSession(now: .zero)
+        _ = emptied.received(Self.subscribe(5), now: .zero)
+        _ = emptied.subscribed(5, code: .noError)
+        _ = emptied.received(Self.bytes(DSOMessage(id: 0, tlvs: [.unsubscribe(messageID: 5)])), now: .seconds(100))
+        #expect(emptied.nextDeadline == .seconds(115))
+        // A new request after the Retry Delay keeps the session.
+        _ = emptied.advance(to: .seconds(115))
+        _ = emptied.received(Self.subscribe(6), now: .seconds(116))
+        _ = emptied.subscribed(6, code: .noError)
+        #expect(emptied.advance(to: .seconds(200)).isEmpty)
+    }
+
+    @Test("a session with subscriptions is aborted only after twice the keepalive interval with no message either way; messages sent count")
+    func keepaliveTimer() {
         var busy = PushSession(now: .zero)
         _ = busy.received(Self.subscribe(5), now: .zero)
         _ = busy.subscribed(5, code: .noError)
         #expect(busy.nextDeadline == .seconds(7200))
         #expect(busy.advance(to: .seconds(3600)).isEmpty)
-        let ended = busy.advance(to: .seconds(7200))
+        // The server pushed at 5000 s: the client, only listening, is alive as far as the timer goes.
+        busy.sent(now: .seconds(5000))
+        #expect(busy.advance(to: .seconds(7200)).isEmpty)
+        #expect(busy.nextDeadline == .seconds(12200))
+        let ended = busy.advance(to: .seconds(12200))
         #expect(ended.contains(.unsubscribe(5)) && Self.aborted(ended))
+    }
+
+    @Test("a Retry Delay request from the client ends the session (only a server sends one)")
+    func clientRetryDelay() {
+        var session = PushSession(now: .zero)
+        #expect(Self.aborted(session.received(Self.bytes(DSOMessage(id: 4, tlvs: [.retryDelay(1000)])), now: .zero)))
     }
 
     @Test("PUSH: changes go in unidirectional messages of at most 16,382 bytes, in order, none lost")

@@ -169,6 +169,78 @@ struct ProxyLabTests {
         }
     }
 
+    @Test("a messy router: IPv6 off, a second NIC on LAN 1, a container bridge and a VPN tunnel; the proxy answers and pushes for LAN 1 from lan1 alone, and sends no mDNS into the bridge, the tunnel or the second NIC")
+    func messyRouter() async throws {
+        let lab = try Lab.require(hosts: 6)
+        guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
+            throw LabError("the proxy test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
+        }
+        let shapes = HostShapeLabTests()
+        let shape = [
+            ["tun", "add", "tailscale0", "100.101.102.5", "fd7a:115c:a1e0::5"], ["link", "add", "lan1b", "--lan", "1", "--ipv4", "198.18.1.105/24"],
+            ["bridge", "add", "docker0", "172.17.0.1/16"], ["ipv6", "off"],
+        ]
+        let undo = [["ipv6", "on"], ["bridge", "del", "docker0"], ["link", "del", "lan1b"], ["tun", "del", "tailscale0"]]
+        try await lab.run(["dns", "start", "h4", "--delegate", "lan1=\(Self.proxyAddress)"])
+        try await lab.run(["dns", "resolv", "h6", "--nameserver", Self.resolver, "--search", "lab.example.test"])
+        func undoDNS() async {
+            _ = try? await lab.run(["dns", "stop", "h4"])
+            _ = try? await lab.run(["dns", "resolv", "h6"])
+        }
+        let directory = try Lab.temporaryDirectory()
+        let captures = ["docker0", "tailscale0", "lan1b"].map { ($0, directory.appendingPathComponent("proxy-\($0).pcap").path) }
+        do {
+            try await shapes.with(lab, "h5", shape: shape, undo: undo) {
+                for (interface, file) in captures { try await lab.run(["capture", "start", "--iface", interface, "h5", file]) }
+                do {
+                    try await messyRouter(lab)
+                } catch {
+                    for (_, file) in captures { _ = try? await lab.run(["capture", "stop", "h5", file]) }
+                    throw error
+                }
+                for (_, file) in captures { try await lab.run(["capture", "stop", "h5", file]) }
+            }
+        } catch {
+            await undoDNS()
+            throw error
+        }
+        await undoDNS()
+        // What the proxy's host sent: nothing into the bridge, nothing into the tunnel (a tun
+        // capture has no link header: the 24-byte file header alone), and nothing from its
+        // second NIC (which hears LAN 1's multicast, its own included, but must not speak).
+        func packets(_ file: String, _ filter: String) async throws -> [Substring] {
+            try await lab.run(["exec", "h5", "--", "tcpdump", "-nn", "-r", file, filter]).split(separator: "\n").filter { !$0.isEmpty }
+        }
+        let bridge = try await packets(captures[0].1, "udp port 5353")
+        #expect(bridge.isEmpty, "mDNS sent into the container bridge: \(bridge.prefix(5))")
+        let tunnel = try Data(contentsOf: URL(fileURLWithPath: captures[1].1))
+        #expect(tunnel.count <= 24, "\(tunnel.count - 24) bytes of packets were sent into the tunnel")
+        let second = try await packets(captures[2].1, "udp port 5353 and src host 198.18.1.105")
+        #expect(second.isEmpty, "mDNS sent from the second NIC: \(second.prefix(5))")
+        for (_, file) in captures { try? FileManager.default.removeItem(atPath: file) }
+    }
+
+    func messyRouter(_ lab: Lab) async throws {
+        let proxy = try lab.start(["exec", "h5", "--", Self.nearby, "proxy", "lan1=\(Self.zone)", "--listen", Self.proxyAddress,
+                                   "--name-server", "proxy-lan1.lab.example.test", "--backend", "embedded", "--json"])
+        let browse = try lab.start(["exec", "h6", "--", Self.nearby, "browse", "_openagents._tcp", "--domain", Self.zone, "--json", "--resolve"])
+        try await lab.withProcesses([proxy, browse]) {
+            _ = try await proxy.waitForLine(containing: "\"proxying\"", timeout: .seconds(20))
+            let box = try lab.start(["exec", "h1", "--", Self.nearby, "advertise", "Shape Box", "_openagents._tcp", "9810", "--backend", "embedded", "--json"])
+            try await lab.withProcesses([box]) {
+                _ = try await box.waitForLine(containing: "\"advertising\"", timeout: .seconds(20))
+                // Through the browse (Push, or its polling): found, resolved at h1's address,
+                // nothing of the router's bridge, tunnel or second NIC.
+                let found = try await browse.waitForLine(where: { $0.contains("\"found\"") && $0.contains("Shape Box") }, timeout: .seconds(20))
+                #expect(found.contains("198.18.1.1") && found.contains("\"port\":9810"), "\(found)")
+                #expect(!found.contains("172.17.") && !found.contains("100.101.") && !found.contains("198.18.1.105"), "\(found)")
+                let srv = try await dig(lab, ["@\(Self.resolver)", "Shape\\032Box._openagents._tcp.\(Self.zone)", "SRV", "+short"])
+                #expect(srv.hasPrefix("0 0 9810 ") && srv.contains(".\(Self.zone)."), "\(srv)")
+            }
+            #expect(proxy.isRunning, "\(proxy.output)\(proxy.errorOutput)")
+        }
+    }
+
     func acrossTheRouter(_ lab: Lab, _ peers: [BrokerLabTests.Peer]) async throws {
         let serving = try lab.start(["exec", "h1", "--", "sh", "-c",
             "exec '\(Self.nearby)' serve 'Build Box' _openagents._tcp 9700 --host build-box --backend embedded --json --state-dir '\(peers[0].directory)' < /dev/null"])

@@ -65,7 +65,7 @@ struct PushClientTests {
         #expect(client.received(Self.bytes(flip), now: .seconds(4)) == [.changed(Self.list, added: [], removed: [Self.ptr("Eps").data], removeAll: false)])
     }
 
-    @Test("UNSUBSCRIBE is unidirectional and names the SUBSCRIBE; an answer to a withdrawn SUBSCRIBE is ignored")
+    @Test("UNSUBSCRIBE is unidirectional and names the SUBSCRIBE; a SUBSCRIBE withdrawn before its answer is unsubscribed once accepted")
     func unsubscribe() throws {
         var client = PushClient(now: .zero)
         let id = try Self.subscribed(&client)
@@ -74,12 +74,13 @@ struct PushClientTests {
         #expect(client.unsubscribe(Self.list, now: .seconds(1)).isEmpty)
         let pending = try #require(try Self.sent(client.subscribe(Self.srv, now: .seconds(2))).first)
         #expect(client.unsubscribe(Self.srv, now: .seconds(2)).isEmpty, "never accepted: nothing to end on the server")
-        #expect(client.received(Self.bytes(DSOMessage(id: pending.id, isResponse: true, tlvs: [])), now: .seconds(3)).isEmpty)
+        let late = try Self.sent(client.received(Self.bytes(DSOMessage(id: pending.id, isResponse: true, tlvs: [])), now: .seconds(3)))
+        #expect(late.map(\.primary) == [.unsubscribe(messageID: pending.id)], "accepted after it was withdrawn: ended on the server too")
         // A PUSH for what is no longer subscribed changes nothing.
         #expect(client.received(Self.bytes(DSOMessage(id: 0, tlvs: [.push([.add(Self.ptr("Late"))])])), now: .seconds(4)).isEmpty)
     }
 
-    @Test("a Keepalive goes out when nothing was sent for the server's interval (at least 10 s, sent at 90 %)")
+    @Test("a Keepalive goes out when nothing was sent for the server's interval (sent at 90 %) or a minute; the server's Keepalive sets the interval")
     func keepalive() throws {
         var client = PushClient(now: .zero)
         #expect(client.nextDeadline == nil, "nothing subscribed: nothing to keep alive")
@@ -92,38 +93,67 @@ struct PushClientTests {
         let keepalive = try #require(try Self.sent(client.advance(to: .seconds(18))).first)
         #expect(keepalive.id != 0 && keepalive.primary == .keepalive(inactivityTimeout: 0, keepaliveInterval: 0))
         #expect(client.nextDeadline == .seconds(36))
-        // Its answer may carry new timeouts; 1 s is below the minimum and taken as 10 s.
-        #expect(client.received(Self.bytes(DSOMessage(id: keepalive.id, isResponse: true, tlvs: [.keepalive(inactivityTimeout: 15_000, keepaliveInterval: 1_000)])), now: .seconds(18)).isEmpty)
-        #expect(client.keepaliveInterval == .seconds(9))
-        // A Keepalive request from the server is answered.
-        let answer = try Self.sent(client.received(Self.bytes(DSOMessage(id: 77, tlvs: [.keepalive(inactivityTimeout: 15_000, keepaliveInterval: 3_600_000)])), now: .seconds(19)))
-        #expect(answer.map(\.id) == [77] && answer.first?.isResponse == true)
+        // Its answer grants an hour: something still goes out every minute.
+        #expect(client.received(Self.bytes(DSOMessage(id: keepalive.id, isResponse: true, tlvs: [.keepalive(inactivityTimeout: 15_000, keepaliveInterval: 3_600_000)])), now: .seconds(18)).isEmpty)
+        #expect(client.keepaliveInterval == .seconds(3240))
+        #expect(client.nextDeadline == .seconds(78))
     }
 
-    @Test("the session ends on a Retry Delay (with its delay), bytes that do not read, a second answer to one SUBSCRIBE, and a closed connection")
-    func endings() throws {
+    @Test("errors by the server's Keepalive end the session: a Keepalive request from the server, an interval below 10 s")
+    func keepaliveErrors() throws {
+        var asked = PushClient(now: .zero)
+        _ = try Self.subscribed(&asked)
+        let request = asked.received(Self.bytes(DSOMessage(id: 77, tlvs: [.keepalive(inactivityTimeout: 15_000, keepaliveInterval: 3_600_000)])), now: .seconds(1))
+        #expect(asked.isEnded && request.count == 1)
+        var short = PushClient(now: .zero)
+        _ = try Self.subscribed(&short)
+        _ = short.received(Self.bytes(DSOMessage(id: 0, tlvs: [.keepalive(inactivityTimeout: 15_000, keepaliveInterval: 1_000)])), now: .seconds(1))
+        #expect(short.isEnded)
+    }
+
+    @Test("a request unanswered for 30 s ends the session: a SUBSCRIBE, or a Keepalive to a server that went silent")
+    func requestTimeout() throws {
         var client = PushClient(now: .zero)
-        _ = try Self.subscribed(&client)
-        #expect(client.received(Self.bytes(DSOMessage(id: 0, tlvs: [.retryDelay(60_000)])), now: .seconds(1)) == [
-            .ended("the server asked to be left alone (Retry Delay)", retryAfter: .seconds(60))
-        ])
-        #expect(client.isEnded && client.keys.isEmpty && client.nextDeadline == nil)
-        #expect(client.subscribe(Self.list, now: .seconds(2)).isEmpty)
+        _ = client.subscribe(Self.list, now: .zero)
+        #expect(client.nextDeadline == .seconds(15))
+        _ = client.advance(to: .seconds(15))  // a Keepalive: nothing was sent for 15 s
+        #expect(client.advance(to: .seconds(29)).isEmpty)
+        #expect(client.advance(to: .seconds(30)) == [.ended("the server answered nothing for 30.0 seconds", retryAfter: nil)])
 
-        var garbled = PushClient(now: .zero)
-        _ = try Self.subscribed(&garbled)
-        let ended = garbled.received([0, 0, 0x30, 0, 0, 1], now: .seconds(1))
-        #expect(ended.count == 1 && { if case .ended(_, nil) = ended[0] { true } else { false } }())
+        var silent = PushClient(now: .zero)
+        _ = try Self.subscribed(&silent)
+        let keepalive = try #require(try Self.sent(silent.advance(to: .seconds(15))).first)
+        #expect(keepalive.primary == .keepalive(inactivityTimeout: 0, keepaliveInterval: 0))
+        #expect(silent.nextDeadline == .seconds(30), "the next Keepalive is due at 30 s, the answer at 45 s")
+        _ = silent.advance(to: .seconds(30))
+        #expect(silent.advance(to: .seconds(45)) == [.ended("the server answered nothing for 30.0 seconds", retryAfter: nil)])
+    }
 
-        var twice = PushClient(now: .zero)
-        let id = try Self.subscribed(&twice)
-        #expect(twice.received(Self.bytes(DSOMessage(id: id, isResponse: true, tlvs: [])), now: .seconds(1)).count == 1)
-        #expect(twice.isEnded)
+    @Test("a SUBSCRIBE withdrawn before its answer is unsubscribed when accepted; watched again meanwhile, it is taken back, never sent twice")
+    func withdrawn() throws {
+        var client = PushClient(now: .zero)
+        let first = try #require(try Self.sent(client.subscribe(Self.list, now: .zero)).first)
+        #expect(client.unsubscribe(Self.list, now: .zero).isEmpty)
+        let late = try Self.sent(client.received(Self.bytes(DSOMessage(id: first.id, isResponse: true, tlvs: [])), now: .seconds(1)))
+        #expect(late.map(\.primary) == [.unsubscribe(messageID: first.id)] && late.first?.id == 0)
 
-        var closed = PushClient(now: .zero)
-        _ = try Self.subscribed(&closed)
-        #expect(closed.connectionEnded("reset") == [.ended("reset", retryAfter: nil)])
-        #expect(closed.connectionEnded("again").isEmpty)
+        var again = PushClient(now: .zero)
+        let asked = try #require(try Self.sent(again.subscribe(Self.list, now: .zero)).first)
+        #expect(again.unsubscribe(Self.list, now: .zero).isEmpty)
+        #expect(again.subscribe(Self.list, now: .zero).isEmpty, "the SUBSCRIBE on its way is taken back, not sent again")
+        #expect(again.received(Self.bytes(DSOMessage(id: asked.id, isResponse: true, tlvs: [])), now: .seconds(1)) == [.subscribed(Self.list)])
+    }
+
+    @Test("a second response with an error cancels that subscription alone (RFC 8490 §5.6); a second NOERROR ends the session")
+    func cancelled() throws {
+        var client = PushClient(now: .zero)
+        let id = try Self.subscribed(&client)
+        let other = try #require(try Self.sent(client.subscribe(Self.srv, now: .zero)).first)
+        _ = client.received(Self.bytes(DSOMessage(id: other.id, isResponse: true, tlvs: [])), now: .zero)
+        #expect(client.received(Self.bytes(DSOMessage(id: id, isResponse: true, responseCode: .serverFailure, tlvs: [])), now: .seconds(1)) == [.refused(Self.list, .serverFailure)])
+        #expect(!client.isEnded && client.keys == [Self.srv])
+        _ = client.received(Self.bytes(DSOMessage(id: other.id, isResponse: true, tlvs: [])), now: .seconds(2))
+        #expect(client.isEnded)
     }
 
     @Test("a request of a type the client does not take gets DSOTYPENI; a unidirectional one ends the session")
@@ -172,6 +202,29 @@ struct RecordPollerPushTests {
         #expect(poller.answered(Self.list, with: RecordPollerTests.answer(Self.list, [(Self.ptr("Old"), 10)]), at: .milliseconds(20)).isEmpty)
         #expect(poller.failed(Self.list, at: .milliseconds(30)).isEmpty)
         #expect(poller.advance(to: .seconds(100)).isEmpty)
+    }
+
+    @Test("a whole record set pushed again after its removal: what stayed is not reported lost and found again")
+    func setReplaced() {
+        var poller = RecordPoller()
+        _ = poller.watch(Self.list, isList: true, at: .zero)
+        poller.pushStarted(Self.list, at: .zero)
+        _ = poller.pushed(Self.list, added: [Self.ptr("A"), Self.ptr("B")], removed: [], removeAll: false, at: .zero)
+        #expect(poller.pushed(Self.list, added: [Self.ptr("A"), Self.ptr("C")], removed: [], removeAll: true, at: .seconds(1)) == [
+            .removed(Self.list, Self.ptr("B")), .added(Self.list, Self.ptr("C")),
+        ])
+    }
+
+    @Test("a question asked before Push began and answered after Push ended is set aside and asked again")
+    func staleAnswer() {
+        var poller = RecordPoller()
+        _ = poller.watch(Self.list, isList: true, at: .zero)  // asked at 0
+        poller.pushStarted(Self.list, at: .milliseconds(5))
+        _ = poller.pushed(Self.list, added: [Self.ptr("A")], removed: [], removeAll: false, at: .milliseconds(6))
+        #expect(poller.pushEnded(Self.list, at: .seconds(1)).isEmpty, "the first question is still out")
+        // Its answer, from before Push began, says nothing of A: it is not taken.
+        #expect(poller.answered(Self.list, with: RecordPollerTests.answer(Self.list, []), at: .seconds(2)) == [.query(Self.list)])
+        #expect(poller.answered(Self.list, with: RecordPollerTests.answer(Self.list, []), at: .seconds(3)) == [.removed(Self.list, Self.ptr("A"))])
     }
 
     @Test("when Push ends the watch is asked at once; pushed records wait for the answer, then go if it lacks them")
