@@ -229,9 +229,17 @@ public final class PeerListener: Sendable {
                     case .failure(let error) where error is ProbeAnswered:
                         admission.succeeded(admitted)  // a round-trip probe, answered: nobody to report
                     case .failure(let error):
+                        let proof = try? channel.pipeline.syncOperations.handler(type: SetupWatcher.self).proof
+                        if (error as? PeerConnectionError)?.code == .closed, proof?.presented.isEmpty ?? true {
+                            // The dialer hung up before showing a certificate: a peer dialing
+                            // several of our addresses at once keeps the first to connect and
+                            // closes the others. Nobody was turned away; nothing to report.
+                            admission.succeeded(admitted)
+                            configuration.logger.debug("\(displayAddress(address)) closed the connection before the handshake was over")
+                            break
+                        }
                         // Strangers beyond a few per interval are only counted (a summary tells).
                         guard admission.failed(admitted) else { break }
-                        let proof = try? channel.pipeline.syncOperations.handler(type: SetupWatcher.self).proof
                         continuation.yield(.rejected(Rejection(
                             address: displayAddress(address), port: address?.port ?? 0, peerID: proof?.peerID,
                             error: error as? PeerConnectionError ?? PeerConnectionError(.closed, "\(error)"))))

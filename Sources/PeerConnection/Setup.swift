@@ -132,6 +132,11 @@ enum Setup {
         if let refusal = proof?.refusal { return refusal }
         if let error = error as? PeerConnectionError { return error }
         let text = "\(error)"
+        if text.contains("EOF during handshake") {
+            // A dialer that gave up (the loser of a happy-eyeballs race, a client that changed
+            // its mind) or a peer that refused without saying why: nobody was refused here.
+            return PeerConnectionError(.closed, "the peer closed the connection during the TLS handshake")
+        }
         if error is NIOSSLError || text.contains("SSL") || text.contains("TLS") {
             // BoringSSL's reason is the upper-case word after "OPENSSL_internal:".
             let reason = text.split(separator: "OPENSSL_internal:", omittingEmptySubsequences: false).dropFirst().first

@@ -67,6 +67,39 @@ struct HostileClientTests {
         await echo.stop()
     }
 
+    @Test("a dialer that hangs up half way through the TLS handshake (a happy-eyeballs loser) is not reported as rejected; garbage still is")
+    func hangUpMidHandshake() async throws {
+        let server = try Peers.identity("Build Box")
+        let client = try Peers.identity("Laptop")
+        let echo = try await EchoServer(Peers.configuration(server, pinning: [client]))
+        let hello = try #require(await Task.detached { captureClientHello() }.value)
+        #expect(hello.first == 0x16, "a TLS handshake record")
+        // The ClientHello, the server's first flight back, then the dialer closes: the server
+        // is left waiting for the client's certificate and finished.
+        let (answered, hungUpPort) = await Task.detached { () -> (Int, Int) in
+            guard let fd = rawConnect(port: echo.port) else { return (-1, 0) }
+            defer { close(fd) }
+            var local = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+            _ = hello.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var timeout = timeval(tv_sec: 2, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            return (buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }, Int(UInt16(bigEndian: local.sin_port)))
+        }.value
+        #expect(answered > 0, "the server answered the ClientHello")
+        // Then garbage, which is refused and reported: the first rejection must be it.
+        _ = await Task.detached { rawExchange(port: echo.port, send: Array("GET / HTTP/1.1\r\n\r\n".utf8)) }.value
+        let rejection = try #require(await echo.nextRejection())
+        #expect(rejection.port != hungUpPort, "the hang-up was reported: \(rejection.error.message)")
+        #expect(rejection.error.code == .tls)
+        let connection = try await PeerConnection.connect(host: "127.0.0.1", port: echo.port, configuration: Peers.configuration(client, pinning: [server]))
+        #expect(try await connection.request("ping") == .object([:]))
+        await connection.close()
+        await echo.stop()
+    }
+
     @Test("a client that connects and says nothing is closed after the set-up timeout, with a reason")
     func silentClient() async throws {
         let server = try Peers.identity("Build Box")
@@ -216,6 +249,41 @@ struct RequestTests {
 }
 
 /// Runs `openssl s_client` against 127.0.0.1:port without a client certificate; returns its output.
+/// A real TLS 1.3 ClientHello, as openssl s_client sends it, caught by a plain TCP listener.
+func captureClientHello() -> [UInt8]? {
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard listener >= 0 else { return nil }
+    defer { close(listener) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 1) == 0 && getsockname(listener, $0, &length) == 0 }
+    }
+    guard bound else { return nil }
+    let port = Int(UInt16(bigEndian: address.sin_port))
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    process.arguments = ["s_client", "-connect", "127.0.0.1:\(port)", "-tls1_3"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    process.standardInput = Pipe()
+    guard (try? process.run()) != nil else { return nil }
+    defer {
+        process.terminate()
+        process.waitUntilExit()
+    }
+    let fd = accept(listener, nil, nil)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var buffer = [UInt8](repeating: 0, count: 8192)
+    let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+    return count > 0 ? Array(buffer[0..<count]) : nil
+}
+
 func opensslClient(port: Int, arguments: [String]) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")

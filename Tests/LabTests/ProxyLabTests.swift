@@ -217,6 +217,9 @@ struct ProxyLabTests {
         #expect(tunnel.count <= 24, "\(tunnel.count - 24) bytes of packets were sent into the tunnel")
         let second = try await packets(captures[2].1, "udp port 5353 and src host 198.18.1.105")
         #expect(second.isEmpty, "mDNS sent from the second NIC: \(second.prefix(5))")
+        // The control: the second NIC's capture did hear LAN 1 (h1's announcements of Shape Box).
+        let heard = try await packets(captures[2].1, "udp port 5353 and src host 198.18.1.1")
+        #expect(!heard.isEmpty, "the capture on lan1b heard nothing of LAN 1, so its silence proves nothing")
         for (_, file) in captures { try? FileManager.default.removeItem(atPath: file) }
     }
 

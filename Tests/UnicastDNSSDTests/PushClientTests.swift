@@ -156,6 +156,32 @@ struct PushClientTests {
         #expect(client.isEnded)
     }
 
+    @Test("the session ends on a Retry Delay (with its delay), bytes that do not read, a second NOERROR to one SUBSCRIBE, and a closed connection")
+    func endings() throws {
+        var client = PushClient(now: .zero)
+        _ = try Self.subscribed(&client)
+        #expect(client.received(Self.bytes(DSOMessage(id: 0, tlvs: [.retryDelay(60_000)])), now: .seconds(1)) == [
+            .ended("the server asked to be left alone (Retry Delay)", retryAfter: .seconds(60))
+        ])
+        #expect(client.isEnded && client.keys.isEmpty && client.nextDeadline == nil)
+        #expect(client.subscribe(Self.list, now: .seconds(2)).isEmpty)
+
+        var garbled = PushClient(now: .zero)
+        _ = try Self.subscribed(&garbled)
+        let ended = garbled.received([0, 0, 0x30, 0, 0, 1], now: .seconds(1))
+        #expect(ended.count == 1 && { if case .ended(_, nil) = ended[0] { true } else { false } }())
+
+        var twice = PushClient(now: .zero)
+        let id = try Self.subscribed(&twice)
+        #expect(twice.received(Self.bytes(DSOMessage(id: id, isResponse: true, tlvs: [])), now: .seconds(1)).count == 1)
+        #expect(twice.isEnded)
+
+        var closed = PushClient(now: .zero)
+        _ = try Self.subscribed(&closed)
+        #expect(closed.connectionEnded("reset") == [.ended("reset", retryAfter: nil)])
+        #expect(closed.connectionEnded("again").isEmpty)
+    }
+
     @Test("a request of a type the client does not take gets DSOTYPENI; a unidirectional one ends the session")
     func unknownTypes() throws {
         var client = PushClient(now: .zero)
