@@ -334,10 +334,10 @@ public actor DiscoveryProxy {
                 group.addTask { [weak self] in await self?.serveUDP(channel) }
             }
             for server in tcp {
-                group.addTask { [weak self] in await self?.serveTCP(server) }
+                group.addTask { [weak self] in await self?.serve(server, as: .dns) }
             }
             for server in self.pushServers {
-                group.addTask { [weak self] in await self?.servePush(server) }
+                group.addTask { [weak self] in await self?.serve(server, as: .push) }
             }
             group.addTask { [weak self] in
                 while !Task.isCancelled {
@@ -392,23 +392,34 @@ public actor DiscoveryProxy {
         continuation.finish()
     }
 
-    private func serveTCP(_ server: TCPServer) async {
+    /// The TCP listeners: plain DNS (RFC 7766) or DNS Push sessions over TLS.
+    private enum Listener: Sendable {
+        case dns
+        case push
+    }
+
+    private func serve(_ server: TCPServer, as kind: Listener) async {
         do {
             try await server.executeThenClose { connections in
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await connection in connections {
-                        guard let remote = connection.channel.remoteAddress.flatMap(Self.ipAddress(of:)), self.admitTCP(remote) else {
+                        guard let remote = connection.channel.remoteAddress.flatMap(Self.ipAddress(of:)),
+                            kind == .dns ? self.admitTCP(remote) : self.admitPush(remote)
+                        else {
                             try? await connection.channel.close()
                             continue
                         }
                         group.addTask { [weak self] in
-                            await self?.serveConnection(connection, from: remote)
+                            switch kind {
+                            case .dns: await self?.serveConnection(connection, from: remote)
+                            case .push: await self?.serveSession(connection, from: remote)
+                            }
                         }
                     }
                 }
             }
         } catch {
-            if !isShutDown { logger.warning("TCP listener \(server.channel.localAddress?.description ?? "?") failed: \(error)") }
+            if !isShutDown { logger.warning("\(kind == .dns ? "TCP" : "DNS Push") listener \(server.channel.localAddress?.description ?? "?") failed: \(error)") }
         }
     }
 
@@ -472,11 +483,8 @@ public actor DiscoveryProxy {
                         for try await chunk in inbound {
                             var chunk = chunk
                             pending.writeBuffer(&chunk)
-                            while let length = pending.getInteger(at: pending.readerIndex, as: UInt16.self),
-                                pending.readableBytes >= 2 + Int(length)
-                            {
-                                pending.moveReaderIndex(forwardBy: 2)
-                                let message = pending.readBytes(length: Int(length)) ?? []
+                            while let slice = pending.readLengthPrefixedSlice(as: UInt16.self) {
+                                let message = Array(slice.readableBytesView)
                                 lastQuestion.withLockedValue { $0 = clock.now }
                                 let count = inFlight.withLockedValue { count -> Int in
                                     count += 1
@@ -541,26 +549,6 @@ public actor DiscoveryProxy {
         }
     }
 
-    private func servePush(_ server: TCPServer) async {
-        do {
-            try await server.executeThenClose { connections in
-                try await withThrowingDiscardingTaskGroup { group in
-                    for try await connection in connections {
-                        guard let remote = connection.channel.remoteAddress.flatMap(Self.ipAddress(of:)), self.admitPush(remote) else {
-                            try? await connection.channel.close()
-                            continue
-                        }
-                        group.addTask { [weak self] in
-                            await self?.serveSession(connection, from: remote)
-                        }
-                    }
-                }
-            }
-        } catch {
-            if !isShutDown { logger.warning("DNS Push listener \(server.channel.localAddress?.description ?? "?") failed: \(error)") }
-        }
-    }
-
     private func admitPush(_ source: IPAddress) -> Bool {
         guard let push = configuration.push, !isShutDown, openPush < push.maximumSessions,
             pushBySource[source, default: 0] < push.maximumSessionsPerSource
@@ -605,11 +593,8 @@ public actor DiscoveryProxy {
                         for try await chunk in inbound {
                             var chunk = chunk
                             pending.writeBuffer(&chunk)
-                            while let length = pending.getInteger(at: pending.readerIndex, as: UInt16.self),
-                                pending.readableBytes >= 2 + Int(length)
-                            {
-                                pending.moveReaderIndex(forwardBy: 2)
-                                let message = pending.readBytes(length: Int(length)) ?? []
+                            while let slice = pending.readLengthPrefixedSlice(as: UInt16.self) {
+                                let message = Array(slice.readableBytesView)
                                 await self.sessionReceived(id, message)
                             }
                             pending.discardReadBytes()

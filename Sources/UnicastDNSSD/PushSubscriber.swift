@@ -160,11 +160,8 @@ package final class PushSubscriber: Sendable {
                         for try await chunk in inbound {
                             var chunk = chunk
                             pending.writeBuffer(&chunk)
-                            while let length = pending.getInteger(at: pending.readerIndex, as: UInt16.self),
-                                pending.readableBytes >= 2 + Int(length)
-                            {
-                                pending.moveReaderIndex(forwardBy: 2)
-                                self.received(pending.readBytes(length: Int(length)) ?? [])
+                            while let slice = pending.readLengthPrefixedSlice(as: UInt16.self) {
+                                self.received(Array(slice.readableBytesView))
                             }
                             pending.discardReadBytes()
                         }

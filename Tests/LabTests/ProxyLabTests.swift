@@ -30,20 +30,36 @@ struct ProxyLabTests {
         return (status, process.output + process.errorOutput)
     }
 
-    @Test("dig through BIND, avahi-browse (wide-area) and nearby browse/connect --domain find and resolve nearby's, avahi's and python-zeroconf's services; a goodbye leaves within the TTL cap; refusals on the wire")
-    func acrossTheRouter() async throws {
+    /// The router lab of Tools/test: h1-h4 on LAN 1, h5 the router, h6 on LAN 2.
+    func routerLab() throws -> Lab {
         let lab = try Lab.require(hosts: 6)
         guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
             throw LabError("the proxy test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
         }
-        let peers = try await BrokerLabTests().peers(lab, 2)
+        return lab
+    }
+
+    /// BIND in h4 delegating the zone to the proxy's address, and h6 resolving through it, for
+    /// the time of `body`; undone also when it fails.
+    func withDelegation(_ lab: Lab, _ body: () async throws -> Void) async throws {
         try await lab.run(["dns", "start", "h4", "--delegate", "lan1=\(Self.proxyAddress)"])
         try await lab.run(["dns", "resolv", "h6", "--nameserver", Self.resolver, "--search", "lab.example.test"])
-        func undo() async {
+        do {
+            try await body()
+        } catch {
             _ = try? await lab.run(["dns", "stop", "h4"])
             _ = try? await lab.run(["dns", "resolv", "h6"])
+            throw error
         }
-        do {
+        try await lab.run(["dns", "stop", "h4"])
+        try await lab.run(["dns", "resolv", "h6"])
+    }
+
+    @Test("dig through BIND, avahi-browse (wide-area) and nearby browse/connect --domain find and resolve nearby's, avahi's and python-zeroconf's services; a goodbye leaves within the TTL cap; refusals on the wire")
+    func acrossTheRouter() async throws {
+        let lab = try routerLab()
+        let peers = try await BrokerLabTests().peers(lab, 2)
+        try await withDelegation(lab) {
             try await lab.withAvahi(in: ["h2"]) {
                 // h6's avahi browses wide-area through BIND (its resolv.conf), the independent DNS-SD client.
                 try await lab.run(["avahi", "start", "--wide-area", "h6"])
@@ -55,19 +71,12 @@ struct ProxyLabTests {
                 }
                 try await lab.run(["avahi", "stop", "h6"])
             }
-        } catch {
-            await undo()
-            throw error
         }
-        await undo()
     }
 
     @Test("on the system backend (avahi-daemon in the router), the proxy answers from avahi: python-zeroconf's service browsed and resolved, only LAN 1's")
     func systemBackend() async throws {
-        let lab = try Lab.require(hosts: 6)
-        guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
-            throw LabError("the proxy test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
-        }
+        let lab = try routerLab()
         // avahi in h5 hears both LANs; a service on LAN 2 must not appear in LAN 1's zone.
         try await lab.withAvahi(in: ["h5"]) {
             let near = try lab.start(["zeroconf", "h3", "--", "register", "Zero Box", "_openagents._tcp", "9702", "from=zeroconf"])
@@ -103,23 +112,8 @@ struct ProxyLabTests {
 
     @Test("DNS Push: nearby browse finds the proxy's Push server and hears an arrival and a goodbye; a client written from the RFCs subscribes and reads the PUSHes; --push authenticated refuses the self-signed server and polls")
     func push() async throws {
-        let lab = try Lab.require(hosts: 6)
-        guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
-            throw LabError("the proxy test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
-        }
-        try await lab.run(["dns", "start", "h4", "--delegate", "lan1=\(Self.proxyAddress)"])
-        try await lab.run(["dns", "resolv", "h6", "--nameserver", Self.resolver, "--search", "lab.example.test"])
-        func undo() async {
-            _ = try? await lab.run(["dns", "stop", "h4"])
-            _ = try? await lab.run(["dns", "resolv", "h6"])
-        }
-        do {
-            try await push(lab)
-        } catch {
-            await undo()
-            throw error
-        }
-        await undo()
+        let lab = try routerLab()
+        try await withDelegation(lab) { try await push(lab) }
     }
 
     func push(_ lab: Lab) async throws {
@@ -171,25 +165,16 @@ struct ProxyLabTests {
 
     @Test("a messy router: IPv6 off, a second NIC on LAN 1, a container bridge and a VPN tunnel; the proxy answers and pushes for LAN 1 from lan1 alone, and sends no mDNS into the bridge, the tunnel or the second NIC")
     func messyRouter() async throws {
-        let lab = try Lab.require(hosts: 6)
-        guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
-            throw LabError("the proxy test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
-        }
+        let lab = try routerLab()
         let shapes = HostShapeLabTests()
         let shape = [
             ["tun", "add", "tailscale0", "100.101.102.5", "fd7a:115c:a1e0::5"], ["link", "add", "lan1b", "--lan", "1", "--ipv4", "198.18.1.105/24"],
             ["bridge", "add", "docker0", "172.17.0.1/16"], ["ipv6", "off"],
         ]
         let undo = [["ipv6", "on"], ["bridge", "del", "docker0"], ["link", "del", "lan1b"], ["tun", "del", "tailscale0"]]
-        try await lab.run(["dns", "start", "h4", "--delegate", "lan1=\(Self.proxyAddress)"])
-        try await lab.run(["dns", "resolv", "h6", "--nameserver", Self.resolver, "--search", "lab.example.test"])
-        func undoDNS() async {
-            _ = try? await lab.run(["dns", "stop", "h4"])
-            _ = try? await lab.run(["dns", "resolv", "h6"])
-        }
         let directory = try Lab.temporaryDirectory()
         let captures = ["docker0", "tailscale0", "lan1b"].map { ($0, directory.appendingPathComponent("proxy-\($0).pcap").path) }
-        do {
+        try await withDelegation(lab) {
             try await shapes.with(lab, "h5", shape: shape, undo: undo) {
                 for (interface, file) in captures { try await lab.run(["capture", "start", "--iface", interface, "h5", file]) }
                 do {
@@ -200,11 +185,7 @@ struct ProxyLabTests {
                 }
                 for (_, file) in captures { try await lab.run(["capture", "stop", "h5", file]) }
             }
-        } catch {
-            await undoDNS()
-            throw error
         }
-        await undoDNS()
         // What the proxy's host sent: nothing into the bridge, nothing into the tunnel (a tun
         // capture has no link header: the 24-byte file header alone), and nothing from its
         // second NIC (which hears LAN 1's multicast, its own included, but must not speak).
