@@ -156,8 +156,7 @@ public actor DiscoveryProxy {
     /// The live DNS Push sessions.
     private var sessions: [UInt64: SessionState] = [:]
     private var nextSession: UInt64 = 1
-    private var openPush = 0
-    private var pushBySource: [IPAddress: Int] = [:]
+    private var pushConnections = ConnectionCount()
     private struct SessionState {
         var session: PushSession
         var writer: AsyncStream<[UInt8]>.Continuation
@@ -169,8 +168,7 @@ public actor DiscoveryProxy {
     private var paths: [UInt64: ReplyPath] = [:]
     private var nextRequest: UInt64 = 1
     private var shell = ShellStatistics()
-    private var openTCP = 0
-    private var tcpBySource: [IPAddress: Int] = [:]
+    private var tcpConnections = ConnectionCount()
     /// Records a link reported gone while a replay for another link was on its way: the replay
     /// must not bring them back.
     private var pendingReplays: [ReplayKey: Set<ResourceRecord>] = [:]
@@ -424,21 +422,15 @@ public actor DiscoveryProxy {
     }
 
     private func admitTCP(_ source: IPAddress) -> Bool {
-        guard openTCP < configuration.maximumTCPConnections, tcpBySource[source, default: 0] < configuration.maximumTCPConnectionsPerSource else {
+        guard tcpConnections.admit(source, most: configuration.maximumTCPConnections, fromOne: configuration.maximumTCPConnectionsPerSource) else {
             shell.tcpConnectionsRefused += 1
             return false
         }
-        openTCP += 1
-        tcpBySource[source, default: 0] += 1
         shell.tcpConnections += 1
         return true
     }
 
-    private func tcpClosed(_ source: IPAddress) {
-        openTCP -= 1
-        let left = tcpBySource[source, default: 1] - 1
-        tcpBySource[source] = left > 0 ? left : nil
-    }
+    private func tcpClosed(_ source: IPAddress) { tcpConnections.closed(source) }
 
     /// One TCP connection: questions with their 2-byte lengths (RFC 1035 §4.2.2, RFC 7766), any
     /// number in a row, answered in the order the answers are ready. The connection is closed
@@ -458,12 +450,7 @@ public actor DiscoveryProxy {
                 await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await answer in answers {
-                            if let answer {
-                                var framed = ByteBuffer()
-                                framed.writeInteger(UInt16(truncatingIfNeeded: answer.count))
-                                framed.writeBytes(answer)
-                                try await outbound.write(framed)
-                            }
+                            if let answer { try await outbound.write(Self.framed(answer)) }
                             inFlight.withLockedValue { $0 -= 1 }
                         }
                     }
@@ -550,14 +537,12 @@ public actor DiscoveryProxy {
     }
 
     private func admitPush(_ source: IPAddress) -> Bool {
-        guard let push = configuration.push, !isShutDown, openPush < push.maximumSessions,
-            pushBySource[source, default: 0] < push.maximumSessionsPerSource
+        guard let push = configuration.push, !isShutDown,
+            pushConnections.admit(source, most: push.maximumSessions, fromOne: push.maximumSessionsPerSource)
         else {
             shell.pushSessionsRefused += 1
             return false
         }
-        openPush += 1
-        pushBySource[source, default: 0] += 1
         shell.pushSessions += 1
         return true
     }
@@ -581,10 +566,7 @@ public actor DiscoveryProxy {
                 await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await message in outgoing {
-                            var framed = ByteBuffer()
-                            framed.writeInteger(UInt16(truncatingIfNeeded: message.count))
-                            framed.writeBytes(message)
-                            try await outbound.write(framed)
+                            try await outbound.write(Self.framed(message))
                             unsent.withLockedValue { $0 -= message.count }
                         }
                     }
@@ -689,9 +671,7 @@ public actor DiscoveryProxy {
 
     private func sessionClosed(_ id: UInt64, source: IPAddress) {
         endSession(id, abort: false)
-        openPush -= 1
-        let left = pushBySource[source, default: 1] - 1
-        pushBySource[source] = left > 0 ? left : nil
+        pushConnections.closed(source)
     }
 
     // MARK: The link
@@ -793,10 +773,39 @@ public actor DiscoveryProxy {
             "\(now.questions) questions: \(now.answeredFromLink) answered from the link, \(now.noData) with no records, \(now.refusedOutsideZones) refused (outside the zones), \(now.rateLimited) over a source's rate, \(now.linkQuestionsOverBudget) over the link budget, \(now.formatErrors + now.droppedUnreadable) malformed; \(machine.linkQuestions.count) link questions; \(shell.udpRepliesDropped) UDP replies dropped")
     }
 
+    /// A DNS message with TCP's 2-byte length before it (RFC 1035 §4.2.2).
+    static func framed(_ message: [UInt8]) -> ByteBuffer {
+        var framed = ByteBuffer()
+        framed.writeInteger(UInt16(truncatingIfNeeded: message.count))
+        framed.writeBytes(message)
+        return framed
+    }
+
     static func ipAddress(of address: NIOCore.SocketAddress) -> IPAddress? {
         guard let text = address.ipAddress else { return nil }
         if let v4 = IPv4Address(text) { return .v4(v4) }
         if let v6 = IPv6Address(text) { return .v6(v6) }
         return nil
+    }
+}
+
+/// Connections open at once, in all and from each address.
+struct ConnectionCount {
+    private var open = 0
+    private var bySource: [IPAddress: Int] = [:]
+
+    /// Counts a new connection from `source` if it stays within `most` in all and `fromOne`
+    /// from that address; false (nothing counted) when it would not.
+    mutating func admit(_ source: IPAddress, most: Int, fromOne: Int) -> Bool {
+        guard open < most, bySource[source, default: 0] < fromOne else { return false }
+        open += 1
+        bySource[source, default: 0] += 1
+        return true
+    }
+
+    mutating func closed(_ source: IPAddress) {
+        open -= 1
+        let left = bySource[source, default: 1] - 1
+        bySource[source] = left > 0 ? left : nil
     }
 }
