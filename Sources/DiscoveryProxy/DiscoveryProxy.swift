@@ -127,8 +127,7 @@ public actor DiscoveryProxy {
         public var pushSessionsRefused = 0
         /// Sessions closed because their client left too many messages unread.
         public var pushSessionsOverfull = 0
-        /// RECONFIRMs received; they are counted and logged, and the link's own upkeep of its
-        /// records (mDNS's failure detection) decides.
+        /// RECONFIRMs received (those of records the link holds are asked again on it).
         public var pushReconfirms = 0
     }
 
@@ -147,6 +146,7 @@ public actor DiscoveryProxy {
         case start([LinkQuestion])
         case stop(LinkQuestion)
         case replay(LinkQuestion, LinkIndex)
+        case reconfirm(ResourceRecord)
     }
     private let engineWork: AsyncStream<EngineWork>
     private let engineQueue: AsyncStream<EngineWork>.Continuation
@@ -309,13 +309,22 @@ public actor DiscoveryProxy {
             group.addTask { await querier.run() }
             group.addTask { [weak self] in
                 // The link questions, started and stopped in the order the machine asked.
-                for await item in work {
-                    switch item {
-                    case .start(let questions): await querier.start(questions)
-                    case .stop(let question): await querier.stop(question)
-                    case .replay(let question, let link):
-                        let known = await querier.known(question, interface: interfaces[link.rawValue])
-                        await self?.replayed(known, question: question, link: link)
+                await withDiscardingTaskGroup { reconfirms in
+                    for await item in work {
+                        switch item {
+                        case .start(let questions): await querier.start(questions)
+                        case .stop(let question): await querier.stop(question)
+                        case .replay(let question, let link):
+                            let known = await querier.known(question, interface: interfaces[link.rawValue])
+                            await self?.replayed(known, question: question, link: link)
+                        case .reconfirm(let record):
+                            // Twice, a second apart: two unanswered queries flush it (§10.5).
+                            reconfirms.addTask {
+                                await querier.reconfirm(record)
+                                try? await clock.sleep(for: .seconds(1))
+                                await querier.reconfirm(record)
+                            }
+                        }
                     }
                 }
             }
@@ -650,7 +659,8 @@ public actor DiscoveryProxy {
                 machine.unsubscribe(session: .init(id), id: messageID, now: clock.now)
             case .reconfirm(let record):
                 shell.pushReconfirms += 1
-                logger.debug("DNS Push session \(id): RECONFIRM of \(record.name) \(record.type), left to the link's own upkeep")
+                logger.debug("DNS Push session \(id): RECONFIRM of \(record.name) \(record.type)")
+                more += machine.reconfirm(record)
             case .close(let abort, let reason):
                 logger.debug("DNS Push session \(id) \(abort ? "aborted" : "closed"): \(reason)")
                 endSession(id, abort: abort)
@@ -733,6 +743,8 @@ public actor DiscoveryProxy {
             case .push(let session, let changes):
                 guard let state = sessions[session.rawValue] else { continue }
                 sessionPerform(session.rawValue, state.session.push(changes))
+            case .reconfirmOnLink(_, let record):
+                engineQueue.yield(.reconfirm(record))
             case .startLinkQuestion(let link, let question):
                 if engineQueries[question] != nil {
                     // Already asked for another link: what the querier knows is replayed; what

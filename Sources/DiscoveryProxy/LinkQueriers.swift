@@ -25,6 +25,9 @@ protocol LinkQuerier: Sendable {
     func stop(_ question: LinkQuestion) async
     /// What is known now for a question on one interface (for a second link asking it).
     func known(_ question: LinkQuestion, interface: String) async -> [ResourceRecord]
+    /// One query to reconfirm a record someone believes is gone (RFC 6762 §10.4); asked twice
+    /// a second apart and unanswered, the record is reported removed about ten seconds later.
+    func reconfirm(_ record: ResourceRecord) async
     func shutdown() async
 }
 
@@ -89,6 +92,10 @@ actor EmbeddedLinkQuerier: LinkQuerier {
 
     func known(_ question: LinkQuestion, interface: String) async -> [ResourceRecord] {
         await engine.cached(name: question.name, type: question.type).filter { $0.1.name == interface }.map(\.0)
+    }
+
+    func reconfirm(_ record: ResourceRecord) async {
+        await engine.reconfirm(record)
     }
 
     func shutdown() async {
@@ -207,6 +214,10 @@ actor SystemLinkQuerier: LinkQuerier {
     func known(_ question: LinkQuestion, interface: String) async -> [ResourceRecord] {
         Array(known[question]?[interface] ?? [])
     }
+
+    /// avahi's dns_sd answers DNSServiceReconfirmRecord with "unsupported": the daemon's own
+    /// failure detection is left to notice.
+    func reconfirm(_ record: ResourceRecord) async {}
 
     func shutdown() async {
         for operation in operations.values.joined() { operation.cancel() }

@@ -108,6 +108,10 @@ public struct ProxyStateMachine: Sendable {
         /// Tell a DNS Push session these changes to one of its subscriptions (records already
         /// in the zone's form, with their own TTLs).
         case push(SessionID, [PushChange])
+        /// Ask the link to reconfirm this record of its (RFC 6762 §10.4): a Push client
+        /// believes it is gone (RFC 8765 §6.5). If its owner does not answer, the link reports
+        /// it removed, and that is pushed.
+        case reconfirmOnLink(LinkIndex, ResourceRecord)
     }
 
     /// What the proxy has done, counted. Nothing is dropped without being counted here.
@@ -121,6 +125,8 @@ public struct ProxyStateMachine: Sendable {
         public var refusedTransfers = 0
         public var subscriptions = 0
         public var subscriptionsRefused = 0
+        /// RECONFIRMs passed to the link.
+        public var reconfirms = 0
         public var formatErrors = 0
         public var droppedUnreadable = 0
         public var droppedResponses = 0
@@ -475,6 +481,33 @@ public struct ProxyStateMachine: Sendable {
         statistics.subscriptions += 1
         let now = translate(records(for: key), translations[link.rawValue], cap: Self.maximumPushTTL).map(PushChange.add)
         return (.accepted(now), actions)
+    }
+
+    /// A DNS Push client's RECONFIRM of `record` (a record of a zone, RFC 8765 §6.5): the same
+    /// record in the link's names, for the link to ask again; nothing for a record outside the
+    /// zones, one of the zone's own (apex, name servers, browse domains), or one the link never
+    /// told.
+    public mutating func reconfirm(_ record: ResourceRecord) -> [Action] {
+        guard let index = configuration.zones.firstIndex(where: { $0.contains(record.name) }) else { return [] }
+        let zone = configuration.zones[index]
+        guard zoneRecords(Question(name: record.name, type: record.type), zone: zone) == nil,
+            let name = zone.linkName(for: record.name)
+        else { return [] }
+        func onLink(_ target: DomainName) -> DomainName { zone.linkName(for: target) ?? target }
+        var data = record.data
+        switch record.data {
+        case .ptr(let target): data = .ptr(onLink(target))
+        case .srv(var srv):
+            srv.target = onLink(srv.target)
+            data = .srv(srv)
+        default: break
+        }
+        let link = LinkIndex(index)
+        let linkRecord = ResourceRecord(name: name, data: data, ttl: 0)
+        let question = LinkQuestion(name: name, type: record.type)
+        guard let state = questions[Key(link: link, question: question)], state.records.values.contains(where: { $0.data == data }) else { return [] }
+        statistics.reconfirms += 1
+        return [.reconfirmOnLink(link, linkRecord)]
     }
 
     /// A subscription ended (UNSUBSCRIBE). Its link question is then kept only while others

@@ -490,6 +490,15 @@ public actor MulticastDNSEngine {
     /// The host name claimed, e.g. `buildbox.local.`.
     public var hostName: DomainName { core.hostName }
 
+    /// Sends one query to reconfirm a cached record someone believes is gone (RFC 6762 §10.4),
+    /// not listing it as known. Call it twice, a second or more apart: with no answer, the
+    /// record is flushed about ten seconds after the first, and the queries holding it say so.
+    public func reconfirm(_ record: ResourceRecord) {
+        core.advance(to: elapsed)
+        core.reconfirm(record)
+        flush()
+    }
+
     /// Records cached for a name and type.
     public func cached(name: DomainName, type: RecordType) -> [(ResourceRecord, NetworkInterface)] {
         core.cachedRecords(name: name, type: type)

@@ -225,6 +225,8 @@ public struct EngineStatistics: Sendable, Equatable {
     /// Our queries not sent on an interface because a unique record we hold there answers
     /// them, and we would list it as known (so only a rival could answer).
     public var answeredQueriesSkipped = 0
+    /// Queries sent to reconfirm a record someone believed gone (§10.4).
+    public var reconfirmQueries = 0
     public init() {}
 }
 

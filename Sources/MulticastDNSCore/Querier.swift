@@ -121,6 +121,22 @@ extension MDNSCore {
         scheduleCacheCheck()
     }
 
+    /// Asks to reconfirm a cached record that someone believes is gone (RFC 6762 §10.4): one
+    /// query for its name and type, multicast on every interface, that does not list it as a
+    /// known answer, so that its owner must answer. Asked twice, a second or more apart, with
+    /// no answer, failure detection (§10.5) flushes it ten seconds after the first, and the
+    /// queries that hold it are told it went. An answer keeps it.
+    public func reconfirm(_ record: ResourceRecord) {
+        let question = Question(name: record.name, type: record.type)
+        for interface in sortedInterfaces {
+            let known = knownAnswers(for: question, on: interface).filter { $0.data != record.data }
+            cache.noteAsked(question, on: interface, listing: known, at: now)
+            sendMulticast(Message(questions: [question], answers: known), on: interface)
+        }
+        statistics.reconfirmQueries += 1
+        scheduleCacheCheck()
+    }
+
     /// Another host's query: cached records it should have drawn an answer for (§10.5).
     func noteQuery(_ received: ReceivedMessage) {
         for question in received.message.questions {

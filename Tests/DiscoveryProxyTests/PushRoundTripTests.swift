@@ -102,6 +102,20 @@ struct PushRoundTripTests {
         #expect(wire.events.last == .changed(Self.key, added: [Self.zonePTR("Forever"), Self.zonePTR("Alpha")], removed: [], removeAll: false))
     }
 
+    @Test("RECONFIRM (RFC 8765 §6.5): a record the link told is asked again there, in the link's names; the zone's own records, unknown ones and names outside the zones are not")
+    func reconfirm() {
+        var wire = Wire()
+        wire.toServer(wire.client.subscribe(Self.key, now: .zero), now: .zero)
+        wire.link([ProxyStateMachineTests.ptr("Alpha")], now: .milliseconds(50))
+        let alpha = ResourceRecord(name: "_ipp._tcp.lan1.example.test.", data: Self.zonePTR("Alpha"), ttl: 0)
+        #expect(wire.proxy.reconfirm(alpha) == [.reconfirmOnLink(ProxyStateMachineTests.link, ResourceRecord(name: "_ipp._tcp.local.", data: .ptr("Alpha._ipp._tcp.local."), ttl: 0))])
+        let unknown = ResourceRecord(name: "_ipp._tcp.lan1.example.test.", data: Self.zonePTR("Nobody"), ttl: 0)
+        #expect(wire.proxy.reconfirm(unknown).isEmpty)
+        #expect(wire.proxy.reconfirm(ResourceRecord(name: "b._dns-sd._udp.lan1.example.test.", data: .ptr("lan1.example.test."), ttl: 0)).isEmpty)
+        #expect(wire.proxy.reconfirm(ResourceRecord(name: "www.example.com.", data: .a(IPv4Address(192, 0, 2, 1)), ttl: 0)).isEmpty)
+        #expect(wire.proxy.statistics.reconfirms == 1)
+    }
+
     @Test("outside the zone: the client is told NOTAUTH and keeps asking instead")
     func refused() {
         var wire = Wire()

@@ -110,7 +110,7 @@ struct ProxyLabTests {
         }
     }
 
-    @Test("DNS Push: nearby browse finds the proxy's Push server and hears an arrival and a goodbye; a client written from the RFCs subscribes and reads the PUSHes; --push authenticated refuses the self-signed server and polls")
+    @Test("DNS Push: nearby browse finds the proxy's Push server and hears an arrival and a goodbye; a client written from the RFCs subscribes, reads the PUSHes, and reconfirms a killed host's record away; --push authenticated refuses the self-signed server and polls")
     func push() async throws {
         let lab = try routerLab()
         try await withDelegation(lab) { try await push(lab) }
@@ -124,8 +124,11 @@ struct ProxyLabTests {
             "exec '\(Self.nearby)' browse _openagents._tcp --domain \(Self.zone) --json --verbose 2>&1"])
         let strict = try lab.start(["exec", "h6", "--", "sh", "-c",
             "exec '\(Self.nearby)' browse _openagents._tcp --domain \(Self.zone) --json --verbose --push authenticated 2>&1"])
+        // The Python client reconfirms Kill Box's PTR once this file exists.
+        let trigger = try Lab.temporaryDirectory().appendingPathComponent("reconfirm-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: trigger) }
         let client = try lab.start(["exec", "h6", "--", ConnectionLabTests.python, ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/dso_client.py").path,
-                                    Self.proxyAddress, "853", "_openagents._tcp.\(Self.zone)", "PTR", "25"])
+                                    Self.proxyAddress, "853", "_openagents._tcp.\(Self.zone)", "PTR", "45", trigger, "Kill"])
         try await lab.withProcesses([proxy, browse, strict, client]) {
             let started = try await proxy.waitForLine(containing: "\"proxying\"", timeout: .seconds(20))
             #expect(started.contains("\"pushPort\":853"), "\(started)")
@@ -157,6 +160,22 @@ struct ProxyLabTests {
                 _ = try await browse.waitForLine(where: { $0.contains("\"lost\"") && $0.contains("Live Box") }, timeout: .seconds(20))
                 let removed = try await client.waitForLine(where: { $0.contains("\"remove\"") && $0.contains("Live") }, timeout: .seconds(10))
                 #expect(removed.contains(instance), "\(removed)")
+            }
+
+            // A host that vanishes without a goodbye: its PTR would stay for its TTL (75 min).
+            // The client's RECONFIRM makes the proxy ask the link again (RFC 6762 §10.4), and
+            // with no answer the record goes, and is pushed as gone.
+            let doomed = try lab.start(["exec", "h1", "--", Self.nearby, "advertise", "Kill Box", "_openagents._tcp", "9801", "--backend", "embedded", "--json"])
+            try await lab.withProcesses([doomed]) {
+                _ = try await doomed.waitForLine(containing: "\"advertising\"", timeout: .seconds(20))
+                _ = try await client.waitForLine(where: { $0.contains("\"add\"") && $0.contains("Kill") }, timeout: .seconds(10))
+                doomed.kill()
+                _ = try await doomed.wait(timeout: .seconds(10))
+                FileManager.default.createFile(atPath: trigger, contents: Data())
+                _ = try await client.waitForLine(where: { $0.contains("\"reconfirmed\"") && $0.contains("Kill") }, timeout: .seconds(5))
+                let removed = try await client.waitForLine(where: { $0.contains("\"remove\"") && $0.contains("Kill") }, timeout: .seconds(20))
+                #expect(removed.contains("Kill\\\\032Box"), "\(removed)")
+                _ = try await browse.waitForLine(where: { $0.contains("\"lost\"") && $0.contains("Kill Box") }, timeout: .seconds(10))
             }
             #expect(!client.output.contains("\"error\""), "\(client.output)")
             #expect(!proxy.errorOutput.contains("aborted"), "the proxy aborted a session: \(proxy.errorOutput)")

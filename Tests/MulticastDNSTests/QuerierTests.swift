@@ -86,6 +86,35 @@ struct QuerierTests {
         #expect(lan.now - start <= .seconds(12))  // long before the PTR's 4500 s TTL
     }
 
+    @Test("reconfirm (§10.4): asked twice without listing the record, a gone host's PTR is flushed within about eleven seconds; a live one stays")
+    func reconfirm() throws {
+        let (lan, a, b) = SimulatedLAN.publishing("Box")
+        let browse = b.core.startQuery(name: agentType.domainName, type: .ptr)
+        lan.run(for: .seconds(30))
+        let record = try #require(b.liveRecords(browse).first)
+        // While its owner answers, a reconfirm changes nothing.
+        let before = lan.now
+        b.core.reconfirm(record)
+        lan.run(for: .seconds(1))
+        b.core.reconfirm(record)
+        lan.run(for: .seconds(12))
+        #expect(b.liveRecords(browse).count == 1)
+        let asked = lan.wire.filter { $0.from == "beta" && $0.time >= before && !$0.message.header.isResponse && $0.message.questions.contains { $0.name == agentType.domainName } }
+        // The browse's own queries list it as known; the two reconfirming ones do not.
+        #expect(asked.filter { !$0.message.answers.contains { $0.data == record.data } }.count == 2, "\(asked.map(\.message.answers))")
+        // Its owner gone without a goodbye: no other query would notice for an hour (4500 s).
+        a.isUp = false
+        let gone = lan.now
+        b.core.reconfirm(record)
+        lan.run(for: .seconds(1))
+        b.core.reconfirm(record)
+        lan.run(for: .seconds(11))
+        #expect(b.liveRecords(browse).isEmpty)
+        #expect(b.events.contains { if case .recordRemoved(browse, _, _) = $0 { true } else { false } })
+        #expect(lan.now - gone <= .seconds(12))
+        #expect(b.core.statistics.reconfirmQueries == 4)
+    }
+
     @Test("records already cached are reported to a new query at once")
     func cachedResultsForNewQueries() throws {
         let (lan, _, b) = SimulatedLAN.publishing("Box")

@@ -2,11 +2,13 @@
 code: the messages are built here byte by byte and the pushed records read with dnspython, so
 the lab checks the proxy's wire format against a second reading of the RFCs.
 
-    dso_client.py SERVER PORT NAME TYPE SECONDS
+    dso_client.py SERVER PORT NAME TYPE SECONDS [TRIGGER RECONFIRM]
 
 Opens TLS to SERVER:PORT (the certificate is not checked: the proxy's is self-signed), sends a
 Keepalive request, then SUBSCRIBE to NAME TYPE (class IN), and prints one JSON line per thing
-heard for SECONDS, then closes:
+heard for SECONDS, then closes. With TRIGGER and RECONFIRM: once the file TRIGGER exists, sends a
+RECONFIRM (RFC 8765 §6.5) for each record it was pushed whose data contains RECONFIRM, and
+prints {"event": "reconfirmed", "data": ..}. Lines printed:
   {"event": "keepalive", "id": N, "rcode": R, "inactivity_ms": .., "interval_ms": ..}
   {"event": "response", "id": N, "rcode": R}           the SUBSCRIBE's answer
   {"event": "add", "name": .., "type": .., "ttl": .., "data": ..}        from a PUSH
@@ -15,6 +17,7 @@ heard for SECONDS, then closes:
   {"event": "error", "message": ..}
 """
 import json
+import os
 import socket
 import ssl
 import struct
@@ -27,7 +30,8 @@ import dns.rdataclass
 import dns.rdatatype
 
 DSO_OPCODE = 6
-KEEPALIVE, SUBSCRIBE, PUSH = 0x0001, 0x0040, 0x0041
+KEEPALIVE, SUBSCRIBE, PUSH, RECONFIRM = 0x0001, 0x0040, 0x0041, 0x0043
+held = {}  # data text -> (name wire, type, rdata wire), of records pushed and not removed
 
 
 def say(**fields):
@@ -40,16 +44,6 @@ def message(message_id, tlvs):
     body = b"".join(struct.pack("!HH", kind, len(data)) + data for kind, data in tlvs)
     whole = header + body
     return struct.pack("!H", len(whole)) + whole
-
-
-def read_exactly(sock, count):
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise EOFError("the server closed the connection")
-        data += chunk
-    return data
 
 
 def tlvs_of(body):
@@ -76,13 +70,17 @@ def read_push(data):
         rdata = dns.rdata.from_wire(dns.rdataclass.IN, rtype, data, offset, length)
         offset += length
         if ttl == 0xFFFFFFFF:
+            held.pop(rdata.to_text(), None)
             say(event="remove", name=name.to_text(), type=type_text, data=rdata.to_text())
         else:
+            held[rdata.to_text()] = (name.to_wire(), rtype, rdata.to_wire())
             say(event="add", name=name.to_text(), type=type_text, ttl=ttl, data=rdata.to_text())
 
 
 def main():
     server, port, name, rtype, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
+    trigger, pattern = (sys.argv[6], sys.argv[7]) if len(sys.argv) > 7 else (None, None)
+    reconfirmed = False
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -92,16 +90,31 @@ def main():
     qname = dns.name.from_text(name).to_wire()
     sock.sendall(message(2, [(SUBSCRIBE, qname + struct.pack("!HH", dns.rdatatype.from_text(rtype), dns.rdataclass.IN))]))
     end = time.monotonic() + seconds
+    pending = b""
     while time.monotonic() < end:
-        sock.settimeout(max(0.05, end - time.monotonic()))
-        try:
-            (length,) = struct.unpack("!H", read_exactly(sock, 2))
-            whole = read_exactly(sock, length)
-        except socket.timeout:
-            break
-        except (EOFError, OSError) as error:
-            say(event="error", message=str(error))
-            return 1
+        if trigger and not reconfirmed and os.path.exists(trigger):
+            reconfirmed = True
+            for text, (owner, kind, rdata) in list(held.items()):
+                if pattern in text:
+                    # RECONFIRM: name, type, class, then the RDATA (its length is the TLV's rest).
+                    sock.sendall(message(0, [(RECONFIRM, owner + struct.pack("!HH", kind, dns.rdataclass.IN) + rdata)]))
+                    say(event="reconfirmed", data=text)
+        if len(pending) < 2 or len(pending) < 2 + struct.unpack_from("!H", pending)[0]:
+            sock.settimeout(max(0.05, min(0.2, end - time.monotonic())))
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except (ssl.SSLError, OSError) as error:
+                say(event="error", message=str(error))
+                return 1
+            if not chunk:
+                say(event="error", message="the server closed the connection")
+                return 1
+            pending += chunk
+            continue
+        (length,) = struct.unpack_from("!H", pending)
+        whole, pending = pending[2:2 + length], pending[2 + length:]
         message_id, flags = struct.unpack_from("!HH", whole, 0)
         opcode, is_response, rcode = (flags >> 11) & 0xF, bool(flags & 0x8000), flags & 0xF
         if opcode != DSO_OPCODE or any(struct.unpack_from("!HHHH", whole, 4)):
