@@ -691,8 +691,9 @@ public struct ProxyStateMachine: Sendable {
             return encode(reply, for: query, transport: transport)
         }
         if Self.isAdministrative(name, in: zone) || [RecordType.soa, .ns, Self.ds].contains(question.type) {
-            // RFC 8766 §6.3, §6.4: no zone cut and no updates below the apex, and no DNS Push
-            // or LLQ service yet; said at once, never asked of the link.
+            // RFC 8766 §6.3, §6.4: no zone cut and no updates below the apex, and no update or
+            // LLQ service (Push, when offered, was answered above); said at once, never asked
+            // of the link.
             reply.authorities = [zone.soaRecord]
             statistics.noData += 1
             return encode(reply, for: query, transport: transport)

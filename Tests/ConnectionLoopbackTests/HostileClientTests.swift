@@ -248,7 +248,6 @@ struct RequestTests {
     }
 }
 
-/// Runs `openssl s_client` against 127.0.0.1:port without a client certificate; returns its output.
 /// A real TLS 1.3 ClientHello, as openssl s_client sends it, caught by a plain TCP listener.
 func captureClientHello() -> [UInt8]? {
     let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -284,6 +283,7 @@ func captureClientHello() -> [UInt8]? {
     return count > 0 ? Array(buffer[0..<count]) : nil
 }
 
+/// Runs `openssl s_client` against 127.0.0.1:port without a client certificate; returns its output.
 func opensslClient(port: Int, arguments: [String]) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")

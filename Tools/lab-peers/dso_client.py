@@ -62,11 +62,13 @@ def read_push(data):
         rtype, rclass, ttl = struct.unpack_from("!HHI", data, offset)
         offset += 8
         type_text = dns.rdatatype.to_text(rtype)
-        if ttl == 0xFFFFFFFE:
-            say(event="remove-set", name=name.to_text(), type=type_text)
-            continue
         (length,) = struct.unpack_from("!H", data, offset)
         offset += 2
+        if ttl == 0xFFFFFFFE:
+            # A whole record set (or name) removed: RDLENGTH 0, no data (RFC 8765 §6.3.1).
+            offset += length
+            say(event="remove-set", name=name.to_text(), type=type_text)
+            continue
         rdata = dns.rdata.from_wire(dns.rdataclass.IN, rtype, data, offset, length)
         offset += length
         if ttl == 0xFFFFFFFF:
