@@ -57,7 +57,7 @@ struct HostileClientTests {
         let server = try Peers.identity("Build Box")
         let client = try Peers.identity("Laptop")
         let echo = try await EchoServer(Peers.configuration(server, pinning: [client]))
-        let exchange = await Task.detached { rawExchange(port: echo.port, send: Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8) + (0..<512).map { UInt8(truncatingIfNeeded: $0 &* 37) }) }.value
+        let exchange = try await onOwnThread { rawExchange(port: echo.port, send: Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8) + (0..<512).map { UInt8(truncatingIfNeeded: $0 &* 37) }) }
         #expect(exchange.closedBy != nil)
         let rejection = try #require(await echo.nextRejection())
         #expect(rejection.error.code == .tls)
@@ -72,11 +72,11 @@ struct HostileClientTests {
         let server = try Peers.identity("Build Box")
         let client = try Peers.identity("Laptop")
         let echo = try await EchoServer(Peers.configuration(server, pinning: [client]))
-        let hello = try #require(await Task.detached { captureClientHello() }.value)
+        let hello = try #require(try await onOwnThread { captureClientHello() })
         #expect(hello.first == 0x16, "a TLS handshake record")
         // The ClientHello, the server's first flight back, then the dialer closes: the server
         // is left waiting for the client's certificate and finished.
-        let (answered, hungUpPort) = await Task.detached { () -> (Int, Int) in
+        let (answered, hungUpPort) = try await onOwnThread { () -> (Int, Int) in
             guard let fd = rawConnect(port: echo.port) else { return (-1, 0) }
             defer { close(fd) }
             var local = sockaddr_in()
@@ -87,10 +87,10 @@ struct HostileClientTests {
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var buffer = [UInt8](repeating: 0, count: 4096)
             return (buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }, Int(UInt16(bigEndian: local.sin_port)))
-        }.value
+        }
         #expect(answered > 0, "the server answered the ClientHello")
         // Then garbage, which is refused and reported: the first rejection must be it.
-        _ = await Task.detached { rawExchange(port: echo.port, send: Array("GET / HTTP/1.1\r\n\r\n".utf8)) }.value
+        _ = try await onOwnThread { rawExchange(port: echo.port, send: Array("GET / HTTP/1.1\r\n\r\n".utf8)) }
         let rejection = try #require(await echo.nextRejection())
         #expect(rejection.port != hungUpPort, "the hang-up was reported: \(rejection.error.message)")
         #expect(rejection.error.code == .tls)
@@ -118,7 +118,7 @@ struct HostileClientTests {
             if !busy { usleep(500) }
         }
         #expect(busy, "a connection in its setup did not count")
-        let exchange = await Task.detached { rawExchange(fd: fd, send: [], limit: 5) }.value
+        let exchange = try await onOwnThread { rawExchange(fd: fd, send: [], limit: 5) }
         _ = try #require(exchange.closedBy, "the server never closed the silent connection")
         #expect(Date().timeIntervalSince(connectedAt) >= 0.9)
         let rejection = try #require(await echo.nextRejection())
@@ -131,7 +131,7 @@ struct HostileClientTests {
     func tls12Client() async throws {
         let server = try Peers.identity("Build Box")
         let echo = try await EchoServer(Peers.configuration(server))
-        let output = try await Task.detached { try opensslClient(port: echo.port, arguments: ["-tls1_2"]) }.value
+        let output = try await onOwnThread { try opensslClient(port: echo.port, arguments: ["-tls1_2"]) }
         #expect(!output.contains("Protocol  : TLSv1.2"), "a TLS 1.2 session was set up: \(output)")
         let rejection = try #require(await echo.nextRejection())
         #expect(rejection.error.code == .tls)
@@ -143,7 +143,7 @@ struct HostileClientTests {
     func tls13CertificateRequest() async throws {
         let server = try Peers.identity("Build Box")
         let echo = try await EchoServer(Peers.configuration(server))
-        let output = try await Task.detached { try opensslClient(port: echo.port, arguments: ["-tls1_3"]) }.value
+        let output = try await onOwnThread { try opensslClient(port: echo.port, arguments: ["-tls1_3"]) }
         #expect(output.contains("TLSv1.3"), "\(output)")
         #expect(output.contains("Acceptable client certificate CA names") || output.contains("Requested Signature Algorithms"), "\(output)")
         await echo.stop()

@@ -55,7 +55,11 @@ struct DecodeCaptureTests {
     }()
 
     /// Runs the built `nearby decode ARGS`; exit status, stdout, stderr.
-    static func decode(_ arguments: [String]) throws -> (Int32, String, String) {
+    static func decode(_ arguments: [String]) async throws -> (Int32, String, String) {
+        try await onOwnThread { try decodeBlocking(arguments) }
+    }
+
+    static func decodeBlocking(_ arguments: [String]) throws -> (Int32, String, String) {
         let process = Process()
         process.executableURL = repository.appendingPathComponent(".build/debug/nearby")
         process.arguments = ["decode"] + arguments
@@ -83,8 +87,8 @@ struct DecodeCaptureTests {
     }
 
     @Test("every DNS packet tshark sees, nearby decode --all shows at the same frame, from and to the same endpoints, with the same id, questions and record counts", arguments: all)
-    func agreesWithTshark(_ capture: Capture) throws {
-        let (status, output, errors) = try Self.decode([capture.file, "--json", "--all"])
+    func agreesWithTshark(_ capture: Capture) async throws {
+        let (status, output, errors) = try await Self.decode([capture.file, "--json", "--all"])
         let packets = output.split(separator: "\n").compactMap { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
         }
@@ -118,14 +122,14 @@ struct DecodeCaptureTests {
     }
 
     @Test("what is not shown is said: no UDP, a cut record, a bad FCS, frames cut by the snap length")
-    func problemsAreSaid() throws {
-        let (noUDP, _, noUDPErrors) = try Self.decode(["no-udp.pcap"])
+    func problemsAreSaid() async throws {
+        let (noUDP, _, noUDPErrors) = try await Self.decode(["no-udp.pcap"])
         #expect(noUDP == 0 && noUDPErrors.contains("14 frames, no mDNS/DNS-SD packets, 14 frames not UDP"), "\(noUDPErrors)")
-        let (cut, _, cutErrors) = try Self.decode(["truncated-record.pcap"])
+        let (cut, _, cutErrors) = try await Self.decode(["truncated-record.pcap"])
         #expect(cut == 1 && cutErrors.contains("the capture ends inside frame 6"), "\(cutErrors)")
-        let (fcs, fcsOutput, _) = try Self.decode(["radiotap.pcap"])
+        let (fcs, fcsOutput, _) = try await Self.decode(["radiotap.pcap"])
         #expect(fcs == 1 && fcsOutput.contains("frame 8  t=") && fcsOutput.contains("CANNOT BE READ: bad FCS"), "\(fcsOutput)")
-        let (snap, snapOutput, _) = try Self.decode(["snaplen.pcap", "--json"])
+        let (snap, snapOutput, _) = try await Self.decode(["snaplen.pcap", "--json"])
         #expect(snap == 1 && snapOutput.contains(#""frameError":"cut short by the snap length: 120 of"#), "\(snapOutput.prefix(500))")
         // Cut frames still say where they came from and went, as tshark does.
         let snapshot = try #require(Self.all.first { $0.file == "snaplen.pcap" })
@@ -142,9 +146,9 @@ struct DecodeCaptureTests {
     }
 
     @Test("by default only mDNS and DNS-SD are shown; --all adds the other UDP datagrams, frame numbers unchanged")
-    func defaultFilter() throws {
-        let (_, shown, summary) = try Self.decode(["ethernet.pcap", "--json"])
-        let (_, everything, _) = try Self.decode(["ethernet.pcap", "--json", "--all"])
+    func defaultFilter() async throws {
+        let (_, shown, summary) = try await Self.decode(["ethernet.pcap", "--json"])
+        let (_, everything, _) = try await Self.decode(["ethernet.pcap", "--json", "--all"])
         let frames = { (text: String) in Set(text.split(separator: "\n").compactMap { line in
             ((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any])?["frame"] as? Int
         }) }
@@ -153,12 +157,12 @@ struct DecodeCaptureTests {
     }
 
     @Test("files that are not captures say what they are: text, random bytes, gzip (exit 2)")
-    func notCaptures() throws {
+    func notCaptures() async throws {
         for (file, words) in [
             ("not-a-capture/passwd.txt", "text, not a capture or a DNS message"), ("not-a-capture/random.bin", "neither a pcap or pcapng capture nor a DNS message"),
             ("not-a-capture/ethernet.pcap.gz", "gzip-compressed data, not a capture or a DNS message: decompress it first"),
         ] {
-            let (status, output, errors) = try Self.decode([file])
+            let (status, output, errors) = try await Self.decode([file])
             #expect(status == 2 && output.isEmpty && errors.contains(words), "\(file): \(errors)")
         }
     }

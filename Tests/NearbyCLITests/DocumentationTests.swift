@@ -100,10 +100,10 @@ struct DocumentationTests {
     }
 
     @Test("the nearby commands shown in README and Documentation/ exist, with the options shown (their --help names each)")
-    func shownCommandsExist() throws {
+    func shownCommandsExist() async throws {
         let commands = try Self.shownCommands()
         #expect(commands.count > 40, "only \(commands.count) commands found: the parser has gone wrong")
-        let top = try Self.help([])
+        let top = try await Self.help([])
         var helps: [String: String] = [:]
         for command in commands {
             // The first word is a subcommand; a second word may be one of its subcommands, or an argument.
@@ -112,7 +112,7 @@ struct DocumentationTests {
                 continue
             }
             let first: String
-            if let known = helps[command.words[0]] { first = known } else { first = try Self.help([command.words[0]]) }
+            if let known = helps[command.words[0]] { first = known } else { first = try await Self.help([command.words[0]]) }
             helps[command.words[0]] = first
             var path = [command.words[0]]
             if command.words.count == 2, first.contains("SUBCOMMANDS:"), first.contains("  \(command.words[1])") {
@@ -120,7 +120,7 @@ struct DocumentationTests {
             }
             let key = path.joined(separator: " ")
             let help: String
-            if let known = helps[key] { help = known } else { help = try Self.help(path) }
+            if let known = helps[key] { help = known } else { help = try await Self.help(path) }
             helps[key] = help
             for option in command.options where !["--help", "--version"].contains(option) {
                 #expect(help.contains(option), "\(command.document): `nearby \(key) … \(option)`: `nearby \(key) --help` has no \(option)")
@@ -128,8 +128,8 @@ struct DocumentationTests {
         }
     }
 
-    static func help(_ path: [String]) throws -> String {
-        let (status, output) = try ReadmeExamplesTests.run("nearby", path + ["--help"])
+    static func help(_ path: [String]) async throws -> String {
+        let (status, output) = try await ReadmeExamplesTests.run("nearby", path + ["--help"])
         #expect(status == 0, "nearby \(path.joined(separator: " ")) --help: \(output)")
         return output
     }
@@ -144,12 +144,12 @@ struct DocumentationTests {
     }
 
     @Test("every subcommand's help, and so its man page, has examples and its exit statuses")
-    func everySubcommandTeaches() throws {
+    func everySubcommandTeaches() async throws {
         var checked = 0
-        var queue = Self.subcommands(in: try Self.help([])).map { [$0] }
+        var queue = Self.subcommands(in: try await Self.help([])).map { [$0] }
         while let path = queue.first {
             queue.removeFirst()
-            let help = try Self.help(path)
+            let help = try await Self.help(path)
             let children = Self.subcommands(in: help)
             if !children.isEmpty {
                 queue += children.map { path + [$0] }

@@ -68,7 +68,11 @@ struct ReadmeExamplesTests {
     }
 
     /// Runs a built example; returns its exit status and output.
-    static func run(_ product: String, _ arguments: [String] = [], environment: [String: String] = [:]) throws -> (Int32, String) {
+    static func run(_ product: String, _ arguments: [String] = [], environment: [String: String] = [:]) async throws -> (Int32, String) {
+        try await onOwnThread { try runBlocking(product, arguments, environment: environment) }
+    }
+
+    static func runBlocking(_ product: String, _ arguments: [String], environment: [String: String]) throws -> (Int32, String) {
         let binary = repository.appendingPathComponent(".build/debug/\(product)")
         let process = Process()
         process.executableURL = binary
@@ -84,16 +88,16 @@ struct ReadmeExamplesTests {
     }
 
     @Test("the PeerConnection example connects on 127.0.0.1 and echoes")
-    func connectionExampleRuns() throws {
-        let (status, output) = try Self.run("readme-connection")
+    func connectionExampleRuns() async throws {
+        let (status, output) = try await Self.run("readme-connection")
         #expect(status == 0, "\(output)")
         #expect(output.contains("connected to Build Box Build Box bridge"), "\(output)")
         #expect(output.contains("echo: hello"), "\(output)")
     }
 
     @Test("the streams example echoes a stream and sends a file that arrives verified")
-    func streamsExampleRuns() throws {
-        let (status, output) = try Self.run("readme-streams")
+    func streamsExampleRuns() async throws {
+        let (status, output) = try await Self.run("readme-streams")
         #expect(status == 0, "\(output)")
         #expect(output.contains("echoed: hello, stream"), "\(output)")
         #expect(output.contains("done: report.txt 3000000 bytes, SHA-256"), "\(output)")
@@ -101,8 +105,8 @@ struct ReadmeExamplesTests {
     }
 
     @Test("the pairing example: two strangers show one code, pin each other, and the pins then trust")
-    func pairingExampleRuns() throws {
-        let (status, output) = try Self.run("readme-pairing")
+    func pairingExampleRuns() async throws {
+        let (status, output) = try await Self.run("readme-pairing")
         #expect(status == 0, "\(output)")
         let codes = output.split(separator: "\n").compactMap { line -> Substring? in
             let words = line.split(separator: " ")
@@ -116,15 +120,15 @@ struct ReadmeExamplesTests {
     }
 
     @Test("the DNSWire example runs to the end")
-    func wireExampleRuns() throws {
-        let (status, output) = try Self.run("readme-wire")
+    func wireExampleRuns() async throws {
+        let (status, output) = try await Self.run("readme-wire")
         #expect(status == 0, "\(output)")
         #expect(output.contains("Build\\032Box._openagents._tcp.local."))
         #expect(output.contains("2 answers; 0.2.2 9099 true"), "\(output)")
     }
 
     @Test("the PeerTrust example runs to the end: a pinned peer is trusted, an unknown one rejected with its code")
-    func trustExampleRuns() throws {
+    func trustExampleRuns() async throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("nearby-readme-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: state) }
         let peer = try PeerIdentity.generate(displayName: "Peer Box")
@@ -137,14 +141,14 @@ struct ReadmeExamplesTests {
         try TrustStore(directory: state.appendingPathComponent("trust")).pin(peer.peerID, name: "Peer Box")
         let environment = ["NEARBY_STATE_DIR": state.path]
 
-        let (status, output) = try Self.run("readme-trust", [peerFile.path, peer.peerID.description], environment: environment)
+        let (status, output) = try await Self.run("readme-trust", [peerFile.path, peer.peerID.description], environment: environment)
         #expect(status == 0, "\(output)")
         // The first run makes the identity and says so; the next one loads the same one.
         let made = try #require(try IdentityStore(directory: state).load())
         #expect(output.contains("made a new identity: Build Box \(made.peerID)"), "\(output)")
         #expect(output.contains("trusted Peer Box \(peer.peerID)"), "\(output)")
 
-        let (again, rejected) = try Self.run("readme-trust", [strangerFile.path], environment: environment)
+        let (again, rejected) = try await Self.run("readme-trust", [strangerFile.path], environment: environment)
         #expect(again == 0, "\(rejected)")
         #expect(rejected.contains("I am Build Box \(made.peerID)"), "\(rejected)")
         #expect(rejected.contains("- notPinned"), "\(rejected)")
