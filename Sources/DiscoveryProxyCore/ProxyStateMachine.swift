@@ -10,7 +10,8 @@ public import DNSWire
 ///   recurses.
 /// - At a zone's apex it serves the SOA and NS records, and for a name server inside the zone
 ///   its addresses. The browse-domain names (`b`, `db`, `lb._dns-sd._udp`) under the zone
-///   point at the zone itself.
+///   point at the zone itself. Service type enumeration (`_services._dns-sd._udp`) is the
+///   link's, like any other name.
 /// - Any other name under the zone is the link's name under `local.`: the proxy asks the link
 ///   for it (a continuous mDNS query it keeps while people ask), and answers with what the link
 ///   says, rewritten into the zone (``RecordTranslation``), TTLs capped at the zone's one-shot
@@ -715,11 +716,18 @@ public struct ProxyStateMachine: Sendable {
         return services.contains(labels[0]) && (labels[1] == "_udp" || labels[1] == "_tcp")
     }
 
-    /// `b` for `b._dns-sd._udp.<zone>` (lower-cased), and so on; nil for other names.
+    /// The browse and registration domain labels of RFC 6763 §11 (`b`, `db`, `lb`, `r`, `dr`):
+    /// names the zone answers itself.
+    static let domainEnumerationLabels: Set<String> = ["b", "db", "lb", "r", "dr"]
+
+    /// `b` for `b._dns-sd._udp.<zone>` (lower-cased), and so on for the other domain
+    /// enumeration labels; nil for other names. `_services._dns-sd._udp.<zone>` (service type
+    /// enumeration, RFC 6763 §9) is not one of them: it is an ordinary PTR question for the
+    /// link, whose hosts answer it with the types they offer.
     static func enumerationLabel(of name: DomainName, in zone: ProxyZone) -> String? {
         guard name.labelCount == zone.name.labelCount + 3 else { return nil }
         let labels = name.labels.prefix(3).map { String(decoding: $0, as: UTF8.self).lowercased() }
-        guard labels[1] == "_dns-sd", labels[2] == "_udp" else { return nil }
+        guard labels[1] == "_dns-sd", labels[2] == "_udp", Self.domainEnumerationLabels.contains(labels[0]) else { return nil }
         return labels[0]
     }
 

@@ -96,6 +96,30 @@ struct ProxyStateMachineTests {
         #expect(machine.linkQuestions.isEmpty)
     }
 
+    @Test("service type enumeration (_services._dns-sd._udp, RFC 6763 §9) is asked of the link and answered with its types, moved into the zone")
+    func serviceTypeEnumeration() throws {
+        var machine = Self.machine()
+        let types = LinkQuestion(name: "_services._dns-sd._udp.local.", type: .ptr)
+        let started = Self.ask(&machine, "_SERVICES._dns-sd._udp.lan1.example.test.", .ptr)
+        #expect(started == [.startLinkQuestion(Self.link, types)], "the link is asked, not answered from the zone")
+        let offered = ["_ipp._tcp.local.", "_openagents._tcp.local."].map {
+            ResourceRecord(name: "_services._dns-sd._udp.local.", data: .ptr(try! DomainName(parsing: $0)), ttl: 4500)
+        }
+        _ = machine.linkChanged(Self.link, types, added: offered, removed: [], now: .milliseconds(30))
+        let answer = try Self.reply(machine.advance(to: .milliseconds(180)))
+        #expect(answer.responseCode == .noError && answer.header.isAuthoritative)
+        #expect(answer.answers.map(\.data) == [.ptr("_ipp._tcp.lan1.example.test."), .ptr("_openagents._tcp.lan1.example.test.")])
+        #expect(answer.answers.allSatisfy { $0.name.description == "_services._dns-sd._udp.lan1.example.test." })
+        // A DNS Push subscriber to it is told the same, and a type that leaves the link is pushed as gone.
+        let (result, _) = machine.subscribe(Question(name: "_services._dns-sd._udp.lan1.example.test.", type: .ptr), session: .init(1), id: 3, now: .seconds(1))
+        guard case .accepted(let now) = result else { Issue.record("subscription refused: \(result)"); return }
+        #expect(now.count == 2)
+        var goodbye = offered[0]
+        goodbye.ttl = 0
+        let pushed = machine.linkChanged(Self.link, types, added: [goodbye], removed: [], now: .seconds(2))
+        #expect(pushed.contains { if case .push(_, let changes) = $0 { changes.count == 1 } else { false } })
+    }
+
     @Test("update, LLQ and Push service names, and SOA/NS/DS below the apex, are NODATA at once (RFC 8766 §6.3, §6.4)")
     func administrative() throws {
         var machine = Self.machine()

@@ -248,10 +248,11 @@ struct ProxyLabTests {
         let serving = try lab.start(["exec", "h1", "--", "sh", "-c",
             "exec '\(Self.nearby)' serve 'Build Box' _openagents._tcp 9700 --host build-box --backend embedded --json --state-dir '\(peers[0].directory)' < /dev/null"])
         let publisher = try lab.start(["avahi", "exec", "h2", "--", "avahi-publish", "-s", "Daemon Box", "_openagents._tcp", "9701", "from=avahi"])
+        let printer = try lab.start(["avahi", "exec", "h2", "--", "avahi-publish", "-s", "Daemon Printer", "_ipp._tcp", "631"])
         let registrant = try lab.start(["zeroconf", "h3", "--", "register", "Zero Box", "_openagents._tcp", "9702", "from=zeroconf"])
         let proxy = try lab.start(["exec", "h5", "--", Self.nearby, "proxy", "lan1=\(Self.zone)", "--listen", Self.proxyAddress,
                                    "--name-server", "proxy-lan1.lab.example.test", "--json"])
-        try await lab.withProcesses([serving, publisher, registrant, proxy]) {
+        try await lab.withProcesses([serving, publisher, printer, registrant, proxy]) {
             _ = try await proxy.waitForLine(containing: "\"proxying\"", timeout: .seconds(20))
             _ = try await registrant.waitForLine(containing: "\"registered\"", timeout: .seconds(20))
             _ = try await serving.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
@@ -272,6 +273,10 @@ struct ProxyLabTests {
             let target = srv.split(whereSeparator: \.isWhitespace).last.map(String.init) ?? ""
             let address = try await dig(lab, ["@\(Self.resolver)", target, "A", "+short"])
             #expect(address.contains("198.18.1.3"), "\(target): \(address)")
+            // Service type enumeration (RFC 6763 §9) through BIND: the link's types, from every host.
+            let types = try await dig(lab, ["@\(Self.resolver)", "_services._dns-sd._udp.\(Self.zone)", "PTR", "+short"])
+            let listed = Set(types.split(separator: "\n").map(String.init))
+            #expect(listed.isSuperset(of: ["_openagents._tcp.\(Self.zone).", "_ipp._tcp.\(Self.zone)."]), "service types through BIND: \(types)")
             let direct = try await dig(lab, ["@\(Self.proxyAddress)", "_openagents._tcp.\(Self.zone)", "PTR", "+norec", "+noall", "+answer", "+comments"])
             #expect(direct.contains("flags: qr aa;"), "authoritative, no recursion: \(direct)")
             for line in direct.split(separator: "\n") where line.contains("IN\tPTR") || line.contains("IN PTR") {
