@@ -50,9 +50,10 @@ public struct ProxyStateMachine: Sendable {
         /// Questions per second each source (an IPv4 /24, an IPv6 /56) may ask over UDP, and the
         /// burst; nil for no limit. Over it, questions are dropped, and every second one gets an
         /// empty truncated answer instead, so that a real client (a site's resolver, say) goes
-        /// on over TCP, where addresses cannot be forged. With answers of at most 1232 bytes,
-        /// this bounds what forged questions can make the proxy send one victim network to
-        /// about 120 kB/s at the default.
+        /// on over TCP, where addresses cannot be forged; an address that has asked over TCP is
+        /// then not limited over UDP for ten minutes (a forged one never gets there). With
+        /// answers of at most 1232 bytes, this bounds what forged questions can make the proxy
+        /// send one victim network to about 120 kB/s at the default.
         public var rateLimit: RateLimit? = RateLimit(perSecond: 100, burst: 200)
         /// New link questions per second, over all links, and the burst (RFC 8766 §9.3: a proxy
         /// MUST limit the multicast it causes). A question that would need one more is answered
@@ -62,6 +63,9 @@ public struct ProxyStateMachine: Sendable {
         /// `_dns-push-tls._tcp.<zone>` has an SRV record naming the zone's first name server
         /// and this port; without it, that name has no records and clients poll.
         public var pushPort: UInt16?
+        /// At most this many encoded UDP replies kept for questions asked again (see
+        /// ``ProxyStateMachine/statistics``' `cachedReplies`); 0 keeps none.
+        public var maximumCachedReplies = 4096
 
         public init(zones: [ProxyZone]) { self.zones = zones }
     }
@@ -141,6 +145,8 @@ public struct ProxyStateMachine: Sendable {
         public var linkQuestionsOverBudget = 0
         public var waitingOverSourceLimit = 0
         public var recordsOverLimit = 0
+        /// UDP questions answered with a reply kept from the same question asked before.
+        public var cachedReplies = 0
         public var suppressed: [RecordTranslation.Suppression: Int] = [:]
         public init() {}
     }
@@ -176,10 +182,12 @@ public struct ProxyStateMachine: Sendable {
 
     private var subscriptions: [Subscriber: Key] = [:]
 
-    private struct Key: Hashable {
+    /// A link question on one link.
+    struct LinkKey: Hashable, Sendable {
         var link: LinkIndex
         var question: LinkQuestion
     }
+    private typealias Key = LinkKey
 
     private var questions: [Key: QuestionState] = [:]
     private var unsettled: Set<Key> = []
@@ -195,6 +203,7 @@ public struct ProxyStateMachine: Sendable {
         var additionals: [ResourceRecord]
     }
     private var limiter: RateLimiter?
+    private var replies: ReplyCache
     private var linkBudget: TokenBucket
     private var nextSweep: Duration
     private let translations: [RecordTranslation]
@@ -203,6 +212,7 @@ public struct ProxyStateMachine: Sendable {
         self.configuration = configuration
         translations = configuration.zones.map(RecordTranslation.init(zone:))
         limiter = configuration.rateLimit.map { RateLimiter($0) }
+        replies = ReplyCache(capacity: configuration.maximumCachedReplies)
         linkBudget = TokenBucket(configuration.linkQuestionRate, now: now)
         nextSweep = now + max(configuration.idleLifetime, .seconds(1)) / 4
     }
@@ -246,6 +256,14 @@ public struct ProxyStateMachine: Sendable {
                 return [.reply(request, encode(reply, limit: 512))]
             }
         }
+        if transport == .udp, let kept = replies.lookUp(bytes, version: linkVersion) {
+            statistics.questions += 1
+            statistics.cachedReplies += 1
+            for counter in kept.counted { count(counter) }
+            for key in kept.asked { questions[key]?.lastAsked = now }
+            return [.reply(request, [bytes[0], bytes[1]] + kept.reply)]
+        }
+        let before = statistics
         let query: Message
         do {
             query = try Message(decoding: bytes)
@@ -265,6 +283,10 @@ public struct ProxyStateMachine: Sendable {
             return [.drop(request)]
         }
         statistics.questions += 1
+        if transport == .tcp, limiter != nil {
+            // An address that asks over TCP is no forgery: its UDP questions go unlimited.
+            limiter?.prove(source, now: now)
+        }
         guard query.header.opcode == Header.queryOpcode else {
             statistics.notImplemented += 1
             return [.reply(request, encode(Self.replyHeader(to: query, code: .notImplemented), for: query, transport: transport))]
@@ -308,6 +330,7 @@ public struct ProxyStateMachine: Sendable {
         }
         if let local = answerFromZone(query, question: question, zone: zone, transport: transport) {
             statistics.answered += 1
+            if transport == .udp { keep(local, for: bytes, countedSince: before, asked: []) }
             return [.reply(request, local)]
         }
         guard let linkName = zone.linkName(for: question.name) else {
@@ -325,8 +348,10 @@ public struct ProxyStateMachine: Sendable {
             if state.settled {
                 questions[key] = state
                 statistics.answered += 1
-                actions.append(.reply(request, answer(query, key: key, zone: zone, transport: transport)))
+                let reply = answer(query, key: key, zone: zone, transport: transport)
+                actions.append(.reply(request, reply))
                 actions += followUps(after: key, now: now)
+                if transport == .udp { keep(reply, for: bytes, countedSince: before, asked: [key] + followUpKeys(of: key)) }
                 return actions
             }
             if let refusal = waitingRefusal(source, query: query, request: request, transport: transport) { return [refusal] }
@@ -378,6 +403,43 @@ public struct ProxyStateMachine: Sendable {
         waitingCount -= 1
         let left = waitingBySource[source, default: 1] - 1
         waitingBySource[source] = left > 0 ? left : nil
+    }
+
+    /// Keeps a UDP reply for the same question asked again (``ReplyCache``), with what it
+    /// counted since `before`.
+    private mutating func keep(_ reply: [UInt8], for query: [UInt8], countedSince before: Statistics, asked: [Key]) {
+        var counted: [ReplyCache.Counted] = []
+        if statistics.answered > before.answered { counted.append(.answered) }
+        if statistics.answeredFromLink > before.answeredFromLink { counted.append(.answeredFromLink) }
+        if statistics.noData > before.noData { counted.append(.noData) }
+        if statistics.refusedOutsideZones > before.refusedOutsideZones { counted.append(.refusedOutsideZones) }
+        // A reply that truncated or suppressed something is made again each time, so that its
+        // counts stay true.
+        guard statistics.truncated == before.truncated, statistics.suppressed == before.suppressed else { return }
+        replies.keep(reply, for: query, version: linkVersion, counted: counted, asked: asked)
+    }
+
+    private mutating func count(_ counter: ReplyCache.Counted) {
+        switch counter {
+        case .answered: statistics.answered += 1
+        case .answeredFromLink: statistics.answeredFromLink += 1
+        case .noData: statistics.noData += 1
+        case .refusedOutsideZones: statistics.refusedOutsideZones += 1
+        }
+    }
+
+    /// The address questions an SRV answer's targets have on the link (those that exist).
+    private func followUpKeys(of key: Key) -> [Key] {
+        guard key.question.type == .srv, let state = questions[key] else { return [] }
+        var keys: [Key] = []
+        for record in state.records.values {
+            guard case .srv(let srv) = record.data else { continue }
+            for type in [RecordType.a, .aaaa] {
+                let follow = Key(link: key.link, question: LinkQuestion(name: srv.target, type: type))
+                if questions[follow] != nil { keys.append(follow) }
+            }
+        }
+        return keys
     }
 
     // MARK: The link
@@ -589,6 +651,8 @@ public struct ProxyStateMachine: Sendable {
             nextSweep = now + max(configuration.idleLifetime, .seconds(1)) / 4
             for (key, state) in questions where state.settled && state.subscribers.isEmpty && now - state.lastAsked >= configuration.idleLifetime {
                 questions[key] = nil
+                // Its records leave the answers (and kept replies) with it.
+                linkVersion &+= 1
                 statistics.linkQuestionsStopped += 1
                 actions.append(.stopLinkQuestion(key.link, key.question))
             }
@@ -609,6 +673,7 @@ public struct ProxyStateMachine: Sendable {
         guard questions.count >= configuration.maximumLinkQuestions else { return [] }
         guard let oldest = questions.filter({ $0.value.settled && $0.value.subscribers.isEmpty }).min(by: { $0.value.lastAsked < $1.value.lastAsked }) else { return nil }
         questions[oldest.key] = nil
+        linkVersion &+= 1
         statistics.linkQuestionsEvicted += 1
         statistics.linkQuestionsStopped += 1
         return [.stopLinkQuestion(oldest.key.link, oldest.key.question)]

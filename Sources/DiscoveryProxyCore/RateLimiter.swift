@@ -40,6 +40,13 @@ struct TokenBucket: Sendable {
 /// The buckets of ``RateLimit``, one per source prefix: an IPv4 /24 or an IPv6 /56, as
 /// response-rate limiting in DNS servers does, so that one network cannot pass the limit by
 /// using many of its addresses.
+///
+/// An address that has asked over TCP has proven that it is what it says (a forged source
+/// cannot complete TCP's handshake), so its UDP questions are not limited for
+/// ``provenLifetime`` after that. This is how the limit tells a site's resolver from a flood:
+/// the resolver, slipped a truncated answer over its limit, asks again over TCP, as resolvers
+/// do, and from then on is answered over UDP at whatever rate it asks; a flood with forged
+/// addresses never gets there, and the answers it provokes stay bounded.
 struct RateLimiter: Sendable {
     enum Verdict: Equatable {
         case admit
@@ -59,9 +66,15 @@ struct RateLimiter: Sendable {
         var overruns = 0
     }
 
+    /// How long an address that asked over TCP is not limited over UDP.
+    static let provenLifetime: Duration = .seconds(600)
+
     let limit: RateLimit
     private var current: [Prefix: Bucket] = [:]
     private var previous: [Prefix: Bucket] = [:]
+    /// Addresses proven over TCP, with when their proof runs out; two generations, as prefixes.
+    private var proven: [IPAddress: Duration] = [:]
+    private var provenBefore: [IPAddress: Duration] = [:]
 
     init(_ limit: RateLimit) { self.limit = limit }
 
@@ -83,7 +96,24 @@ struct RateLimiter: Sendable {
         }
     }
 
+    /// `source` asked over TCP: its UDP questions are admitted for ``provenLifetime``.
+    mutating func prove(_ source: IPAddress, now: Duration) {
+        if proven[source] == nil, proven.count >= Self.generationSize {
+            provenBefore = proven
+            proven = [:]
+        }
+        provenBefore[source] = nil
+        proven[source] = now + Self.provenLifetime
+    }
+
+    /// Whether `source` has proven itself over TCP and the proof still holds.
+    func isProven(_ source: IPAddress, now: Duration) -> Bool {
+        guard let until = proven[source] ?? provenBefore[source] else { return false }
+        return until > now
+    }
+
     mutating func admit(_ source: IPAddress, now: Duration) -> Verdict {
+        if isProven(source, now: now) { return .admit }
         let prefix = Prefix(source)
         var bucket = current.removeValue(forKey: prefix) ?? previous.removeValue(forKey: prefix) ?? Bucket(tokens: TokenBucket(limit, now: now))
         let verdict: Verdict
@@ -106,6 +136,8 @@ struct RateLimiter: Sendable {
     mutating func forget(before time: Duration) {
         current = current.filter { $0.value.tokens.updated >= time }
         previous = previous.filter { $0.value.tokens.updated >= time }
+        proven = proven.filter { $0.value > time }
+        provenBefore = provenBefore.filter { $0.value > time }
     }
 
     static func seconds(_ duration: Duration) -> Double {

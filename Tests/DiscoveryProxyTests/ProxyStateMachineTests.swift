@@ -327,6 +327,40 @@ struct ProxyStateMachineTests {
         #expect(machine.statistics.rateLimited == 3 && machine.statistics.rateLimitedTruncated == 1)
     }
 
+    @Test("an address that asks over TCP (a site's resolver told TC) is no forgery: its UDP questions go unlimited for ten minutes; its /24 neighbours do not")
+    func provenOverTCP() throws {
+        var machine = Self.machine { $0.rateLimit = RateLimit(perSecond: 1, burst: 2) }
+        let resolver = Self.client
+        let neighbour = IPAddress.v4(IPv4Address("198.18.2.200")!)
+        var request: UInt64 = 1
+        func ask(from source: IPAddress, at now: Duration, over transport: ProxyStateMachine.Transport = .udp) -> [ProxyStateMachine.Action] {
+            defer { request += 1 }
+            return Self.ask(&machine, "lan1.example.test.", .soa, request: request, at: now, over: transport, from: source)
+        }
+        _ = ask(from: resolver, at: .zero)
+        _ = ask(from: resolver, at: .zero)
+        #expect(ask(from: resolver, at: .zero).first.map { if case .drop = $0 { true } else { false } } == true, "over the rate")
+        // The resolver is slipped a TC answer and asks over TCP, as resolvers do.
+        #expect(try Self.reply(ask(from: resolver, at: .milliseconds(10), over: .tcp), request: request - 1).answers.count == 1)
+        // From then on its UDP questions are all answered, however many.
+        for _ in 0..<50 {
+            #expect(try Self.reply(ask(from: resolver, at: .milliseconds(20)), request: request - 1).answers.count == 1)
+        }
+        // Its /24 is still limited for everyone else.
+        let limited = ask(from: neighbour, at: .milliseconds(20))
+        if case .reply(_, let bytes) = limited.first {
+            let slip = try Message(decoding: bytes)
+            #expect(slip.header.isTruncated && slip.answers.isEmpty, "slipped, not answered")
+        } else {
+            #expect(limited.first == .drop(.init(request - 1)))
+        }
+        // Ten minutes on, the proof has run out: the limit is back.
+        let later = Duration.seconds(601)
+        _ = ask(from: resolver, at: later)
+        _ = ask(from: resolver, at: later)
+        #expect(ask(from: resolver, at: later).first.map { if case .drop = $0 { true } else { false } } == true)
+    }
+
     @Test("new link questions are limited (RFC 8766 §9.3): beyond the budget SERVFAIL, and the link is not asked")
     func linkBudget() throws {
         var machine = Self.machine { $0.linkQuestionRate = RateLimit(perSecond: 1, burst: 2) }
@@ -391,6 +425,93 @@ struct ProxyStateMachineTests {
         }
         #expect(stopped == [.stopLinkQuestion(Self.link, Self.browse)])
         #expect(machine.linkQuestions.map(\.1) == [LinkQuestion(name: "_http._tcp.local.", type: .ptr)])
+    }
+
+    // MARK: Replies kept for questions asked again
+
+    static func replyBytes(_ actions: [ProxyStateMachine.Action], request: UInt64 = 1) -> [UInt8]? {
+        for action in actions {
+            if case .reply(let id, let bytes) = action, id.rawValue == request { return bytes }
+        }
+        return nil
+    }
+
+    @Test("a UDP question asked again byte for byte gets the reply kept from the first, under its own ID; a change on the link is never answered from an older reply")
+    func keptReplies() throws {
+        var machine = Self.machine()
+        _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr)
+        _ = machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Alpha")], removed: [], now: .milliseconds(30))
+        let first = try #require(Self.replyBytes(machine.advance(to: .milliseconds(180))))
+        // Asked again with another ID: the same reply but its ID, counted as answered from the link.
+        let again = machine.received(Self.query("_ipp._tcp.lan1.example.test.", .ptr, id: 0x5678), from: Self.client, over: .udp, request: .init(2), now: .seconds(2))
+        let kept = try #require(Self.replyBytes(again, request: 2))
+        #expect(again.count == 1)
+        #expect(Array(kept.dropFirst(2)) == Array(first.dropFirst(2)) && kept[0] == 0x56 && kept[1] == 0x78)
+        #expect(machine.statistics.cachedReplies == 0, "the second ask made the reply; the third finds it")
+        let third = machine.received(Self.query("_ipp._tcp.lan1.example.test.", .ptr, id: 0x9ABC), from: Self.client, over: .udp, request: .init(3), now: .seconds(3))
+        let hit = try #require(Self.replyBytes(third, request: 3))
+        #expect(Array(hit.dropFirst(2)) == Array(first.dropFirst(2)) && hit[0] == 0x9A && hit[1] == 0xBC)
+        #expect(machine.statistics.cachedReplies == 1)
+        #expect(machine.statistics.questions == 3 && machine.statistics.answeredFromLink == 3 && machine.statistics.answered == 3)
+        // The link changes: the next answer has Beta, and is not the kept one.
+        _ = machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Beta")], removed: [], now: .seconds(4))
+        let changed = try Self.reply(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: 4, at: .seconds(5)), request: 4)
+        #expect(changed.answers.count == 2)
+        #expect(machine.statistics.cachedReplies == 1)
+        // Another spelling of the name is another question: its reply echoes it as asked.
+        let upper = try Self.reply(Self.ask(&machine, "_IPP._TCP.lan1.example.test.", .ptr, request: 5, at: .seconds(6)), request: 5)
+        #expect(upper.questions.first?.name.description == "_IPP._TCP.lan1.example.test." && upper.answers.count == 2)
+        // Over TCP nothing is kept or taken from the kept replies.
+        for request in 6...7 {
+            _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: UInt64(request), at: .seconds(7), over: .tcp)
+        }
+        #expect(machine.statistics.cachedReplies == 1)
+    }
+
+    @Test("questions answered from kept replies still count as asking: the link question is not stopped as idle while they come; stopped, its kept replies go with it")
+    func keptRepliesKeepTheLinkQuestion() throws {
+        var machine = Self.machine { $0.idleLifetime = .seconds(60) }
+        _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr)
+        _ = machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Alpha")], removed: [], now: .milliseconds(30))
+        _ = machine.advance(to: .milliseconds(180))
+        var stopped: [ProxyStateMachine.Action] = []
+        var request: UInt64 = 2
+        var now = Duration.seconds(1)
+        while now < .seconds(200) {
+            _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: request, at: now)
+            request += 1
+            now += .seconds(10)
+            stopped += machine.advance(to: now)
+        }
+        #expect(machine.statistics.cachedReplies > 15)
+        #expect(stopped.isEmpty, "\(stopped)")
+        // Nobody asks for 75 s: the question stops, and the next ask starts it again rather than
+        // getting the old reply.
+        while now < .seconds(275) {
+            now = machine.nextDeadline
+            stopped += machine.advance(to: now)
+        }
+        #expect(stopped == [.stopLinkQuestion(Self.link, Self.browse)])
+        let cachedBefore = machine.statistics.cachedReplies
+        #expect(Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr, request: request, at: now) == [.startLinkQuestion(Self.link, Self.browse)])
+        #expect(machine.statistics.cachedReplies == cachedBefore)
+    }
+
+    @Test("a full cache of kept replies is emptied and starts again; answers stay right")
+    func keptRepliesFull() throws {
+        var machine = Self.machine { $0.maximumCachedReplies = 2 }
+        _ = Self.ask(&machine, "_ipp._tcp.lan1.example.test.", .ptr)
+        _ = machine.linkChanged(Self.link, Self.browse, added: [Self.ptr("Alpha")], removed: [], now: .milliseconds(30))
+        _ = machine.advance(to: .milliseconds(180))
+        for (index, name) in ["lan1.example.test.", "b._dns-sd._udp.lan1.example.test.", "db._dns-sd._udp.lan1.example.test.", "_ipp._tcp.lan1.example.test."].enumerated() {
+            for round in 0..<2 {
+                let request = UInt64(10 + index * 2 + round)
+                let type: RecordType = index == 0 ? .soa : .ptr
+                let answer = try Self.reply(Self.ask(&machine, try DomainName(parsing: name), type, request: request, at: .seconds(1)), request: request)
+                #expect(answer.answers.count == 1, "\(name)")
+            }
+        }
+        #expect(machine.statistics.cachedReplies == 4)
     }
 
     @Test("at the most link questions, the one asked about longest ago makes room")

@@ -26,6 +26,14 @@ BENCH_SECONDS with no questions at all, with 100 questions a second, at full rat
 none again. The proxy answers from what its continuous queries keep, so its mDNS follows the
 records' TTLs (refreshes at 80-95 % of 120 s), not the load.
 
+Each round also gives each server's CPU time per question answered (microseconds), which
+does not depend on how fast the one dnsperf can ask: on 2 cores dnsperf shares the machine
+with the server it measures, and at full rate both servers may be waiting for it.
+
+BENCH_PROFILE=1 samples the proxy with `perf record -e cpu-clock -g` during its first round and
+prints the functions where it spends its time (perf report, self time, over 2 %); the whole
+report is kept in the logs. BENCH_CLIENTS (10) sets dnsperf's -c.
+
 Raw values: .build/bench/proxy.json; every child's output under .build/bench/proxy-logs/.
 """
 import json
@@ -44,6 +52,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SERVICES = int(os.environ.get("BENCH_SERVICES", "1000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "10"))
+PROFILE = os.environ.get("BENCH_PROFILE", "") == "1"
+CLIENTS = os.environ.get("BENCH_CLIENTS", "10")
 ZONE = "lan1.bench.test"
 TYPE = "_bench._tcp"
 PROXY, BIND, CLIENT = "198.18.1.2", "198.18.1.3", "h4"
@@ -94,7 +104,7 @@ def pid_of(pattern):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
-            if pattern.split()[0].encode() in os.path.basename(argv[0]):
+            if os.path.basename(pattern.split()[0]).encode() in os.path.basename(argv[0]):
                 return pid
         except OSError:
             pass
@@ -121,7 +131,7 @@ def dig(server, name, rtype):
 
 
 def dnsperf(server, seconds, rate=None):
-    args = ["dnsperf", "-s", server, "-d", os.path.join(WORK, "queries.txt"), "-l", str(seconds), "-c", "10", "-q", "100", "-T", "2"]
+    args = ["dnsperf", "-s", server, "-d", os.path.join(WORK, "queries.txt"), "-l", str(seconds), "-c", CLIENTS, "-q", "100", "-T", "2"]
     if rate:
         args += ["-Q", str(rate)]
     out = lab("exec", CLIENT, "--", *args, timeout=seconds + 60)
@@ -130,7 +140,9 @@ def dnsperf(server, seconds, rate=None):
         match = re.search(label + r"\s+([0-9.]+)", out)
         return float(match.group(1)) if match else float("nan")
     lost = re.search(r"Queries lost:\s+(\d+)", out)
+    completed = re.search(r"Queries completed:\s+(\d+)", out)
     return {"qps": number("Queries per second:"), "lost": int(lost.group(1)) if lost else -1,
+            "completed": int(completed.group(1)) if completed else 0,
             "latency_ms": number(r"Average Latency \(s\):") * 1000, "raw": out}
 
 
@@ -195,7 +207,8 @@ def main():
     wait_for("proxy", "proxying")
     start("named", "h3", "named", "-g", "-c", os.path.join(WORK, "named.conf"))
     wait_for("named", "running", seconds=30)
-    proxy_pid, named_pid = pid_of("nearby proxy"), pid_of("named -g")
+    # By the copies' paths in this run's own directory: another lab may run a proxy or a named too.
+    proxy_pid, named_pid = pid_of(f"{NEARBY} proxy"), pid_of(f"named -g -c {os.path.join(WORK, 'named.conf')}")
 
     # Warm-up: every question asked once (the proxy starts its link questions), then again.
     for _ in range(2):
@@ -216,10 +229,28 @@ def main():
     for r in range(1, ROUNDS + 1):
         row = {}
         for who, server, pid in (("proxy", PROXY, proxy_pid), ("bind", BIND, named_pid)):
+            profiler = None
+            if PROFILE and who == "proxy" and r == 1 and shutil.which("perf"):
+                profiler = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(pid), "-o",
+                                             os.path.join(WORK, "perf.data"), "--", "sleep", str(SECONDS)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             cpu0, t0 = cpu_seconds(pid), time.time()
             result = dnsperf(server, SECONDS)
             wall = time.time() - t0
-            result["cpu_share"] = (cpu_seconds(pid) - cpu0) / wall
+            cpu = cpu_seconds(pid) - cpu0
+            result["cpu_share"] = cpu / wall
+            result["cpu_us_per_query"] = cpu * 1e6 / result["completed"] if result["completed"] else float("nan")
+            if profiler:
+                profiler.wait(timeout=SECONDS + 30)
+                report = subprocess.run(["perf", "report", "-i", os.path.join(WORK, "perf.data"), "--no-children", "--stdio",
+                                         "--percent-limit", "2", "-g", "none", "--sort", "symbol"],
+                                        capture_output=True, text=True).stdout
+                with open(os.path.join(LOGS, "proxy-profile.txt"), "w") as f:
+                    f.write(report)
+                say("  where the proxy's CPU went (perf, self time, over 2 %):")
+                for line in report.splitlines():
+                    if "%" in line and not line.startswith("#"):
+                        say("    " + line.strip()[:150])
             result["rss_mib"] = rss_mib(pid)
             with open(os.path.join(LOGS, f"dnsperf-{who}-{r}.txt"), "w") as f:
                 f.write(result.pop("raw"))
@@ -228,10 +259,14 @@ def main():
         rounds.append(row)
         p, b = row["proxy"], row["bind"]
         say(f"  round {r}: proxy {p['qps']:,.0f} q/s (lost {p['lost']}, {p['latency_ms']:.2f} ms, CPU {p['cpu_share']:.0%}, "
-            f"{p['rss_mib']:.0f} MiB); BIND {b['qps']:,.0f} q/s (lost {b['lost']}, {b['latency_ms']:.2f} ms, CPU {b['cpu_share']:.0%}, "
-            f"{b['rss_mib']:.0f} MiB); proxy/BIND {row['ratio']:.2f}")
+            f"{p['cpu_us_per_query']:.1f} µs/question, {p['rss_mib']:.0f} MiB); BIND {b['qps']:,.0f} q/s (lost {b['lost']}, "
+            f"{b['latency_ms']:.2f} ms, CPU {b['cpu_share']:.0%}, {b['cpu_us_per_query']:.1f} µs/question, {b['rss_mib']:.0f} MiB); "
+            f"proxy/BIND {row['ratio']:.2f}")
     median = statistics.median(row["ratio"] for row in rounds)
     say(f"  median proxy/BIND queries per second over {ROUNDS} rounds: {median:.2f}")
+    cpu_ratio = statistics.median(row["bind"]["cpu_us_per_query"] / row["proxy"]["cpu_us_per_query"] if row["proxy"]["cpu_us_per_query"] else float("nan")
+                                  for row in rounds)
+    say(f"  median BIND/proxy CPU per question (above 1: the proxy spends less): {cpu_ratio:.2f}")
 
     # Four windows: no load, some, full, and none again. The proxy's own mDNS queries are
     # refreshes at 80-95 % of the records' TTLs (120 s for SRV and addresses), so they fall in
@@ -251,7 +286,7 @@ def main():
                 counts = json.loads(line)
     say(f"  the proxy answered {counts.get('questions', 0):,} questions: {counts.get('answeredFromLink', 0):,} with records from the link, "
         f"{counts.get('noData', 0):,} with none, {counts.get('rateLimited', 0):,} over a rate")
-    out = {"proxy_counts": counts, "services": SERVICES, "seconds": SECONDS, "same_answers": same, "rounds": rounds, "median_ratio": median, "mdns_packets": link,
+    out = {"proxy_counts": counts, "services": SERVICES, "seconds": SECONDS, "same_answers": same, "rounds": rounds, "median_ratio": median, "median_cpu_ratio": cpu_ratio, "mdns_packets": link,
            "date": time.strftime("%Y-%m-%d")}
     with open(os.path.join(ROOT, ".build", "bench", "proxy.json"), "w") as f:
         json.dump(out, f, indent=1)
