@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 
 struct nearby_dnssd_api nearby_dnssd;
 
@@ -104,6 +106,18 @@ static void drop_connection(void) {
         dbus.unref(connection);
         connection = NULL;
     }
+}
+
+int nearby_dnssd_bus_absent(void) {
+    const char *address = getenv("DBUS_SYSTEM_BUS_ADDRESS");
+    if (address == NULL || *address == 0) address = "unix:path=/var/run/dbus/system_bus_socket";
+    static const char prefix[] = "unix:path=";
+    if (strncmp(address, prefix, sizeof prefix - 1) != 0) return 0;
+    const char *path = address + sizeof prefix - 1;
+    // One address, with nothing after the path: else libdbus may try others.
+    if (strpbrk(path, ",;") != NULL) return 0;
+    struct stat info;
+    return stat(path, &info) != 0 && errno == ENOENT ? 1 : 0;
 }
 
 int nearby_dnssd_daemon_present(void) {

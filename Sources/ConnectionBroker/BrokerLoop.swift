@@ -106,7 +106,10 @@ actor BrokerLoop {
     }
 
     func browse() {
-        browseStarted = clock.now
+        // Browsing may have begun before the broker, on the same discovery (see
+        // BrokerConfiguration.browsingSince): the answers are due from then.
+        let earlier = configuration.browsingSince.map { max(.zero, ContinuousClock.now - $0) } ?? .zero
+        browseStarted = clock.now - earlier
         let events = discovery.browse(configuration.serviceType, resolve: true, domains: configuration.domains)
         children.spawn { [weak self] in
             for await event in events {

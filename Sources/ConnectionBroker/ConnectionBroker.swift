@@ -43,6 +43,11 @@ public struct BrokerConfiguration: Sendable {
     /// Widen it for responders that answer late (a Wi-Fi peer in power save can take hundreds of
     /// milliseconds to hear the question).
     public var answerWindow: Duration = .milliseconds(130)
+    /// When a browse for the same type on the same discovery began before the broker's own
+    /// (whose answers the discovery keeps and hands to the broker's browse at once): the answer
+    /// window counts from then. The command-line tool starts browsing while it reads its
+    /// identity and trust store.
+    package var browsingSince: ContinuousClock.Instant?
     /// Where the broker says what it decides; silent by default.
     public var logger = Logger(label: "nearby.broker", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -137,6 +137,13 @@ public enum DNSSD {
     /// Throws the connection's failure when no daemon is there, or the library's when dns_sd
     /// itself is missing.
     public static func checkDaemon() async throws(DNSSDError) {
+        #if !canImport(dnssd)
+        // No system bus, no avahi-daemon to reach: said without loading avahi's library (and
+        // D-Bus's and systemd's with it, about 8 ms of a command's start).
+        if nearby_dnssd_bus_absent() == 1 {
+            throw DNSSDError(code: DNSSDError.unknown, operation: "DNSServiceQueryRecord", detail: "no D-Bus system bus")
+        }
+        #endif
         try loadLibrary()
         let result: Int32 = await DNSSDEventLoop.shared.perform {
             var ref: DNSServiceRef?

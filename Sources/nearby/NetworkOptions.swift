@@ -2,6 +2,7 @@ public import ArgumentParser
 import DNSWire
 import Logging
 import ConnectionBroker
+import NearbyBasics
 import NearbyDiscovery
 import PeerConnection
 
@@ -127,9 +128,17 @@ enum HostLookup {
 /// `connect TYPE …` and `peers`: a broker that browses (and does not advertise), on a discovery
 /// of its own.
 enum BrowsingBroker {
-    static func start(
-        type: ServiceType, configuration: PeerConnectionConfiguration, backend: BackendChoice, wideArea: WideAreaOptions, logger: Logger
-    ) async throws -> (NearbyDiscovery, ConnectionBroker) {
+    /// Discovery started, and the link already browsed for `type`, before the broker exists:
+    /// the command reads its identity and trust store while the link answers, and the broker's
+    /// own browse then gets what came at once (the answer window counts from this browse).
+    struct Early: Sendable {
+        let discovery: NearbyDiscovery
+        let began: ContinuousClock.Instant
+        /// Kept until the broker browses, then dropped (which stops it).
+        let browse: EventStream<BrowseEvent>?
+    }
+
+    static func begin(type: ServiceType, backend: BackendChoice, wideArea: WideAreaOptions, logger: Logger) async throws -> Early {
         let discovery: NearbyDiscovery
         do {
             discovery = try await NearbyDiscovery.start(
@@ -139,15 +148,35 @@ enum BrowsingBroker {
         } catch {
             throw RuntimeFailure("cannot start discovery: \(error)")
         }
+        let began = ContinuousClock.now
+        let browse = wideArea.usesLink ? discovery.browse(type, resolve: true, domains: [ServiceType.localDomain]) : nil
+        return Early(discovery: discovery, began: began, browse: browse)
+    }
+
+    static func start(
+        type: ServiceType, configuration: PeerConnectionConfiguration, backend: BackendChoice, wideArea: WideAreaOptions, logger: Logger
+    ) async throws -> (NearbyDiscovery, ConnectionBroker) {
+        try await start(type: type, configuration: configuration, early: begin(type: type, backend: backend, wideArea: wideArea, logger: logger),
+                        wideArea: wideArea, logger: logger)
+    }
+
+    static func start(
+        type: ServiceType, configuration: PeerConnectionConfiguration, early: Early, wideArea: WideAreaOptions, logger: Logger
+    ) async throws -> (NearbyDiscovery, ConnectionBroker) {
+        let discovery = early.discovery
         var settings = BrokerConfiguration(connection: configuration, serviceType: type)
-        settings.domains = try wideArea.domains
         settings.advertises = false
         settings.logger = logger
+        if early.browse != nil { settings.browsingSince = early.began }
         do {
-            return (discovery, try await ConnectionBroker.start(settings, discovery: discovery))
+            settings.domains = try wideArea.domains
+            let broker = try await ConnectionBroker.start(settings, discovery: discovery)
+            withExtendedLifetime(early.browse) {}
+            return (discovery, broker)
         } catch {
             await discovery.shutdown()
-            throw RuntimeFailure(error.message)
+            if let error = error as? BrokerError { throw RuntimeFailure(error.message) }
+            throw error
         }
     }
 }

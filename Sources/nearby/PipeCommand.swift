@@ -104,9 +104,13 @@ struct PipeCommand: AsyncParsableCommand {
             return
         }
         let logger = output.logger("nearby.connection")
-        var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
-        configuration.streams = StreamSettings()
-        let found = try await target.connect(type: typeToFind, configuration: configuration, json: json, state: state, logger: logger)
+        let found = try await target.connect(
+            type: typeToFind,
+            configuration: {
+                var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
+                configuration.streams = StreamSettings()
+                return configuration
+            }, json: json, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
         refuseIncomingStreams(on: connection, because: "nearby pipe takes no streams; it opens its own")

@@ -121,9 +121,13 @@ struct SendCommand: AsyncParsableCommand {
         }
         guard !items.isEmpty else { throw ValidationError("nothing to send: every entry was skipped") }
         let logger = output.logger("nearby.connection")
-        var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
-        configuration.streams = StreamSettings()
-        let found = try await target.connect(type: type, configuration: configuration, json: json, state: state, logger: logger)
+        let found = try await target.connect(
+            type: type,
+            configuration: {
+                var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
+                configuration.streams = StreamSettings()
+                return configuration
+            }, json: json, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
         refuseIncomingStreams(on: connection, because: "nearby send takes no streams; it only sends")

@@ -55,12 +55,27 @@ struct TargetOptions: ParsableArguments {
 
     /// Connects to the peer the options name. A failure is printed (every reason) and ends the
     /// command with exit status 1; bad input exits 2.
-    func connect(type: String?, configuration base: PeerConnectionConfiguration, json: Bool, state: StateDirectory, logger: Logger) async throws -> ConnectedPeer {
-        var configuration = base
-        configuration.setupTimeout = .milliseconds(Int64(timeout * 1000))
+    /// Connects to the peer the options name. `configuration` (which reads the identity and the
+    /// trust store) is called once discovery, when there is discovery, has begun browsing, so
+    /// that the link answers while the files are read.
+    func connect(
+        type: String?, configuration makeConfiguration: () throws -> PeerConnectionConfiguration, json: Bool, state: StateDirectory, logger: Logger
+    ) async throws -> ConnectedPeer {
         if let type {
-            return try await connectByDiscovery(type: try parseType(type), configuration: configuration, json: json, state: state, logger: logger)
+            let parsed = try parseType(type)
+            async let starting = BrowsingBroker.begin(type: parsed, backend: backend, wideArea: wideArea, logger: logger)
+            var configuration: PeerConnectionConfiguration
+            do {
+                configuration = try makeConfiguration()
+            } catch {
+                if let early = try? await starting { await early.discovery.shutdown() }
+                throw error
+            }
+            configuration.setupTimeout = .milliseconds(Int64(timeout * 1000))
+            return try await connectByDiscovery(type: parsed, configuration: configuration, early: try await starting, json: json, state: state, logger: logger)
         }
+        var configuration = try makeConfiguration()
+        configuration.setupTimeout = .milliseconds(Int64(timeout * 1000))
         guard let host, let port else { throw ValidationError("give --host and --port") }
         let expected = try peerID.map { try PeerIDInput.resolve($0, for: "--peer-id", among: PeerIDInput.trusted(state.trust), lookedIn: "the trust store") }
         let address = try await HostLookup.address(of: host, logger: configuration.logger)
@@ -76,13 +91,13 @@ struct TargetOptions: ParsableArguments {
 
     /// Finds the peer with a broker that browses (and does not advertise).
     private func connectByDiscovery(
-        type: ServiceType, configuration: PeerConnectionConfiguration, json: Bool, state: StateDirectory, logger: Logger
+        type: ServiceType, configuration: PeerConnectionConfiguration, early: BrowsingBroker.Early, json: Bool, state: StateDirectory, logger: Logger
     ) async throws -> ConnectedPeer {
         if !json {
             let whom = nearest ? "the nearest \(type) peer" : wantedPeer.map { "the \(type) peer \($0)" } ?? "the \(type) peer \"\(wantedName ?? "")\""
             status("Looking for \(whom)...")
         }
-        let (discovery, broker) = try await BrowsingBroker.start(type: type, configuration: configuration, backend: backend, wideArea: wideArea, logger: logger)
+        let (discovery, broker) = try await BrowsingBroker.start(type: type, configuration: configuration, early: early, wideArea: wideArea, logger: logger)
         let shutdown: @Sendable () async -> Void = {
             await broker.shutdown()
             await discovery.shutdown()

@@ -62,6 +62,13 @@ int nearby_dnssd_load(char *reason, size_t size);
 /// dispatches the message that says the daemon is gone, so that message is never dispatched.
 int nearby_dnssd_daemon_present(void);
 
+/// 1 when there is certainly no D-Bus system bus to reach avahi-daemon through (the socket
+/// named by DBUS_SYSTEM_BUS_ADDRESS, or the standard one, does not exist), 0 otherwise (it
+/// exists, or the address is not a plain socket path). Costs one stat(); loads nothing, so a
+/// program on a host without D-Bus (a container, a minimal install) does not load avahi's,
+/// D-Bus's and systemd's libraries to learn that no daemon answers.
+int nearby_dnssd_bus_absent(void);
+
 /// Returned by the calls below when the library is not loaded: kDNSServiceErr_ServiceNotRunning.
 #define NEARBY_DNSSD_NOT_LOADED (-65563)
 
