@@ -15,9 +15,12 @@ enum ReplyPath: Sendable {
 /// The answering machine and the reply paths of the questions it has not answered yet, behind
 /// one lock. A UDP question is answered on the event loop that read it, in the same turn (no
 /// hop to the proxy's actor and back, which cost two thirds of the proxy's rate); everything
-/// else (the link's reports, time, TCP, DNS Push) takes the same lock from the actor. What a
-/// question sets off besides its own reply (a link question to start, one evicted) goes to
-/// the actor in order.
+/// else (the link's reports, time, TCP, DNS Push) takes the same lock from the actor.
+///
+/// Every call into the machine goes through ``act(_:)``: replies and drops go to their paths
+/// at once, and the other actions (link questions to start or stop, pushes, reconfirms) are
+/// queued for the actor while the lock is held, so the actor carries them out in the order the
+/// machine decided them, whichever thread asked.
 final class AnsweringDesk: Sendable {
     private struct State {
         var machine: ProxyStateMachine
@@ -27,42 +30,64 @@ final class AnsweringDesk: Sendable {
 
     private let state: Locked<State>
     private let dropped = Locked(0)
+    private let queue: AsyncStream<[ProxyStateMachine.Action]>.Continuation
+
+    /// The machine's actions for the actor, in order. Not bounded by a count: new link
+    /// questions are bounded by the machine's link budget (50 a second by default), each with
+    /// at most one eviction; pushes by the sessions' limits (each session is cut off when its
+    /// client leaves 512 KiB unread).
+    let actions: AsyncStream<[ProxyStateMachine.Action]>
 
     init(_ machine: ProxyStateMachine) {
         state = Locked(State(machine: machine))
+        (actions, queue) = AsyncStream<[ProxyStateMachine.Action]>.makeStream()
     }
+
+    /// No more actions for the actor.
+    func finish() { queue.finish() }
 
     /// UDP replies not sent because their socket had more waiting to go out than its high
     /// watermark (over UDP a client asks again; the backlog never grows without bound).
     var udpRepliesDropped: Int { dropped.withLockedValue { $0 } }
 
-    /// Whether a reply may be queued on `channel`; counts one dropped when not.
-    func mayQueue(on channel: any Channel) -> Bool {
-        if channel.isWritable { return true }
-        dropped.withLockedValue { $0 += 1 }
-        return false
+    /// The next time the machine has work.
+    var nextDeadline: Duration { state.withLockedValue { $0.machine.nextDeadline } }
+
+    /// Runs `body` on the machine: replies and drops are delivered, the other actions queued
+    /// for the actor; `body`'s own result is returned.
+    @discardableResult
+    func act<Result>(_ body: (inout ProxyStateMachine) -> (Result, [ProxyStateMachine.Action])) -> Result {
+        let (result, deliveries) = state.withLockedValue { state -> (Result, [(ReplyPath, [UInt8]?)]) in
+            let (result, actions) = body(&state.machine)
+            return (result, route(actions, in: &state))
+        }
+        deliver(deliveries)
+        return result
     }
 
-    /// A reply to a UDP question that waited for the link, sent from the actor.
-    func sendUDP(_ reply: [UInt8], to address: NIOCore.SocketAddress, on channel: any Channel) {
-        guard mayQueue(on: channel) else { return }
-        channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(bytes: reply)), promise: nil)
+    /// ``act(_:)`` for a call that returns nothing but actions.
+    func act(_ body: (inout ProxyStateMachine) -> [ProxyStateMachine.Action]) {
+        act { machine in ((), body(&machine)) }
+    }
+
+    /// Reads the machine under the lock.
+    func read<Result>(_ body: (ProxyStateMachine) -> Result) -> Result {
+        state.withLockedValue { body($0.machine) }
     }
 
     /// A question arrived over `path`: its own reply, if the machine has one now (its path is
-    /// then forgotten; nil with `dropped` when the machine drops it), and the other actions,
-    /// for the actor.
+    /// then forgotten; nil and `dropped` when the machine drops it). Everything else it sets off
+    /// is routed as by ``act(_:)``.
     func received(
         _ bytes: [UInt8], from source: IPAddress, over transport: ProxyStateMachine.Transport, path: ReplyPath, now: Duration
-    ) -> (reply: [UInt8]?, dropped: Bool, others: [ProxyStateMachine.Action]) {
-        state.withLockedValue { state in
+    ) -> (reply: [UInt8]?, dropped: Bool) {
+        let (own, deliveries) = state.withLockedValue { state -> ((reply: [UInt8]?, dropped: Bool), [(ReplyPath, [UInt8]?)]) in
             let id = state.nextRequest
             state.nextRequest += 1
-            let actions = state.machine.received(bytes, from: source, over: transport, request: .init(id), now: now)
             var reply: [UInt8]?
             var dropped = false
             var others: [ProxyStateMachine.Action] = []
-            for action in actions {
+            for action in state.machine.received(bytes, from: source, over: transport, request: .init(id), now: now) {
                 switch action {
                 case .reply(let request, let bytes) where request.rawValue == id: reply = bytes
                 case .drop(let request) where request.rawValue == id: dropped = true
@@ -70,18 +95,10 @@ final class AnsweringDesk: Sendable {
                 }
             }
             if reply == nil, !dropped { state.paths[id] = path }
-            return (reply, dropped, others)
+            return ((reply, dropped), route(others, in: &state))
         }
-    }
-
-    /// Runs `body` on the machine, with the lock held.
-    func withMachine<Result>(_ body: (inout ProxyStateMachine) -> Result) -> Result {
-        state.withLockedValue { body(&$0.machine) }
-    }
-
-    /// The path of a request the machine has answered or dropped, forgotten.
-    func takePath(_ request: ProxyStateMachine.RequestID) -> ReplyPath? {
-        state.withLockedValue { $0.paths.removeValue(forKey: request.rawValue) }
+        deliver(deliveries)
+        return own
     }
 
     /// Every path still waiting, forgotten (at shutdown).
@@ -91,36 +108,70 @@ final class AnsweringDesk: Sendable {
             return Array(state.paths.values)
         }
     }
+
+    /// Whether a reply may be queued on `channel`; counts one dropped when not.
+    func mayQueue(on channel: any Channel) -> Bool {
+        if channel.isWritable { return true }
+        dropped.withLockedValue { $0 += 1 }
+        return false
+    }
+
+    /// Replies and drops with their paths taken (to deliver once the lock is let go); the rest
+    /// queued for the actor, under the lock, so that the queue keeps the machine's order.
+    private func route(_ actions: [ProxyStateMachine.Action], in state: inout State) -> [(ReplyPath, [UInt8]?)] {
+        var deliveries: [(ReplyPath, [UInt8]?)] = []
+        var rest: [ProxyStateMachine.Action] = []
+        for action in actions {
+            switch action {
+            case .reply(let id, let bytes):
+                if let path = state.paths.removeValue(forKey: id.rawValue) { deliveries.append((path, bytes)) }
+            case .drop(let id):
+                if let path = state.paths.removeValue(forKey: id.rawValue) { deliveries.append((path, nil)) }
+            default: rest.append(action)
+            }
+        }
+        if !rest.isEmpty { queue.yield(rest) }
+        return deliveries
+    }
+
+    private func deliver(_ deliveries: [(ReplyPath, [UInt8]?)]) {
+        for (path, bytes) in deliveries {
+            switch path {
+            case .udp(let channel, let address):
+                guard let bytes, mayQueue(on: channel) else { continue }
+                channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(bytes: bytes)), promise: nil)
+            case .tcp(let continuation):
+                continuation.yield(bytes)
+            }
+        }
+    }
 }
 
 /// Answers UDP questions where they are read: the desk's reply is written at once and the
 /// writes flushed together when the socket has nothing more to read (one system call for a
-/// batch); whatever else a question sets off goes to the actor through `others`.
+/// batch); whatever else a question sets off goes to the actor through the desk.
 final class UDPAnswering: ChannelInboundHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     typealias OutboundOut = AddressedEnvelope<ByteBuffer>
 
     private let desk: AnsweringDesk
     private let clock: SystemClock
-    private let others: AsyncStream<[ProxyStateMachine.Action]>.Continuation
 
-    init(desk: AnsweringDesk, clock: SystemClock, others: AsyncStream<[ProxyStateMachine.Action]>.Continuation) {
+    init(desk: AnsweringDesk, clock: SystemClock) {
         self.desk = desk
         self.clock = clock
-        self.others = others
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
         guard let source = IPAddress(envelope.remoteAddress) else { return }
         let bytes = Array(envelope.data.readableBytesView)
-        let (reply, _, more) = desk.received(bytes, from: source, over: .udp, path: .udp(context.channel, envelope.remoteAddress), now: clock.now)
+        let (reply, _) = desk.received(bytes, from: source, over: .udp, path: .udp(context.channel, envelope.remoteAddress), now: clock.now)
         if let reply, desk.mayQueue(on: context.channel) {
             var buffer = context.channel.allocator.buffer(capacity: reply.count)
             buffer.writeBytes(reply)
             context.write(wrapOutboundOut(AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: buffer)), promise: nil)
         }
-        if !more.isEmpty { others.yield(more) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -130,10 +130,6 @@ public actor DiscoveryProxy {
     public nonisolated let pushPort: UInt16?
     /// The answering machine and the reply paths, shared with the UDP sockets' event loops.
     private let desk: AnsweringDesk
-    /// What UDP questions set off besides their replies (link questions to start or stop), in
-    /// order. Not bounded by a count: new link questions are bounded by the machine's link
-    /// budget (50 a second by default), and each brings at most one eviction with it.
-    private let deskActions: AsyncStream<[ProxyStateMachine.Action]>
     private let querier: any LinkQuerier
     private let linksOfInterface: [String: [LinkIndex]]
     /// The links each engine query serves (one query serves every link that asks the question).
@@ -237,7 +233,6 @@ public actor DiscoveryProxy {
         answering.pushPort = tls == nil ? nil : UInt16(pushPort)
         let clock = SystemClock()
         let desk = AnsweringDesk(ProxyStateMachine(answering, now: clock.now))
-        let (deskActions, deskQueue) = AsyncStream<[ProxyStateMachine.Action]>.makeStream()
         do {
             // One event loop answers every UDP socket: the answering machine is behind one lock,
             // and sockets on two loops (SO_REUSEPORT) spent more on waiting for it and on
@@ -252,7 +247,7 @@ public actor DiscoveryProxy {
                     .channelOption(.maxMessagesPerRead, value: 16)
                     .channelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(UDPAnswering(desk: desk, clock: clock, others: deskQueue))
+                            try channel.pipeline.syncOperations.addHandler(UDPAnswering(desk: desk, clock: clock))
                         }
                     }
                     .bind(to: socket).get()
@@ -274,12 +269,12 @@ public actor DiscoveryProxy {
         }
         return DiscoveryProxy(
             configuration, port: UInt16(port), pushPort: tls == nil ? nil : UInt16(pushPort), querier: querier, udp: udp, tcp: tcp, push: push,
-            desk: desk, deskActions: deskActions, clock: clock, logger: logger)
+            desk: desk, clock: clock, logger: logger)
     }
 
     private init(
         _ configuration: Configuration, port: UInt16, pushPort: UInt16?, querier: any LinkQuerier, udp: [any Channel], tcp: [TCPServer],
-        push: [TCPServer], desk: AnsweringDesk, deskActions: AsyncStream<[ProxyStateMachine.Action]>, clock: SystemClock, logger: Logger
+        push: [TCPServer], desk: AnsweringDesk, clock: SystemClock, logger: Logger
     ) {
         var configuration = configuration
         configuration.answering.pushPort = pushPort
@@ -288,7 +283,6 @@ public actor DiscoveryProxy {
         self.pushPort = pushPort
         pushServers = push
         self.desk = desk
-        self.deskActions = deskActions
         self.clock = clock
         self.querier = querier
         var links: [String: [LinkIndex]] = [:]
@@ -302,7 +296,7 @@ public actor DiscoveryProxy {
     }
 
     /// The answering machine's counters.
-    public var statistics: ProxyStateMachine.Statistics { desk.withMachine { $0.statistics } }
+    public var statistics: ProxyStateMachine.Statistics { desk.read(\.statistics) }
     /// The socket side's counters.
     public var shellStatistics: ShellStatistics {
         var statistics = shell
@@ -317,10 +311,10 @@ public actor DiscoveryProxy {
         guard !isShutDown else { return }
         let (querier, alarm, clock, stopped) = (querier, alarm, clock, stopped)
         let work = engineWork
-        let deskActions = deskActions
+        let deskActions = desk.actions
         let interfaces = configuration.links.map(\.interface)
         let tcp = tcpServers
-        alarm.set(desk.withMachine { $0.nextDeadline })
+        alarm.set(desk.nextDeadline)
         logger.info("answering for \(configuration.links.map { "\($0.zone) (link \($0.interface))" }.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(port), UDP and TCP\(pushPort.map { "; DNS Push over TLS on port \($0)" } ?? "")")
         await withDiscardingTaskGroup { group in
             group.addTask { await querier.run() }
@@ -355,7 +349,7 @@ public actor DiscoveryProxy {
                 await alarm.run(clock: clock) { await self.tick() }
             }
             group.addTask { [weak self] in
-                // What UDP questions set off, answered on the event loops.
+                // What the machine decided besides replies, in its order, whoever asked.
                 for await actions in deskActions {
                     await self?.perform(actions)
                 }
@@ -386,6 +380,7 @@ public actor DiscoveryProxy {
         }
         for state in sessions.values { state.writer.finish() }
         engineQueue.finish()
+        desk.finish()
         await querier.shutdown()
         for channel in udpChannels { try? await channel.close() }
         for server in tcpServers + pushServers { try? await server.channel.close() }
@@ -515,11 +510,11 @@ public actor DiscoveryProxy {
     /// A question over TCP (UDP's are answered on their event loop, by ``UDPAnswering``).
     private func questionArrived(_ bytes: [UInt8], from source: IPAddress, over transport: ProxyStateMachine.Transport, path: ReplyPath) {
         guard !isShutDown else { return }
-        let (reply, dropped, others) = desk.received(bytes, from: source, over: transport, path: path, now: clock.now)
+        let (reply, dropped) = desk.received(bytes, from: source, over: transport, path: path, now: clock.now)
         if case .tcp(let continuation) = path {
             if let reply { continuation.yield(reply) } else if dropped { continuation.yield(nil) }
         }
-        perform(others)
+        alarm.set(desk.nextDeadline)
     }
 
     // MARK: DNS Push sessions
@@ -621,9 +616,9 @@ public actor DiscoveryProxy {
         sessionPerform(id, actions)
     }
 
-    /// Carries out a session machine's actions; the proxy machine's in turn.
+    /// Carries out a session machine's actions (the proxy machine's, which they set off, come
+    /// through the desk's queue).
     private func sessionPerform(_ id: UInt64, _ actions: [PushSession.Action]) {
-        var more: [ProxyStateMachine.Action] = []
         for action in actions {
             guard let state = sessions[id] else { return }
             switch action {
@@ -642,7 +637,7 @@ public actor DiscoveryProxy {
                 state.writer.yield(message)
             case .subscribe(let messageID, let question):
                 let now = clock.now
-                let (result, proxyActions) = desk.withMachine { $0.subscribe(question, session: .init(id), id: messageID, now: now) }
+                let result = desk.act { $0.subscribe(question, session: .init(id), id: messageID, now: now) }
                 var follow: [PushSession.Action]
                 switch result {
                 case .accepted(let current):
@@ -651,21 +646,22 @@ public actor DiscoveryProxy {
                 case .refused(let code):
                     follow = sessions[id]?.session.subscribed(messageID, code: code) ?? []
                 }
-                more += proxyActions
                 sessionPerform(id, follow)
             case .unsubscribe(let messageID):
                 let now = clock.now
-                desk.withMachine { $0.unsubscribe(session: .init(id), id: messageID, now: now) }
+                desk.act { machine in
+                    machine.unsubscribe(session: .init(id), id: messageID, now: now)
+                    return []
+                }
             case .reconfirm(let record):
                 shell.pushReconfirms += 1
                 logger.debug("DNS Push session \(id): RECONFIRM of \(record.name) \(record.type)")
-                more += desk.withMachine { $0.reconfirm(record) }
+                desk.act { $0.reconfirm(record) }
             case .close(let abort, let reason):
                 logger.debug("DNS Push session \(id) \(abort ? "aborted" : "closed"): \(reason)")
                 endSession(id, abort: abort)
             }
         }
-        if !more.isEmpty { perform(more) }
     }
 
     /// Ends a session from this side: its subscriptions end, and its writer finishes, which
@@ -674,7 +670,10 @@ public actor DiscoveryProxy {
         guard var state = sessions.removeValue(forKey: id) else { return }
         _ = state.session.ended()
         let now = clock.now
-        desk.withMachine { $0.sessionEnded(.init(id), now: now) }
+        desk.act { machine in
+            machine.sessionEnded(.init(id), now: now)
+            return []
+        }
         state.writer.finish()
         if abort { state.channel.close(promise: nil) }
     }
@@ -708,7 +707,7 @@ public actor DiscoveryProxy {
             }
         }
         let now = clock.now
-        let actions = desk.withMachine { machine in
+        desk.act { machine in
             var actions: [ProxyStateMachine.Action] = []
             for (link, questions) in changes {
                 for (question, change) in questions {
@@ -717,13 +716,14 @@ public actor DiscoveryProxy {
             }
             return actions
         }
-        perform(actions)
+        alarm.set(desk.nextDeadline)
     }
 
     private func tick() {
         guard !isShutDown else { return }
         let now = clock.now
-        perform(desk.withMachine { $0.advance(to: now) })
+        desk.act { $0.advance(to: now) }
+        alarm.set(desk.nextDeadline)
     }
 
     // MARK: Actions out
@@ -732,14 +732,8 @@ public actor DiscoveryProxy {
         var starts: [LinkQuestion] = []
         for action in actions {
             switch action {
-            case .reply(let id, let bytes):
-                guard let path = desk.takePath(id) else { continue }
-                switch path {
-                case .udp(let channel, let address): desk.sendUDP(bytes, to: address, on: channel)
-                case .tcp(let continuation): continuation.yield(bytes)
-                }
-            case .drop(let id):
-                if case .tcp(let continuation) = desk.takePath(id) { continuation.yield(nil) }
+            case .reply, .drop:
+                break  // delivered by the desk, never queued
             case .push(let session, let changes):
                 guard let state = sessions[session.rawValue] else { continue }
                 sessionPerform(session.rawValue, state.session.push(changes))
@@ -765,7 +759,7 @@ public actor DiscoveryProxy {
             }
         }
         if !starts.isEmpty { engineQueue.yield(.start(starts)) }
-        alarm.set(desk.withMachine { $0.nextDeadline })
+        alarm.set(desk.nextDeadline)
     }
 
     private func replayed(_ records: [ResourceRecord], question: LinkQuestion, link: LinkIndex) {
@@ -773,13 +767,14 @@ public actor DiscoveryProxy {
         let gone = pendingReplays.removeValue(forKey: ReplayKey(link: link, question: question)) ?? []
         let current = records.filter { record in !gone.contains { $0.name == record.name && $0.data == record.data } }
         let now = clock.now
-        perform(desk.withMachine { $0.linkChanged(link, question, added: current, removed: [], now: now) })
+        desk.act { $0.linkChanged(link, question, added: current, removed: [], now: now) }
+        alarm.set(desk.nextDeadline)
     }
 
     private var loggedStatistics = ProxyStateMachine.Statistics()
 
     private func logCounters() {
-        let (now, linkQuestions) = desk.withMachine { ($0.statistics, $0.linkQuestions.count) }
+        let (now, linkQuestions) = desk.read { ($0.statistics, $0.linkQuestions.count) }
         guard now != loggedStatistics else { return }
         loggedStatistics = now
         logger.info(
