@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "NearbyBasics", targets: ["NearbyBasics"]),
         .library(name: "DNSWire", targets: ["DNSWire"]),
         .library(name: "UnicastDNSSD", targets: ["UnicastDNSSD"]),
+        .library(name: "DNSPushTLS", targets: ["DNSPushTLS"]),
         .library(name: "NearbyDiscovery", targets: ["NearbyDiscovery"]),
         .library(name: "PeerTrust", targets: ["PeerTrust"]),
         .library(name: "PeerProtocol", targets: ["PeerProtocol"]),
@@ -123,6 +124,17 @@ let package = Package(
             dependencies: [
                 "DNSWire", "NearbyBasics", "NearbyCrypto", "NetworkPlatform",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // DNS Push's TLS (swift-nio-ssl's BoringSSL), apart from UnicastDNSSD so that a program
+        // that only discovers compiles no TLS library: it gives WideAreaSettings.pushTransport.
+        .target(
+            name: "DNSPushTLS",
+            dependencies: [
+                "UnicastDNSSD", "DNSWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -236,7 +248,7 @@ let package = Package(
         .executableTarget(
             name: "nearby",
             dependencies: [
-                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer", "CNearbySocket", "NetworkPlatform",
+                "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "DNSPushTLS", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer", "CNearbySocket", "NetworkPlatform",
                 "PacketCapture", "DiscoveryProxy", "DiscoveryProxyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -21,8 +21,13 @@ public struct WideAreaSettings: Sendable {
     /// (`/etc/resolv.conf`), read when a DNS domain is first used, never for the link alone.
     public var resolver: ResolverConfiguration?
     /// Whether a browse uses DNS Push where the zone offers it (RFC 8765): every change told
-    /// as it happens instead of learned by asking again. Opportunistic by default.
+    /// as it happens instead of learned by asking again. Opportunistic by default, when a
+    /// ``pushTransport`` is given.
     public var push: DNSPushPolicy = .opportunistic
+    /// What DNS Push runs on: `TLSPushTransport()` from the DNSPushTLS module (TLS, as RFC
+    /// 8765 asks). Nil (the default): browses in DNS zones poll, and a program that only
+    /// discovers compiles no TLS library. Nearby's front door and the `nearby` tool give it.
+    public var pushTransport: (any DNSPushTransport)?
 
     public init(
         servers: [DNSServer]? = nil, key: TSIGKey? = nil, updateServer: DNSServer? = nil, hostLabel: String? = nil, ttl: UInt32 = 30,
@@ -118,7 +123,8 @@ public struct UnicastBackend: DiscoveryBackend {
 
     public func browse(_ type: ServiceType, resolve: Bool) -> EventStream<BrowseEvent> {
         DiscoveryDriver.browse(
-            type, resolve: resolve, settleTime: Self.settleTime, source: UnicastObservationSource(client: client, browsing: type.domainName, push: settings.push),
+            type, resolve: resolve, settleTime: Self.settleTime, source: UnicastObservationSource(
+                client: client, browsing: type.domainName, push: settings.pushTransport.map { (settings.push, $0) }),
             logger: logger)
     }
 

@@ -27,7 +27,8 @@ actor UnicastObservationSource: ObservationSource {
     /// The PTR name is a service-type enumeration (`_services._dns-sd._udp`): its targets are types.
     let listsTypes: Bool
     let clock: any ShellClock
-    let pushPolicy: DNSPushPolicy
+    /// How to use DNS Push, and what it runs on; nil: never (poll).
+    let push: (policy: DNSPushPolicy, transport: any DNSPushTransport)?
     /// The Push session in use, and its zone (only names under it are subscribed).
     private var subscriber: PushSubscriber?
     private var pushZone: DomainName?
@@ -45,10 +46,10 @@ actor UnicastObservationSource: ObservationSource {
 
     init(
         client: DNSClient, browsing: DomainName?, listsTypes: Bool = false, settings: RecordPoller.Settings = RecordPoller.Settings(),
-        push: DNSPushPolicy = .off, clock: any ShellClock = SystemClock()
+        push: (policy: DNSPushPolicy, transport: any DNSPushTransport)? = nil, clock: any ShellClock = SystemClock()
     ) {
         self.client = client
-        self.pushPolicy = push
+        self.push = push.flatMap { $0.policy == .off ? nil : $0 }
         self.browsing = browsing
         self.listsTypes = listsTypes
         self.clock = clock
@@ -71,7 +72,7 @@ actor UnicastObservationSource: ObservationSource {
         }
         if let browsing {
             perform(poller.watch(.init(browsing, .ptr), isList: true, at: now))
-            if pushPolicy != .off {
+            if push != nil {
                 children.spawn { [weak self] in await self?.pushLoop(for: browsing) }
             }
         }
@@ -107,8 +108,8 @@ actor UnicastObservationSource: ObservationSource {
         var wait: Duration = .seconds(10)
         while !stopped, !Task.isCancelled {
             var retryAfter: Duration?
-            if let server = await PushServer.find(for: name, client: client), !stopped {
-                let subscriber = PushSubscriber(server: server, policy: pushPolicy, logger: client.logger)
+            if let push, let server = await PushServer.find(for: name, client: client), !stopped {
+                let subscriber = PushSubscriber(server: server, policy: push.policy, transport: push.transport, logger: client.logger)
                 self.subscriber = subscriber
                 pushZone = server.zone
                 client.logger.info("\(name): DNS Push from \(server)")

@@ -2,8 +2,6 @@ package import DNSWire
 package import Logging
 import NearbyBasics
 import NIOCore
-import NIOPosix
-import NIOSSL
 
 /// Whether a browse in a DNS domain uses DNS Push (RFC 8765) where the zone offers it.
 public enum DNSPushPolicy: Sendable, Hashable {
@@ -58,7 +56,8 @@ package struct PushServer: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A DNS Push session on a TLS connection: a ``PushClient`` machine on a socket. The owner
+/// A DNS Push session on a connection its ``DNSPushTransport`` opens (TLS): a ``PushClient``
+/// machine on a socket. The owner
 /// subscribes and unsubscribes; ``events`` says what the server accepted, refused and pushed,
 /// and ends with the session. Subscribing and unsubscribing are synchronous (the machine is
 /// behind a lock), so the owner's calls reach the server in the order it made them.
@@ -85,12 +84,14 @@ package final class PushSubscriber: Sendable {
     }
     private let state: Locked<State>
     private let policy: DNSPushPolicy
+    private let transport: any DNSPushTransport
     private let clock: SystemClock
     private let logger: Logger
 
-    package init(server: PushServer, policy: DNSPushPolicy, logger: Logger) {
+    package init(server: PushServer, policy: DNSPushPolicy, transport: any DNSPushTransport, logger: Logger) {
         self.server = server
         self.policy = policy
+        self.transport = transport
         self.logger = logger
         let clock = SystemClock()
         self.clock = clock
@@ -112,28 +113,13 @@ package final class PushSubscriber: Sendable {
     /// Connects (each address in turn, 5 s each) and carries the session until it ends; the
     /// last event is `.ended`.
     package func run() async {
-        let context: NIOSSLContext
-        do {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.minimumTLSVersion = .tlsv12
-            if policy != .authenticated { tls.certificateVerification = .none }
-            context = try NIOSSLContext(configuration: tls)
-        } catch {
-            return finish("cannot set up TLS: \(error)")
-        }
         let hostname = String(server.name.description.dropLast())
         var channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>?
         var failures: [String] = []
         for address in server.addresses {
             do {
-                channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                    .connectTimeout(.seconds(5))
-                    .connect(host: address.withoutScope.description, port: Int(server.port)) { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: hostname))
-                            return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                        }
-                    }
+                channel = try await transport.connect(
+                    to: address, port: server.port, serverName: hostname, checkCertificate: policy == .authenticated, timeout: .seconds(5))
                 break
             } catch {
                 failures.append("\(address): \(error)")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DNSPushTLS
 import DNSWire
 import NearbyDiscovery
 import UnicastDNSSD
@@ -80,6 +81,7 @@ struct WideAreaOptions: ParsableArguments {
     func settings(hostLabel: String? = nil, ttl: UInt32? = nil) throws -> WideAreaSettings {
         var settings = try Self.settings(server: server, tsig: tsig, hostLabel: hostLabel, ttl: ttl)
         settings.push = (push ?? .opportunistic).policy
+        if settings.push != .off { settings.pushTransport = TLSPushTransport() }
         return settings
     }
 
