@@ -21,6 +21,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     pem_file = strcmp(argv[8], "fresh") == 0 ? NULL : argv[8];
+    signal(SIGPIPE, SIG_IGN);  // a server that closes first is an outcome, not the end of the attack
     context = SSL_CTX_new(TLS_client_method());
     SSL_CTX_set_min_proto_version(context, TLS1_3_VERSION);
     SSL_CTX_set_verify(context, SSL_VERIFY_NONE, NULL);  // we are here to be judged, not to judge
