@@ -23,19 +23,33 @@ public struct AdmissionSettings: Sendable, Equatable {
     /// summed up once at the interval's end.
     public var summaryInterval: Duration
     public var reportedPerInterval: Int
+    /// TLS handshakes under way at once for sources that have not presented a trusted key in
+    /// the last hour; more wait their turn, first come first served. Sources that have (a
+    /// pinned peer that connected before) never wait.
+    public var maximumStrangerHandshakes: Int
+    /// After a source's key is refused, its next handshake starts only this much later (twice
+    /// as much after each refusal in a row, up to ``maximumRefusalPenalty``): the connection
+    /// waits, holding its place, while other strangers go first. Zero: no penalty.
+    public var refusalPenalty: Duration
+    public var maximumRefusalPenalty: Duration
 
     /// 256 set-ups at once, 32 per source, 3 s for the ClientHello, a summary every 10 s after
-    /// the first 5 reports in it: a pinned peer never notices these; an attack from many
-    /// addresses costs at most 256 descriptors and TLS states.
+    /// the first 5 reports in it, 8 strangers' handshakes at once, 1 s of penalty after a
+    /// refused key, doubling up to 30 s: a pinned peer never notices these; an attack from many
+    /// addresses costs at most 256 descriptors and TLS states, and 8 handshakes at a time.
     public init(
         maximumSettingUp: Int = 256, maximumPerSource: Int = 32, helloDeadline: Duration = .seconds(3),
-        summaryInterval: Duration = .seconds(10), reportedPerInterval: Int = 5
+        summaryInterval: Duration = .seconds(10), reportedPerInterval: Int = 5, maximumStrangerHandshakes: Int = 8,
+        refusalPenalty: Duration = .seconds(1), maximumRefusalPenalty: Duration = .seconds(30)
     ) {
         self.maximumSettingUp = maximumSettingUp
         self.maximumPerSource = maximumPerSource
         self.helloDeadline = helloDeadline
         self.summaryInterval = summaryInterval
         self.reportedPerInterval = reportedPerInterval
+        self.maximumStrangerHandshakes = maximumStrangerHandshakes
+        self.refusalPenalty = refusalPenalty
+        self.maximumRefusalPenalty = maximumRefusalPenalty
     }
 
     /// These settings within a process that may open `descriptors` at once: at most half of
@@ -57,6 +71,9 @@ public struct AdmissionSettings: Sendable, Equatable {
         if helloDeadline <= .zero { return "the ClientHello deadline must be longer than zero" }
         if summaryInterval <= .zero { return "the summary interval must be longer than zero" }
         if reportedPerInterval < 0 { return "the number of strangers reported one by one cannot be negative" }
+        if maximumStrangerHandshakes < 1 { return "the limit on strangers' handshakes at once must be at least 1 (it is \(maximumStrangerHandshakes))" }
+        if refusalPenalty < .zero || maximumRefusalPenalty < .zero { return "a penalty after a refused key cannot be negative" }
+        if maximumRefusalPenalty < refusalPenalty { return "the longest penalty after refused keys cannot be shorter than the first" }
         return nil
     }
 }
@@ -78,6 +95,12 @@ public struct StrangerSummary: Sendable, Equatable {
     public var failedUnreported = 0
     /// Failed set-ups reported one by one (as ``PeerListener/Event/rejected(_:)``).
     public var reported = 0
+    /// Connections whose TLS handshake waited for its turn (see
+    /// ``AdmissionSettings/maximumStrangerHandshakes`` and ``AdmissionSettings/refusalPenalty``).
+    /// They are not turned away by waiting: how each ended is counted with the others.
+    public var waitedTurn = 0
+    /// Refused keys that made their source wait before its next handshake.
+    public var penalized = 0
     /// The most connections setting up at once during the interval.
     public var peakSettingUp = 0
     /// Sources (addresses, IPv6 /64s) seen among the closed or failed connections.
@@ -99,6 +122,8 @@ public struct StrangerSummary: Sendable, Equatable {
         sum.noHello += other.noHello
         sum.failedUnreported += other.failedUnreported
         sum.reported += other.reported
+        sum.waitedTurn += other.waitedTurn
+        sum.penalized += other.penalized
         sum.peakSettingUp = max(sum.peakSettingUp, other.peakSettingUp)
         sum.sources += other.sources
         return sum
@@ -116,7 +141,11 @@ public struct StrangerSummary: Sendable, Equatable {
         if noHello > 0 { parts.append("\(noHello) sent no ClientHello in time") }
         if failedUnreported + reported > 0 { parts.append("\(failedUnreported + reported) failed set-up (\(reported) reported one by one)") }
         let what = parts.isEmpty ? "nothing" : parts.joined(separator: ", ")
-        return "strangers in the last \(Int((interval / .seconds(1)).rounded())) s: \(total) connections turned away from \(sources) source\(sources == 1 ? "" : "s") (\(what)); at most \(peakSettingUp) setting up at once"
+        var waits = ""
+        if waitedTurn > 0 || penalized > 0 {
+            waits = "; \(waitedTurn) waited their turn for a TLS handshake, \(penalized) refused key\(penalized == 1 ? "" : "s") made \(penalized == 1 ? "its" : "their") source wait"
+        }
+        return "strangers in the last \(Int((interval / .seconds(1)).rounded())) s: \(total) connections turned away from \(sources) source\(sources == 1 ? "" : "s") (\(what)); at most \(peakSettingUp) setting up at once\(waits)"
     }
 }
 
@@ -127,6 +156,15 @@ enum AdmissionSource: Hashable, Sendable {
     case ipv4(UInt32)
     case ipv6(prefix: UInt64)
     case unknown
+
+    /// 127.0.0.0/8, or ::1's /64: this host.
+    var isLoopback: Bool {
+        switch self {
+        case .ipv4(let address): address >> 24 == 127
+        case .ipv6(let prefix): prefix == 0
+        case .unknown: false
+        }
+    }
 
     /// From the 4 or 16 bytes of an address.
     init(addressBytes bytes: [UInt8]) {
@@ -205,15 +243,24 @@ struct AdmissionControl: Sendable {
     /// attack may be under way, and failures are only counted until a calm interval.
     private var pressedBefore = false
 
-    /// Whether places ran short or hellos failed to come, in this interval or the one before.
+    /// Whose TLS handshake runs now (strangers take turns; refused sources wait).
+    private var turns: HandshakeTurns
+
+    /// Whether places ran short, hellos failed to come or handshakes had to wait their turn, in
+    /// this interval or the one before.
     private var underPressure: Bool {
-        pressedBefore || current.madeRoom + current.overSourceShare + current.refused + current.noHello > 0
+        pressedBefore || Self.pressed(current) || turns.waited + turns.penalties > 0
+    }
+
+    private static func pressed(_ summary: StrangerSummary) -> Bool {
+        summary.madeRoom + summary.overSourceShare + summary.refused + summary.noHello + summary.waitedTurn + summary.penalized > 0
     }
 
     init(settings: AdmissionSettings = AdmissionSettings(), now: Duration = .zero) {
         self.settings = settings
         intervalStart = now
         current = StrangerSummary(interval: settings.summaryInterval)
+        turns = HandshakeTurns(settings: settings)
     }
 
     /// Connections setting up now.
@@ -265,6 +312,35 @@ struct AdmissionControl: Sendable {
         entries[id] = entry
         if stage < .proven { enqueue(id, at: stage) }
     }
+
+    /// The whole ClientHello of `id` has come at `now` (a TLS listener): its stage is
+    /// ``AdmissionStage/hello``, and its handshake goes on now or waits for its turn
+    /// (``turnsGranted(at:)`` says when). See ``HandshakeTurns``.
+    mutating func helloArrived(_ id: ID, at now: Duration) -> HandshakeTurns.Turn {
+        guard let entry = entries[id] else { return .now }
+        progressed(id, to: .hello)
+        return turns.hello(id, from: entry.source, at: now)
+    }
+
+    /// The TLS handshake of `id` ended as `outcome` at `now` (its turn is free; its source's
+    /// standing follows the outcome). Call before ``ended(_:failed:)`` for a failed set-up.
+    mutating func handshakeEnded(_ id: ID, _ outcome: HandshakeTurns.Outcome, at now: Duration) {
+        turns.ended(id, outcome, at: now)
+    }
+
+    /// Connections whose handshake may go on now, having waited for their turn.
+    mutating func turnsGranted(at now: Duration) -> [ID] {
+        turns.granted(at: now)
+    }
+
+    /// Connections waiting for a handshake turn (for tests).
+    var waitingForTurn: Int { turns.waitingCount }
+
+    /// Strangers' handshakes under way (for tests).
+    var strangerHandshakes: Int { turns.strangersUnderWay }
+
+    /// Whether `source` is in good standing (it presented a trusted key lately).
+    func isProven(_ source: AdmissionSource, at now: Duration) -> Bool { turns.isProven(source, at: now) }
 
     /// The connection's set-up is over: it became a session, or it closed. `failed`: it ended
     /// without becoming one (a refusal, a timeout, a close). Returns whether to report a
@@ -329,13 +405,14 @@ struct AdmissionControl: Sendable {
         var done = current
         done.interval = now - intervalStart
         done.sources = turnedAwaySources.count
+        (done.waitedTurn, done.penalized) = turns.takeCounts()
         intervalStart = now
-        pressedBefore = done.madeRoom + done.overSourceShare + done.refused + done.noHello > 0
+        pressedBefore = Self.pressed(done)
         current = StrangerSummary(interval: settings.summaryInterval)
         current.peakSettingUp = entries.count
         turnedAwaySources.removeAll(keepingCapacity: true)
         // Only what was not reported one by one needs a summary.
-        return done.total > done.reported ? done : nil
+        return done.total > done.reported || done.waitedTurn + done.penalized > 0 ? done : nil
     }
 
     private mutating func refuse(_ id: ID, source: AdmissionSource) -> (id: ID, arrival: Arrival) {
@@ -402,6 +479,7 @@ struct AdmissionControl: Sendable {
     }
 
     private mutating func remove(_ id: ID) {
+        turns.forget(id)
         guard let entry = entries.removeValue(forKey: id) else { return }
         if var own = bySource[entry.source] {
             own.removeAll { $0 == id }

@@ -10,6 +10,13 @@ final class AdmissionDesk: Sendable {
         var control: AdmissionControl
         /// Every accepted connection whose set-up has not ended, by admission id.
         var channels: [AdmissionControl.ID: any Channel] = [:]
+        /// Connections whose handshake waits for its turn: what lets it go on.
+        var releases: [AdmissionControl.ID: @Sendable () -> Void] = [:]
+
+        /// The turns that have come by `now`: their releases, taken out (run them unlocked).
+        mutating func takeGranted(at now: Duration) -> [@Sendable () -> Void] {
+            control.turnsGranted(at: now).compactMap { releases.removeValue(forKey: $0) }
+        }
     }
 
     private let state: Locked<State>
@@ -59,29 +66,62 @@ final class AdmissionDesk: Sendable {
         state.withLockedValue { $0.control.progressed(id, to: stage) }
     }
 
+    /// The whole ClientHello of a TLS connection has come: true when its handshake may go on
+    /// now; false when it waits for its turn, and `release` is called (from any thread) when
+    /// the turn comes. Never called when the connection ends first.
+    func helloArrived(_ id: AdmissionControl.ID, release: @escaping @Sendable () -> Void) -> Bool {
+        state.withLockedValue { state in
+            guard state.control.helloArrived(id, at: now) == .wait else { return true }
+            state.releases[id] = release
+            return false
+        }
+    }
+
+    /// The TLS handshake is done and the set-up with it: the key is proven, `trusted` or not
+    /// (an untrusted peer let through to pair or to be asked about).
+    func proven(_ id: AdmissionControl.ID, trusted: Bool) {
+        let granted = state.withLockedValue { state in
+            state.control.progressed(id, to: .proven)
+            state.control.handshakeEnded(id, trusted ? .trusted : .other, at: now)
+            return state.takeGranted(at: now)
+        }
+        for release in granted { release() }
+    }
+
     /// The set-up became a session (or was only a probe): nothing to report.
     func succeeded(_ id: AdmissionControl.ID) {
-        state.withLockedValue { state in
-            guard state.channels.removeValue(forKey: id) != nil else { return }
+        let granted = state.withLockedValue { state in
+            state.releases[id] = nil
+            guard state.channels.removeValue(forKey: id) != nil else { return [@Sendable () -> Void]() }
             state.control.ended(id, failed: false)
+            return state.takeGranted(at: now)
         }
+        for release in granted { release() }
     }
 
     /// The set-up failed: true when it is to be reported one by one, false when it is only
-    /// counted (or was already over).
-    func failed(_ id: AdmissionControl.ID) -> Bool {
-        state.withLockedValue { state in
-            guard state.channels.removeValue(forKey: id) != nil else { return false }
-            return state.control.ended(id, failed: true) == .report
+    /// counted (or was already over). `refusedKey`: the peer presented a key and it was
+    /// refused, which makes its source wait before its next handshake.
+    func failed(_ id: AdmissionControl.ID, refusedKey: Bool = false) -> Bool {
+        let (report, granted) = state.withLockedValue { state in
+            state.releases[id] = nil
+            if refusedKey { state.control.handshakeEnded(id, .refused, at: now) }
+            guard state.channels.removeValue(forKey: id) != nil else { return (false, state.takeGranted(at: now)) }
+            let report = state.control.ended(id, failed: true) == .report
+            return (report, state.takeGranted(at: now))
         }
+        for release in granted { release() }
+        return report
     }
 
     private func tick() {
-        let (late, summary): ([(AdmissionControl.ID, any Channel)], StrangerSummary?) = state.withLockedValue { state in
+        let (late, summary, granted): ([(AdmissionControl.ID, any Channel)], StrangerSummary?, [@Sendable () -> Void]) = state.withLockedValue { state in
             let now = self.now
             let late = state.control.late(at: now).compactMap { id in state.channels[id].map { (id, $0) } }
-            return (late, state.control.summary(at: now))
+            return (late, state.control.summary(at: now), state.takeGranted(at: now))
         }
+        // Penalties that ended: those connections take their turn.
+        for release in granted { release() }
         // Confirmed on the connection's own loop, once it has read what is waiting for it.
         for (id, channel) in late {
             channel.eventLoop.execute { [self] in
@@ -110,38 +150,86 @@ final class AdmissionDesk: Sendable {
 }
 
 /// First in an accepted connection's pipeline: tells admission how far the connection has
-/// got (bytes, then a whole first TLS record or probe question), then steps aside.
+/// got (bytes, then a whole first TLS record or probe question), then steps aside. On a TLS
+/// listener a whole ClientHello waits here, unread by TLS, until its handshake's turn comes
+/// (``HandshakeTurns``): a stranger's handshake costs nothing while it waits.
 final class AdmissionGate: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
+    /// The most bytes held for a connection that waits for its turn: a ClientHello is one
+    /// record (at most 16 KiB and its header), and a peer sends nothing more before the
+    /// server's answer. Beyond it the connection is closed.
+    static let heldLimit = 1 << 15
+
     private let desk: AdmissionDesk
     private let id: AdmissionControl.ID
+    private let takesTurns: Bool
     private var header: [UInt8] = []
     private var received = 0
+    /// While waiting for the turn: what came, in order (nil when not waiting).
+    private var held: [NIOAny]?
+    private var heldBytes = 0
 
-    init(desk: AdmissionDesk, id: AdmissionControl.ID) {
+    /// - Parameter takesTurns: a TLS listener's gate: a ClientHello waits for its turn.
+    init(desk: AdmissionDesk, id: AdmissionControl.ID, takesTurns: Bool) {
         self.desk = desk
         self.id = id
+        self.takesTurns = takesTurns
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
+        if held != nil {
+            heldBytes += buffer.readableBytes
+            held?.append(data)
+            if heldBytes > Self.heldLimit { context.close(promise: nil) }
+            return
+        }
         if received == 0, buffer.readableBytes > 0 { desk.progressed(id, to: .started) }
         if header.count < 5 { header += buffer.readableBytesView.prefix(5 - header.count) }
         received += buffer.readableBytes
         if let needed = FirstRecord.length(header), received >= needed {
-            desk.progressed(id, to: .hello)
-            context.fireChannelRead(data)
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            guard takesTurns, header.first == FirstRecord.handshake else {
+                desk.progressed(id, to: .hello)
+                context.fireChannelRead(data)
+                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+                return
+            }
+            let gate = NIOLoopBound(self, eventLoop: context.eventLoop)
+            let loopContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+            let eventLoop = context.eventLoop
+            held = [data]
+            heldBytes = buffer.readableBytes
+            let now = desk.helloArrived(id) {
+                eventLoop.execute { gate.value.release(context: loopContext.value, later: true) }
+            }
+            if now { release(context: context, later: false) }
             return
         }
         context.fireChannelRead(data)
+    }
+
+    /// The turn has come: what was held goes on to TLS, and the gate steps aside. `later`: not
+    /// within a read, so the read is completed here too.
+    private func release(context: ChannelHandlerContext, later: Bool) {
+        guard let waiting = held, context.channel.isActive else { return }
+        held = nil
+        for data in waiting { context.fireChannelRead(data) }
+        if later { context.fireChannelReadComplete() }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if held == nil { context.fireChannelReadComplete() }
     }
 }
 
 /// How many bytes make the first thing a connecting peer sends, from its first bytes.
 enum FirstRecord {
+    /// The first byte of a TLS handshake record.
+    static let handshake: UInt8 = 0x16
+
     /// A TLS record's length (5-byte header + its length field) when the bytes begin one; a
     /// probe question's length when they begin "N"; 1 for anything else (it is not TLS: the
     /// handshake fails on it at once, or on an insecure listener it is HTTP). Nil while too

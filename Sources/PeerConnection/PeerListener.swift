@@ -220,7 +220,7 @@ public final class PeerListener: Sendable {
                     setupOver()
                     _ = admission.failed(admitted)  // closed before its set-up said how it ended
                 }
-                try channel.pipeline.syncOperations.addHandler(AdmissionGate(desk: admission, id: admitted))
+                try channel.pipeline.syncOperations.addHandler(AdmissionGate(desk: admission, id: admitted, takesTurns: setupSide.tls != nil))
                 let opened = try Setup.configure(channel, side: setupSide)
                 let address = channel.remoteAddress
                 opened.whenComplete { outcome in
@@ -238,13 +238,16 @@ public final class PeerListener: Sendable {
                             configuration.logger.debug("\(displayAddress(address)) closed the connection before the handshake was over")
                             break
                         }
-                        // Strangers beyond a few per interval are only counted (a summary tells).
-                        guard admission.failed(admitted) else { break }
+                        // A key presented and refused makes its source wait before its next
+                        // handshake (HandshakeTurns). Strangers beyond a few per interval are
+                        // only counted (a summary tells).
+                        let refusedKey = proof?.refusal != nil && !(proof?.presented.isEmpty ?? true)
+                        guard admission.failed(admitted, refusedKey: refusedKey) else { break }
                         continuation.yield(.rejected(Rejection(
                             address: displayAddress(address), port: address?.port ?? 0, peerID: proof?.peerID,
                             error: error as? PeerConnectionError ?? PeerConnectionError(.closed, "\(error)"))))
                     case .success(let open):
-                        admission.progressed(admitted, to: .proven)
+                        admission.proven(admitted, trusted: open.proof?.verdict?.isTrusted == true)
                         open.session.established.futureResult.whenComplete { outcome in
                             defer { setupOver() }  // after a connection is tracked: never idle in between
                             switch outcome {

@@ -199,11 +199,22 @@ struct AdmissionOptions: ParsableArguments {
         "Seconds a new connection has to send its whole TLS hello (default 3); a slower one is closed.", valueName: "seconds"),
         transform: NumberInput.seconds("--hello-within", maximum: 600))
     var helloWithin = 3.0
+    @Option(name: .customLong("stranger-handshakes"), help: ArgumentHelp(
+        "TLS handshakes at once for sources that have not shown a trusted key in the last hour (default 8); more wait their turn. A pinned peer that connected before never waits.",
+        valueName: "n"), transform: NumberInput.integer("--stranger-handshakes", 1...100_000, use: "1-100000"))
+    var strangerHandshakes = AdmissionSettings().maximumStrangerHandshakes
+    @Option(name: .customLong("refusal-penalty"), help: ArgumentHelp(
+        "Seconds a source whose key was refused waits before its next handshake (default 1; twice as long after each refusal in a row, up to 30 s or this); 0: no wait.",
+        valueName: "seconds"), transform: NumberInput.secondsOrZero("--refusal-penalty", maximum: 600))
+    var refusalPenalty = 1.0
 
     /// The settings, checked.
     func settings() throws -> AdmissionSettings {
+        let penalty = Duration.milliseconds(Int64(refusalPenalty * 1000))
         let settings = AdmissionSettings(
-            maximumSettingUp: maximumSettingUp, maximumPerSource: maximumPerSource, helloDeadline: .milliseconds(Int64(helloWithin * 1000)))
+            maximumSettingUp: maximumSettingUp, maximumPerSource: maximumPerSource, helloDeadline: .milliseconds(Int64(helloWithin * 1000)),
+            maximumStrangerHandshakes: strangerHandshakes, refusalPenalty: penalty,
+            maximumRefusalPenalty: max(penalty, AdmissionSettings().maximumRefusalPenalty))
         if let problem = settings.problem { throw ValidationError(problem) }
         return settings
     }

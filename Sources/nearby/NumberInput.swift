@@ -21,6 +21,17 @@ enum NumberInput {
         }
     }
 
+    /// Seconds: zero or more, at most `maximum` (zero switches something off).
+    static func secondsOrZero(_ what: String, maximum: Double) -> @Sendable (String) throws -> Double {
+        { text in
+            let typed = NegativeNumbers.unmarked(text)
+            let allowed = "a number of seconds from 0 to \(Int(maximum))"
+            guard let value = Double(typed), value.isFinite else { throw Refusal(description: "\(what) \(typed) is not a number; use \(allowed)") }
+            guard value >= 0, value <= maximum else { throw Refusal(description: "\(what) \(typed) is out of range; use \(allowed)") }
+            return value
+        }
+    }
+
     /// Seconds: more than zero, at most `maximum` (a bound also keeps the conversion to a
     /// `Duration` from overflowing).
     static func seconds(_ what: String, maximum: Double) -> @Sendable (String) throws -> Double {

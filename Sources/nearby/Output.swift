@@ -93,6 +93,7 @@ func printStrangers(_ json: Bool, _ summary: StrangerSummary) {
          ("madeRoom", .number(Double(summary.madeRoom))), ("overSourceShare", .number(Double(summary.overSourceShare))),
          ("refused", .number(Double(summary.refused))), ("noHello", .number(Double(summary.noHello))),
          ("failed", .number(Double(summary.failedUnreported + summary.reported))), ("reportedOneByOne", .number(Double(summary.reported))),
+         ("waitedTurn", .number(Double(summary.waitedTurn))), ("penalized", .number(Double(summary.penalized))),
          ("peakSettingUp", .number(Double(summary.peakSettingUp)))],
         text: summary.text.prefix(1).uppercased() + summary.text.dropFirst())
 }

@@ -3,6 +3,7 @@
 
   strangers.py attack --host H --port P --kind tls|ssh --seconds S [--idle N] [--half N]
                       [--loops N] [--sources A-B] [--half-bytes N] [--cert PEM] [--ssh-key KEY]
+                      [--fresh-keys] [--tls-loops PROGRAM]
       The strangers, from one host: N idle TCP connections (connect, then send nothing; read
       and discard whatever the server says) and N half-sent hellos (TLS: the first --half-bytes
       bytes of a real TLS 1.3 ClientHello record made by this Python's OpenSSL; SSH: a complete
@@ -10,11 +11,17 @@
       packet), each re-opened 0.1-0.3 s after the server closes it or a connect fails (a connect
       that has not completed in 5 s is given up and tried again), until S seconds are over;
       plus --loops threads that complete handshakes as fast as they can (TLS: a full TLS 1.3
-      handshake with --cert, a self-signed certificate the server has not pinned, then a read of
-      up to 5 s for the server's verdict; SSH: `ssh -i --ssh-key` with a key the server does not
-      know, BatchMode, so one key exchange and one refused public-key login per run). Every
-      socket is bound to the next of the --sources addresses in turn. At the end everything is
-      closed and one JSON object is printed.
+      handshake with a self-signed certificate the server has not pinned, then a read of up to
+      5 s for the server's verdict; SSH: `ssh -i KEY` with a key the server does not know,
+      BatchMode, so one key exchange and one refused public-key login per run). With
+      --fresh-keys every one of those handshakes has an identity of its own, made just before
+      it (TLS: a new P-256 key and a self-signed certificate for it; SSH: a new ed25519 key
+      from ssh-keygen), as an attacker who wants to cost the server most would do; without
+      it, every handshake shows the same one (--cert, --ssh-key). TLS loops run in
+      --tls-loops PROGRAM (Tools/lib/tls_strangers.c, built), whose own cost per handshake is
+      a fraction of Python's, else in Python threads (--cert only). Every socket is bound to
+      the next of the --sources addresses in turn. At the end everything is closed and one
+      JSON object is printed.
   strangers.py peer --attempts N [--every S] --timeout T [--expect TEXT] -- CMD...
       Runs CMD (stdin /dev/null) N times: one after another (--every 0), or the i-th started at
       i*S seconds whether or not the ones before have ended. An attempt succeeds when CMD exits
@@ -145,6 +152,7 @@ class Attack:
         self.bytes_received = 0
         self.series = []
         self.handshakes = {"attempted": 0, "completed": 0, "outcomes": {}, "examples": {}}
+        self.keys_made = 0  # --fresh-keys: identities made, one per handshake
 
     def source(self):
         with self.lock:
@@ -219,6 +227,28 @@ class Attack:
 
     # -- handshake loops, one thread each
 
+    def tls_program(self, seconds):
+        """The TLS loops in Tools/lib/tls_strangers.c: its counts become ours."""
+        args = self.args
+        first, count = self.sources[0], len(self.sources)
+        command = [args.tls_loops, args.host, str(args.port), str(seconds), str(args.loops), first, str(count),
+                   str(int(VERDICT_WAIT * 1000)), "fresh" if args.fresh_keys else args.cert]
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        try:
+            counts = json.loads(done.stdout)
+        except ValueError:
+            # A thread's exception would vanish: say it where the bench shows the attacker's log.
+            why = f"{args.tls_loops} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
+            print(f"strangers.py: {why}", file=sys.stderr)
+            self.count(self.handshakes["outcomes"], "the loops did not run", why)
+            return
+        with self.lock:
+            self.handshakes["attempted"] += counts["attempted"]
+            self.handshakes["completed"] += counts["completed"]
+            self.keys_made += counts["keys_made"]
+            for outcome, n in counts["outcomes"].items():
+                self.handshakes["outcomes"][outcome] = self.handshakes["outcomes"].get(outcome, 0) + n
+
     def tls_loop(self, deadline, context):
         host, port = self.args.host, self.args.port
         while time.monotonic() < deadline:
@@ -251,13 +281,23 @@ class Attack:
             finally:
                 tls.close()
 
-    def ssh_loop(self, deadline):
+    def ssh_loop(self, deadline, loop):
         host, port = self.args.host, self.args.port
+        key = self.args.ssh_key
         while time.monotonic() < deadline:
+            if self.args.fresh_keys:
+                key = os.path.join(self.args.key_dir, f"fresh-ssh-{os.getpid()}-{loop}")
+                for old in (key, key + ".pub"):
+                    if os.path.exists(old):
+                        os.unlink(old)
+                subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "stranger", "-f", key],
+                               stdin=subprocess.DEVNULL, capture_output=True, check=True)
+                with self.lock:
+                    self.keys_made += 1
             source = self.source()
             with self.lock:
                 self.handshakes["attempted"] += 1
-            command = ["ssh", "-F", "/dev/null", "-i", self.args.ssh_key, "-o", "IdentitiesOnly=yes",
+            command = ["ssh", "-F", "/dev/null", "-i", key, "-o", "IdentitiesOnly=yes",
                        "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                        "-o", "ConnectTimeout=10", "-p", str(port)]
             if source:
@@ -290,27 +330,33 @@ class Attack:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         if args.kind == "tls":
-            hello = client_hello(args.cert)
+            hello = client_hello(args.cert)  # the certificate is not in a ClientHello: any will do
             payload = hello[:args.half_bytes]
             hello_note = {"client_hello_bytes": len(hello), "half_sent_bytes": len(payload),
                           "half_sent_hex_start": payload[:16].hex()}
-            context = tls_context(args.cert)
-            loop_target = lambda: self.tls_loop(deadline, context)  # noqa: E731
+            if args.tls_loops and args.loops and (self.sources[0] is None or
+                                                  address_range(f"{self.sources[0]}-{self.sources[-1]}") != self.sources):
+                sys.exit("strangers.py: --tls-loops needs --sources as one range of IPv4 addresses (A-B)")
+            if args.tls_loops:
+                loop_targets = [lambda: self.tls_program(args.seconds)] if args.loops else []
+            else:
+                context = tls_context(args.cert)
+                loop_targets = [lambda: self.tls_loop(deadline, context)] * args.loops
         else:
             kexinit = ssh_kexinit()
             payload = SSH_BANNER + kexinit[:args.half_bytes]
             hello_note = {"banner": SSH_BANNER.decode().strip(), "kexinit_bytes": len(kexinit),
                           "half_sent_bytes": len(payload), "kexinit_bytes_sent": len(kexinit[:args.half_bytes])}
-            loop_target = lambda: self.ssh_loop(deadline)  # noqa: E731
+            loop_targets = [(lambda i=i: self.ssh_loop(deadline, i)) for i in range(args.loops)]
         start_cpu = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.monotonic()
         deadline = wall + args.seconds
-        threads = [threading.Thread(target=loop_target, daemon=True) for _ in range(args.loops)]
+        threads = [threading.Thread(target=target, daemon=True) for target in loop_targets]
         for thread in threads:
             thread.start()
         asyncio.run(self.connections(payload))
         for thread in threads:
-            thread.join(timeout=20)
+            thread.join(timeout=30)
         wall = time.monotonic() - wall
         end_cpu = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = sum(e.ru_utime + e.ru_stime - (s.ru_utime + s.ru_stime) for s, e in zip(start_cpu, end_cpu))
@@ -321,7 +367,8 @@ class Attack:
             "closed_by_server": self.closed_by_server, "connect_errors": self.connect_errors,
             "peak_open": self.peak_open, "peak_at_s": self.peak_at, "all_open_at_s": self.full_at,
             "open_each_second": self.series, "bytes_received": self.bytes_received,
-            "handshakes": self.handshakes, "cpu_seconds": round(cpu, 1), **hello_note,
+            "handshakes": self.handshakes, "fresh_keys": bool(args.fresh_keys), "keys_made": self.keys_made,
+            "cpu_seconds": round(cpu, 1), **hello_note,
         }))
 
 
@@ -437,6 +484,23 @@ def sockets(pid, port):
     return established, syn_recv, queue
 
 
+LISTEN_COUNTERS = ("ListenOverflows", "ListenDrops", "SyncookiesSent", "SyncookiesRecv", "TCPReqQFullDrop")
+
+
+def listen_counters(pid):
+    """The kernel's counters of PID's namespace for a full listen queue (all ports): SYNs dropped
+    for a full accept queue (ListenOverflows, ListenDrops), answered with a SYN cookie because the
+    SYN queue was full, dropped because it was full and cookies are off (TCPReqQFullDrop)."""
+    try:
+        lines = [line.split() for line in open(f"/proc/{pid}/net/netstat") if line.startswith("TcpExt:")]
+    except OSError:
+        return {}
+    if len(lines) < 2:
+        return {}
+    values = dict(zip(lines[0][1:], lines[1][1:]))
+    return {name: int(values[name]) for name in LISTEN_COUNTERS if name in values}
+
+
 def listening(pid, port):
     for name in ("tcp", "tcp6"):
         try:
@@ -462,7 +526,7 @@ def sample_once(pid, port):
     established, syn_recv, queue = sockets(pid, port)
     return {"t": time.time(), "alive": True, "rss_kib": rss, "fds": fds, "children": len(children),
             "children_pss_kib": children_pss, "cpu_s": cpu_seconds(pid), "established": established,
-            "syn_recv": syn_recv, "accept_queue": queue}
+            "syn_recv": syn_recv, "accept_queue": queue, "kernel": listen_counters(pid)}
 
 
 def sample_main(args):
@@ -595,6 +659,14 @@ def report_main(args):
     row("  SYN_RECV (peak)", [str(peak(c, "syn_recv") or 0) for c in columns])
     row("  accept queue (peak)", [str(peak(c, "accept_queue") or 0) for c in columns])
     row("  listen backlog (ss Send-Q)", [c["meta"].get("backlog", "-") for c in columns])
+
+    def kernel_delta(c, name):
+        """How much a kernel counter grew from the last sample before the attack to the last during it."""
+        first = (c["before"] or {}).get("kernel", {}).get(name)
+        last = ([s.get("kernel", {}).get(name) for s in c["during_samples"] if s.get("kernel")] or [None])[-1]
+        return "-" if first is None or last is None else str(last - first)
+    row("  SYNs dropped, accept queue full", [kernel_delta(c, "ListenOverflows") for c in columns])
+    row("  SYN cookies sent / SYN queue drops", [f"{kernel_delta(c, 'SyncookiesSent')} / {kernel_delta(c, 'TCPReqQFullDrop')}" for c in columns])
     row("attacker: open at peak", [f"{c['attack'].get('peak_open', '-')} of {c['attack'].get('idle_slots', 0) + c['attack'].get('half_slots', 0)}" for c in columns])
     row("  open, median of 1 s samples", [str(int(statistics.median(c["attack"]["open_each_second"]))) if c["attack"].get("open_each_second") else "-" for c in columns])
     row("  all open after (s)", [str(c["attack"].get("all_open_at_s")) if c["attack"].get("all_open_at_s") is not None else "never" for c in columns])
@@ -603,6 +675,9 @@ def report_main(args):
     row("  connects failed/timed out", [str(sum(c["attack"].get("connect_errors", {}).values())) for c in columns])
     row("  handshakes tried/completed", [
         f"{c['attack'].get('handshakes', {}).get('attempted', '-')} / {c['attack'].get('handshakes', {}).get('completed', '-')}" for c in columns])
+    row("  identities used by the handshakes", [
+        (f"{c['attack'].get('keys_made', 0)} (one each)" if c["attack"].get("fresh_keys") else "1") if c["attack"] else "-"
+        for c in columns])
     row("  attacker CPU s", [str(c["attack"].get("cpu_seconds", "-")) for c in columns])
     row("server alive at the end", ["no (died)" if c["died"] else "yes" for c in columns])
     print("\n".join(rows))
@@ -651,6 +726,10 @@ def main():
     a.add_argument("--half-bytes", type=int, default=64)
     a.add_argument("--cert", help="PEM with a certificate and its key (tls)")
     a.add_argument("--ssh-key", help="a private key the server does not know (ssh)")
+    a.add_argument("--fresh-keys", action="store_true",
+                   help="a new identity (TLS: P-256 key and self-signed certificate; SSH: ed25519 key) for every handshake")
+    a.add_argument("--key-dir", default=os.environ.get("TMPDIR", "/tmp"), help="where --fresh-keys writes ssh keys")
+    a.add_argument("--tls-loops", help="the built Tools/lib/tls_strangers.c, to run the TLS handshake loops")
     p = sub.add_parser("peer")
     p.add_argument("--attempts", type=int, required=True)
     p.add_argument("--every", type=float, default=0)
@@ -673,8 +752,10 @@ def main():
     r.add_argument("dirs", nargs="+")
     args = parser.parse_args()
     if args.command == "attack":
-        if args.kind == "ssh" and args.loops and not args.ssh_key:
-            parser.error("attack --kind ssh needs --ssh-key")
+        if args.loops and not args.fresh_keys and not (args.ssh_key if args.kind == "ssh" else args.cert):
+            parser.error("attack: handshake loops need --fresh-keys, or one identity (--cert for tls, --ssh-key for ssh)")
+        if args.loops and args.kind == "tls" and args.fresh_keys and not args.tls_loops:
+            parser.error("attack: --fresh-keys for tls needs --tls-loops (Python's ssl makes no keys)")
         Attack(args).run()
     elif args.command == "peer":
         args.cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
