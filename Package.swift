@@ -12,10 +12,9 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "Nearby",
-    // Built and tested on Linux only (see Documentation/Swift.md, "Use it in your package"). The Apple minimums
-    // are what the code would need there (Synchronization's Mutex: macOS 15, iOS 18); nothing is
-    // built or tested on Apple systems, and PeerTrust needs OpenSSL, which iOS lacks.
-    platforms: [.macOS(.v15), .iOS(.v18)],
+    // Built and tested on Linux only (see Documentation/Swift.md, "Use it in your package"), which
+    // takes no `platforms:` minimum; no Apple minimum is declared, since nothing is built or
+    // tested there.
     products: [
         // The front door: advertise, browse, connect to the nearest or a named peer, each a call.
         .library(name: "Nearby", targets: ["Nearby"]),
@@ -257,7 +256,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "PeerTrust", "PeerConnection", "ConnectionBroker", "PacketCapture", .product(name: "Logging", package: "swift-log")],
+            name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "DNSPushTLS", "PeerTrust", "PeerConnection", "ConnectionBroker", "PacketCapture", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         // Capture files as `nearby decode` reads them: pcap and pcapng, the link layers mDNS is
         // captured on (Ethernet and VLANs, Linux cooked, BSD loopback, raw IP, 802.11 and

@@ -6,6 +6,7 @@
 // `docc:begin`. DocumentationTests checks that the articles show exactly this code. Nothing
 // here is run.
 import ConnectionBroker
+import DNSPushTLS
 import Foundation
 import NearbyDiscovery
 import PeerConnection
@@ -135,4 +136,14 @@ func docc_PeerConnection_ConnectingToAPeer() async throws {
         _ = connection  // docc:scope
     }  // docc:scope
     // docc:end
+}
+
+/// DNSPushTLS.docc/DNSPushTLS.md
+func docc_DNSPushTLS_DNSPushTLS() {
+    // docc:begin DNSPushTLS/DNSPushTLS
+    var settings = WideAreaSettings()
+    settings.pushTransport = TLSPushTransport()   // browses in DNS zones now use Push where offered
+    settings.push = .opportunistic                // encrypt; .authenticated also checks the certificate
+    // docc:end
+    _ = settings
 }
