@@ -439,8 +439,10 @@ public actor DiscoveryProxy {
     private func serveConnection(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, from source: IPAddress) async {
         defer { tcpClosed(source) }
         let (answers, continuation) = AsyncStream<[UInt8]?>.makeStream()
+        // Bounded: at most `limit` questions are in flight, and each gives one answer (or nil).
         let lastQuestion = Locked(clock.now)
-        let inFlight = Locked(0)
+        /// Questions asked and not yet answered, and whether the peer has stopped asking.
+        let inFlight = Locked((count: 0, peerDone: false))
         let (clock, idle, limit, drainTime) = (
             clock, configuration.tcpIdleTimeout, configuration.maximumTCPQuestionsInFlight, configuration.answering.answerTimeout + .milliseconds(500)
         )
@@ -450,14 +452,19 @@ public actor DiscoveryProxy {
                     group.addTask {
                         for await answer in answers {
                             if let answer { try await outbound.write(Self.framed(answer)) }
-                            inFlight.withLockedValue { $0 -= 1 }
+                            let drained = inFlight.withLockedValue { state -> Bool in
+                                state.count -= 1
+                                return state.peerDone && state.count == 0
+                            }
+                            // The peer is done asking and has every answer: the connection ends.
+                            if drained { return }
                         }
                     }
                     group.addTask {
                         // Closes a connection that has asked nothing whole for the idle time.
                         while !Task.isCancelled {
                             let deadline = lastQuestion.withLockedValue { $0 } + idle
-                            if clock.now >= deadline, inFlight.withLockedValue({ $0 }) == 0 {
+                            if clock.now >= deadline, inFlight.withLockedValue({ $0.count }) == 0 {
                                 await self.countTCP(\.tcpIdleClosed)
                                 throw CancellationError()
                             }
@@ -472,9 +479,9 @@ public actor DiscoveryProxy {
                             while let slice = pending.readLengthPrefixedSlice(as: UInt16.self) {
                                 let message = Array(slice.readableBytesView)
                                 lastQuestion.withLockedValue { $0 = clock.now }
-                                let count = inFlight.withLockedValue { count -> Int in
-                                    count += 1
-                                    return count
+                                let count = inFlight.withLockedValue { state -> Int in
+                                    state.count += 1
+                                    return state.count
                                 }
                                 if count > limit {
                                     await self.countTCP(\.tcpOverfull)
@@ -484,11 +491,13 @@ public actor DiscoveryProxy {
                             }
                             pending.discardReadBytes()
                         }
-                        // The peer is done asking: its answers still in flight get their time.
-                        let end = clock.now + drainTime
-                        while inFlight.withLockedValue({ $0 }) > 0, clock.now < end {
-                            try await clock.sleep(for: .milliseconds(20))
+                        // The peer is done asking: its answers still in flight get their time
+                        // (the writer ends the connection when the last is written).
+                        let waiting = inFlight.withLockedValue { state -> Int in
+                            state.peerDone = true
+                            return state.count
                         }
+                        if waiting > 0 { try await clock.sleep(until: clock.now + drainTime) }
                         throw CancellationError()
                     }
                     // The first child to end (the peer closed, idle, too many in flight, or the
