@@ -306,6 +306,12 @@ struct ProxyLabTests {
             // The proxy on the wire: not a resolver; TCP answers too; a plain 512-byte client gets what fits.
             let outside = try await dig(lab, ["@\(Self.proxyAddress)", "www.example.com", "A", "+noall", "+comments"])
             #expect(outside.contains("status: REFUSED"), "\(outside)")
+            // A resolver over the default UDP rate (100 a second, bursts of 200) is limited until
+            // it asks over TCP, as resolvers do when told TC; then its UDP questions all go through.
+            let burst = try await lab.run(["exec", "h6", "--", ConnectionLabTests.python,
+                ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/udp_burst.py").path, Self.proxyAddress, Self.zone, "300"], timeout: .seconds(60))
+            let counts = jsonLines(burst).first ?? [:]
+            #expect((counts["before"] as? Int ?? 300) < 300 && counts["tcp"] as? Bool == true && counts["after"] as? Int == 300, "a resolver's burst: \(burst)")
             let tcp = try await dig(lab, ["@\(Self.proxyAddress)", Self.zone, "SOA", "+tcp", "+short"])
             #expect(tcp.hasPrefix("proxy-lan1.lab.example.test. hostmaster.\(Self.zone). 0 7200 3600 86400 10"), "\(tcp)")
             let plain = try await dig(lab, ["@\(Self.proxyAddress)", "_openagents._tcp.\(Self.zone)", "PTR", "+noedns", "+ignore", "+noall", "+answer", "+comments"])
