@@ -28,8 +28,10 @@ public struct ProxyStateMachine: Sendable {
         public var zones: [ProxyZone]
         /// How long the first question about a name waits for the link when nothing answers.
         public var answerTimeout: Duration = .seconds(1)
-        /// After the link's first answer to a new question, how long to gather more (several
-        /// hosts answer a shared question such as a browse, each after 20–120 ms).
+        /// After the link's first answer to a new question for shared records (PTR: a browse,
+        /// which several hosts answer, each after 20–120 ms), how long to gather more. A
+        /// question for a host's own records (SRV, TXT, addresses: one owner, which answers
+        /// them all in one message) is answered as soon as they come.
         public var gatherTime: Duration = .milliseconds(150)
         /// A link question nobody has asked about for this long is stopped.
         public var idleLifetime: Duration = .seconds(60)
@@ -222,7 +224,7 @@ public struct ProxyStateMachine: Sendable {
     public var nextDeadline: Duration {
         var next = nextSweep
         for key in unsettled {
-            if let state = questions[key] { next = min(next, deadline(of: state)) }
+            if let state = questions[key] { next = min(next, deadline(of: key, state)) }
         }
         return next
     }
@@ -628,7 +630,7 @@ public struct ProxyStateMachine: Sendable {
     /// questions nobody asks about any more are stopped.
     public mutating func advance(to now: Duration) -> [Action] {
         var actions: [Action] = []
-        let due = unsettled.filter { key in questions[key].map { deadline(of: $0) <= now } ?? true }
+        let due = unsettled.filter { key in questions[key].map { deadline(of: key, $0) <= now } ?? true }
         for key in due.sorted(by: { ($0.link, $0.question.name.description, $0.question.type) < ($1.link, $1.question.name.description, $1.question.type) }) {
             guard var state = questions[key] else {
                 unsettled.remove(key)
@@ -661,10 +663,10 @@ public struct ProxyStateMachine: Sendable {
         return actions
     }
 
-    private func deadline(of state: QuestionState) -> Duration {
+    private func deadline(of key: Key, _ state: QuestionState) -> Duration {
         let timeout = state.started + configuration.answerTimeout
         guard let first = state.firstAnswer else { return timeout }
-        return min(timeout, first + configuration.gatherTime)
+        return min(timeout, first + (key.question.type == .ptr ? configuration.gatherTime : .zero))
     }
 
     /// Room for one more link question: the one asked about longest ago is stopped when the
