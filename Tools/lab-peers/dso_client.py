@@ -46,16 +46,21 @@ def message(message_id, tlvs):
     return struct.pack("!H", len(whole)) + whole
 
 
-def tlvs_of(body):
-    offset = 0
-    while offset + 4 <= len(body):
-        kind, length = struct.unpack_from("!HH", body, offset)
-        yield kind, body[offset + 4: offset + 4 + length]
+def tlvs_of(whole, start=12):
+    """The TLVs of a DSO message: (kind, data, where the data begins in the whole message)."""
+    offset = start
+    while offset + 4 <= len(whole):
+        kind, length = struct.unpack_from("!HH", whole, offset)
+        yield kind, whole[offset + 4: offset + 4 + length], offset + 4
         offset += 4 + length
 
 
-def read_push(data):
-    offset = 0
+def read_push(whole, begin, end):
+    """A PUSH TLV's records, which lie from begin to end in the whole DSO message: names may be
+    compressed, and a pointer's offset counts from the start of the message (RFC 8765 §6.3.1;
+    Apple's dnssd-proxy compresses, Nearby's proxy does not)."""
+    data = whole[:end]
+    offset = begin
     while offset < len(data):
         name, used = dns.name.from_wire(data, offset)
         offset += used
@@ -122,16 +127,16 @@ def main():
         if opcode != DSO_OPCODE or any(struct.unpack_from("!HHHH", whole, 4)):
             say(event="error", message=f"not a DSO message: opcode {opcode}")
             return 1
-        tlvs = list(tlvs_of(whole[12:]))
+        tlvs = list(tlvs_of(whole))
         if is_response and message_id == 1:
-            values = next((struct.unpack("!II", data) for kind, data in tlvs if kind == KEEPALIVE and len(data) == 8), (None, None))
+            values = next((struct.unpack("!II", data) for kind, data, _ in tlvs if kind == KEEPALIVE and len(data) == 8), (None, None))
             say(event="keepalive", id=message_id, rcode=rcode, inactivity_ms=values[0], interval_ms=values[1])
         elif is_response:
             say(event="response", id=message_id, rcode=rcode)
         elif message_id == 0 and tlvs and tlvs[0][0] == PUSH:
-            read_push(tlvs[0][1])
+            read_push(whole, tlvs[0][2], tlvs[0][2] + len(tlvs[0][1]))
         else:
-            say(event="error", message=f"unexpected message id {message_id} tlvs {[kind for kind, _ in tlvs]}")
+            say(event="error", message=f"unexpected message id {message_id} tlvs {[kind for kind, _, _ in tlvs]}")
     sock.close()
     return 0
 
