@@ -11,7 +11,9 @@ struct ModuleRulesTests {
     /// The modules each core may import (Foundation's pieces only for JSON's `Data` and `Date`).
     static let allowed: [String: Set<String>] = [
         "DNSWire": ["NearbyBasics"],
+        "DiscoveryProxyCore": ["DNSWire", "NearbyBasics"],
         "MulticastDNSCore": ["DNSWire"],
+        "PacketCapture": [],
         "NearbyBasics": ["Synchronization"],
         "NearbyCrypto": ["NearbyBasics"],
         "PeerProtocol": ["NearbyBasics", "NearbyCrypto", "NIOCore", "FoundationEssentials", "Foundation"],
