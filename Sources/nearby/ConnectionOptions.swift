@@ -106,9 +106,11 @@ struct ChannelOptions: ParsableArguments {
     /// The connection configuration for `identity` (loaded or created in the state directory).
     /// With `creating` false (commands that only look), a missing identity is not created: a
     /// throwaway one made in memory stands in, and nothing is written.
-    func configuration(state: StateDirectory, trust: TrustOptions, json: Bool, logger: Logger, creating: Bool = true) throws
-        -> PeerConnectionConfiguration
-    {
+    /// The connection's settings: the identity (made when `creating` and missing), the trust
+    /// options, and `streams` (nil: the command takes no streams).
+    func configuration(
+        state: StateDirectory, trust: TrustOptions, json: Bool, logger: Logger, creating: Bool = true, streams: StreamSettings? = nil
+    ) throws -> PeerConnectionConfiguration {
         let identity: PeerIdentity
         do {
             if creating {
@@ -123,9 +125,10 @@ struct ChannelOptions: ParsableArguments {
             identity: insecure ? nil : identity, trust: TrustEvaluator(policy: .pinned([])), protocolVersion: try version())
         configuration.insecure = insecure
         configuration.logger = logger
-        // Streams only where a command takes them (send, pipe, serve set their own): a peer
-        // that opens one here learns at once that it is not offered, instead of waiting.
-        configuration.streams = nil
+        // Streams only where a command takes them (send and pipe ask for them, serve sets its
+        // own): a peer that opens one here learns at once that it is not offered, instead of
+        // waiting.
+        configuration.streams = streams
         configuration.waitingForAdmission = { wait in
             if json {
                 printLine(JSONText.object([

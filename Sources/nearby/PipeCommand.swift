@@ -106,11 +106,8 @@ struct PipeCommand: AsyncParsableCommand {
         let logger = output.logger("nearby.connection")
         let found = try await target.connect(
             type: typeToFind,
-            configuration: {
-                var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
-                configuration.streams = StreamSettings()
-                return configuration
-            }, json: json, state: state, logger: logger)
+            configuration: { try channel.configuration(state: state, trust: trust, json: json, logger: logger, streams: StreamSettings()) },
+            json: json, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
         refuseIncomingStreams(on: connection, because: "nearby pipe takes no streams; it opens its own")

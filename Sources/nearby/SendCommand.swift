@@ -123,11 +123,8 @@ struct SendCommand: AsyncParsableCommand {
         let logger = output.logger("nearby.connection")
         let found = try await target.connect(
             type: type,
-            configuration: {
-                var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: logger)
-                configuration.streams = StreamSettings()
-                return configuration
-            }, json: json, state: state, logger: logger)
+            configuration: { try channel.configuration(state: state, trust: trust, json: json, logger: logger, streams: StreamSettings()) },
+            json: json, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
         refuseIncomingStreams(on: connection, because: "nearby send takes no streams; it only sends")
