@@ -3,6 +3,7 @@ import DiscoveryProxyCore
 import Logging
 import MulticastDNS
 import MulticastDNSCore
+import NearbyBasics
 import NetworkPlatform
 import SystemDNSSD
 
@@ -11,13 +12,28 @@ struct LinkReport: Sendable {
     var interface: String
     var record: ResourceRecord
     var added: Bool
+
+    /// What a report is about: one record (name, type and data) on one interface.
+    struct Key: Hashable, Sendable {
+        var interface: String
+        var name: DomainName
+        var data: RecordData
+    }
+
+    var key: Key { Key(interface: interface, name: record.name, data: record.data) }
+
+    /// The reports the proxy has not read yet, bounded: the newest per record and interface,
+    /// read as one batch (a record that came and went reads as gone; nothing is lost, only
+    /// superseded), so memory follows the records the link has shown, not how far behind the
+    /// proxy is.
+    static func buffer() -> LatestPerKeyBatchBuffer<LinkReport, Key> { LatestPerKeyBatchBuffer(key: \.key) }
 }
 
 /// The link side of the proxy: continuous mDNS questions whose answers come back as reports.
 /// Two kinds: Nearby's own engine, and the host's daemon (avahi) through dns_sd.
 protocol LinkQuerier: Sendable {
     /// Everything the querier learns, in batches, in order.
-    var reports: AsyncStream<[LinkReport]> { get }
+    var reports: EventStream<[LinkReport]> { get }
     /// The querier's work (children of the caller's task group), until ``shutdown()``.
     func run() async
     /// Starts continuous questions; what is already known comes as a report soon after.
@@ -35,9 +51,9 @@ protocol LinkQuerier: Sendable {
 actor EmbeddedLinkQuerier: LinkQuerier {
     let engine: MulticastDNSEngine
     private let group: QueryGroup
-    nonisolated let reports: AsyncStream<[LinkReport]>
-    private let events: AsyncStream<[QueryEvent]>
-    private let continuation: AsyncStream<[LinkReport]>.Continuation
+    nonisolated let reports: EventStream<[LinkReport]>
+    private let events: EventStream<[QueryEvent]>
+    private let continuation: EventStream<[LinkReport]>.Source
     private var ids: [LinkQuestion: QueryID] = [:]
 
     static func prepare(interfaces: [String], logger: Logger) async throws(ProxyError) -> EmbeddedLinkQuerier {
@@ -56,11 +72,11 @@ actor EmbeddedLinkQuerier: LinkQuerier {
         return EmbeddedLinkQuerier(engine: engine, group: group, events: events)
     }
 
-    private init(engine: MulticastDNSEngine, group: QueryGroup, events: AsyncStream<[QueryEvent]>) {
+    private init(engine: MulticastDNSEngine, group: QueryGroup, events: EventStream<[QueryEvent]>) {
         self.engine = engine
         self.group = group
         self.events = events
-        (reports, continuation) = AsyncStream<[LinkReport]>.makeStream()
+        (reports, continuation) = EventStream<[LinkReport]>.makeStream(buffer: LinkReport.buffer())
     }
 
     func run() async {
@@ -108,8 +124,8 @@ actor EmbeddedLinkQuerier: LinkQuerier {
 /// The host's mDNS daemon (avahi-daemon on Linux) through dns_sd: one `DNSServiceQueryRecord`
 /// per question and link interface, so that the daemon asks on those interfaces only.
 actor SystemLinkQuerier: LinkQuerier {
-    nonisolated let reports: AsyncStream<[LinkReport]>
-    private let continuation: AsyncStream<[LinkReport]>.Continuation
+    nonisolated let reports: EventStream<[LinkReport]>
+    private let continuation: EventStream<[LinkReport]>.Source
     private let watch: AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>
     private let watchQueue: AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>.Continuation
     private var operations: [LinkQuestion: [DNSSDOperation<DNSSDQueryEvent>]] = [:]
@@ -137,7 +153,7 @@ actor SystemLinkQuerier: LinkQuerier {
     private init(interfaces: [UInt32], logger: Logger) {
         self.logger = logger
         interfaceIndices = interfaces
-        (reports, continuation) = AsyncStream<[LinkReport]>.makeStream()
+        (reports, continuation) = EventStream<[LinkReport]>.makeStream(buffer: LinkReport.buffer())
         (watch, watchQueue) = AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>.makeStream()
     }
 

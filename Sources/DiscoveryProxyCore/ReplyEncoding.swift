@@ -1,6 +1,6 @@
 // Replies on the wire (RFC 1035, RFC 6891): the reply's skeleton, size limits by transport,
 // truncation.
-public import DNSWire
+import DNSWire
 
 extension ProxyStateMachine {
     /// A reply's skeleton: the query's ID, question and RD bit, the response code, and an OPT

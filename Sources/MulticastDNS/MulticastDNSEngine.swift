@@ -1,7 +1,7 @@
 public import DNSWire
 public import Logging
 public import MulticastDNSCore
-import NearbyBasics
+public import NearbyBasics
 import NetworkPlatform
 
 /// What happens to a registration.
@@ -55,9 +55,9 @@ public actor MulticastDNSEngine {
     /// interface of ours on the same link hears it once more. None of them is news.
     var recentlySent = SentPackets()
     var registrations: [RegistrationID: AsyncStream<RegistrationEvent>.Continuation] = [:]
-    var queries: [QueryID: AsyncStream<QueryEvent>.Continuation] = [:]
+    var queries: [QueryID: EventStream<QueryEvent>.Source] = [:]
     /// Query groups: the events of all their queries arrive together, one batch per flush.
-    var groups: [QueryGroup: AsyncStream<[QueryEvent]>.Continuation] = [:]
+    var groups: [QueryGroup: EventStream<[QueryEvent]>.Source] = [:]
     var groupOfQuery: [QueryID: QueryGroup] = [:]
     var nextGroup = 1
     var isShutDown = false
@@ -432,13 +432,13 @@ public actor MulticastDNSEngine {
         flush()
     }
 
-    /// Starts a continuous query; the stream reports records as they come and go. Not bounded,
-    /// by design: it is the engine's raw view for programs that drive it directly, an actor
-    /// cannot wait for its reader, and a dropped `removed` would leave a record that is gone.
-    /// Read it promptly (NearbyDiscovery's sources do, into bounded browse streams).
-    public func query(name: DomainName, type: RecordType) -> (QueryID, AsyncStream<QueryEvent>) {
+    /// Starts a continuous query; the stream reports records as they come and go. Bounded by
+    /// ``QueryEventBuffer``: a reader that falls behind reads the newest event of each record
+    /// (an actor cannot wait for its reader, and a dropped `removed` would leave a record that
+    /// is gone, so nothing is dropped, only superseded).
+    public func query(name: DomainName, type: RecordType) -> (QueryID, EventStream<QueryEvent>) {
         core.advance(to: elapsed)
-        let (stream, continuation) = AsyncStream<QueryEvent>.makeStream()
+        let (stream, continuation) = EventStream<QueryEvent>.makeStream(buffer: QueryEventBuffer())
         let id = core.startQuery(name: name, type: type)
         queries[id] = continuation
         flush()
@@ -454,12 +454,13 @@ public actor MulticastDNSEngine {
 
     /// Opens a group of queries whose events arrive together: each batch holds what one
     /// received packet (or one tick of the clock) taught all of the group's queries, in order.
-    /// Records already cached when a query starts come as a batch of their own. Not bounded, as
-    /// ``query(name:type:)`` is not: read it promptly.
-    public func openQueryGroup() -> (QueryGroup, AsyncStream<[QueryEvent]>) {
+    /// Records already cached when a query starts come as a batch of their own. Bounded by
+    /// ``QueryBatchBuffer``: batches a reader has not read are merged into one, the newest
+    /// event of each record kept.
+    public func openQueryGroup() -> (QueryGroup, EventStream<[QueryEvent]>) {
         let group = QueryGroup(rawValue: nextGroup)
         nextGroup += 1
-        let (stream, continuation) = AsyncStream<[QueryEvent]>.makeStream()
+        let (stream, continuation) = EventStream<[QueryEvent]>.makeStream(buffer: QueryBatchBuffer())
         groups[group] = isShutDown ? nil : continuation
         if isShutDown { continuation.finish() }
         return (group, stream)

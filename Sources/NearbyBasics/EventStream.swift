@@ -118,6 +118,35 @@ public struct LatestPerKeyBuffer<Element: Sendable, Key: Hashable & Sendable>: E
     }
 }
 
+/// Batches of items (what one packet or one moment brought) whose items are kept as by
+/// ``LatestPerKeyBuffer``: a reader that falls behind reads everything that waits as one batch,
+/// the newest item per key, in the order the keys first came. Bounded as that buffer is: by the
+/// keys the producer has.
+public struct LatestPerKeyBatchBuffer<Item: Sendable, Key: Hashable & Sendable>: EventBuffer {
+    private var waiting: LatestPerKeyBuffer<Item, Key>
+
+    /// - Parameters:
+    ///   - key: what an item is about.
+    ///   - merge: as ``LatestPerKeyBuffer/init(key:merge:)``'s; the default keeps the newer item.
+    public init(key: @escaping @Sendable (Item) -> Key, merge: @escaping @Sendable (Item, Item) -> Item? = { $1 }) {
+        waiting = LatestPerKeyBuffer(key: key, merge: merge)
+    }
+
+    public mutating func push(_ batch: [Item]) {
+        for item in batch { waiting.push(item) }
+    }
+
+    public mutating func pop() -> [Item]? {
+        var batch: [Item] = []
+        while let item = waiting.pop() { batch.append(item) }
+        return batch.isEmpty ? nil : batch
+    }
+
+    /// Items waiting, over all batches.
+    public var count: Int { waiting.count }
+    public var merged: Int { waiting.merged }
+}
+
 /// An `AsyncSequence` of events from the network to the application, bounded by an
 /// ``EventBuffer`` policy: the producer never waits and the consumer gets, when it reads, what the
 /// policy kept. One consumer; when it stops (its task is cancelled, or it drops the stream and

@@ -1,4 +1,5 @@
 import DNSWire
+import MulticastDNS
 import NearbyBasics
 import Testing
 
@@ -182,5 +183,49 @@ struct BoundedStreamTests {
         // The producer sees the end at its next yield at the latest; wait for it without sleeping.
         while !cancelled.withLockedValue({ $0 }) { await Task.yield() }
         #expect(cancelled.withLockedValue { $0 })
+    }
+
+    // MARK: The engine's query streams (MulticastDNS), and any batch stream
+
+    func record(_ n: Int) -> ResourceRecord {
+        ResourceRecord(name: "_openagents._tcp.local.", data: .ptr(try! DomainName(parsing: "Box \(n)._openagents._tcp.local.")), ttl: 4500)
+    }
+
+    @Test("the engine's query group: a reader that falls behind reads one batch, the newest event per record and interface; a record that came and went reads as gone, never lost")
+    func queryBatches() async {
+        let (stream, source) = EventStream<[QueryEvent]>.makeStream(buffer: QueryBatchBuffer())
+        // A fast link: 100 records, each announced and withdrawn five times and announced again
+        // on one interface; record 0 also seen on a second, record 7 withdrawn at last; 1,100
+        // batches of one event, then one of two.
+        let other = NetworkInterface(index: 3, name: "lan2")
+        for round in 0...10 {
+            for n in 0..<100 {
+                let event: QueryEvent = round % 2 == 1 ? .removed(record(n), lan) : .added(record(n), lan)
+                #expect(source.yield([event]))
+            }
+        }
+        #expect(source.yield([.added(record(0), other), .removed(record(7), lan)]))
+        #expect(source.waiting == 101, "one per record and interface")
+        source.finish()
+        var batches: [[QueryEvent]] = []
+        for await batch in stream { batches.append(batch) }
+        #expect(batches.count == 1)
+        let events = batches.first ?? []
+        #expect(events.count == 101)
+        #expect(events.first == .added(record(0), lan), "in the order the records first came")
+        #expect(events.contains(.removed(record(7), lan)) && !events.contains(.added(record(7), lan)))
+        #expect(events.contains(.added(record(0), other)))
+    }
+
+    @Test("the engine's single query: the same policy, one event per record and interface")
+    func queryEvents() {
+        var buffer = QueryEventBuffer()
+        for _ in 0..<50 {
+            buffer.push(.added(record(1), lan))
+            buffer.push(.removed(record(1), lan))
+        }
+        #expect(buffer.count == 1 && buffer.merged == 99)
+        #expect(buffer.pop() == .removed(record(1), lan))
+        #expect(buffer.pop() == nil)
     }
 }
