@@ -151,7 +151,7 @@ let package = Package(
             name: "DiscoveryProxy",
             dependencies: [
                 "DiscoveryProxyCore", "DNSWire", "MulticastDNS", "MulticastDNSCore", "SystemDNSSD", "NetworkPlatform", "NearbyBasics",
-                "PeerTrust",
+                "PeerTrust", "UnicastDNSSD",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -7,6 +7,7 @@ import NIOSSL
 import NetworkPlatform
 import NearbyBasics
 public import PeerTrust
+import UnicastDNSSD
 
 /// A discovery proxy (RFC 8766) on sockets: for each configured link, answers unicast DNS
 /// questions for the link's zone from a continuous mDNS querier on that link, over UDP and TCP
@@ -451,7 +452,7 @@ public actor DiscoveryProxy {
                 await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await answer in answers {
-                            if let answer { try await outbound.write(Self.framed(answer)) }
+                            if let answer { try await outbound.write(DNSOverTCP.framed(answer)) }
                             let drained = inFlight.withLockedValue { state -> Bool in
                                 state.count -= 1
                                 return state.peerDone && state.count == 0
@@ -472,24 +473,18 @@ public actor DiscoveryProxy {
                         }
                     }
                     group.addTask {
-                        var pending = ByteBuffer()
-                        for try await chunk in inbound {
-                            var chunk = chunk
-                            pending.writeBuffer(&chunk)
-                            while let slice = pending.readLengthPrefixedSlice(as: UInt16.self) {
-                                let message = Array(slice.readableBytesView)
-                                lastQuestion.withLockedValue { $0 = clock.now }
-                                let count = inFlight.withLockedValue { state -> Int in
-                                    state.count += 1
-                                    return state.count
-                                }
-                                if count > limit {
-                                    await self.countTCP(\.tcpOverfull)
-                                    throw CancellationError()
-                                }
-                                await self.questionArrived(message, from: source, over: .tcp, path: .tcp(continuation))
+                        try await DNSOverTCP.messages(in: inbound) { message in
+                            lastQuestion.withLockedValue { $0 = clock.now }
+                            let count = inFlight.withLockedValue { state -> Int in
+                                state.count += 1
+                                return state.count
                             }
-                            pending.discardReadBytes()
+                            if count > limit {
+                                await self.countTCP(\.tcpOverfull)
+                                throw CancellationError()
+                            }
+                            await self.questionArrived(message, from: source, over: .tcp, path: .tcp(continuation))
+                            return true
                         }
                         // The peer is done asking: its answers still in flight get their time
                         // (the writer ends the connection when the last is written).
@@ -576,20 +571,14 @@ public actor DiscoveryProxy {
                 await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await message in outgoing {
-                            try await outbound.write(Self.framed(message))
+                            try await outbound.write(DNSOverTCP.framed(message))
                             unsent.withLockedValue { $0 -= message.count }
                         }
                     }
                     group.addTask {
-                        var pending = ByteBuffer()
-                        for try await chunk in inbound {
-                            var chunk = chunk
-                            pending.writeBuffer(&chunk)
-                            while let slice = pending.readLengthPrefixedSlice(as: UInt16.self) {
-                                let message = Array(slice.readableBytesView)
-                                await self.sessionReceived(id, message)
-                            }
-                            pending.discardReadBytes()
+                        try await DNSOverTCP.messages(in: inbound) { message in
+                            await self.sessionReceived(id, message)
+                            return true
                         }
                     }
                     group.addTask {
@@ -788,14 +777,6 @@ public actor DiscoveryProxy {
         loggedStatistics = now
         logger.info(
             "\(now.questions) questions: \(now.answeredFromLink) answered from the link, \(now.noData) with no records, \(now.refusedOutsideZones) refused (outside the zones), \(now.rateLimited) over a source's rate, \(now.linkQuestionsOverBudget) over the link budget, \(now.formatErrors + now.droppedUnreadable) malformed; \(linkQuestions) link questions; \(now.cachedReplies) answered from kept replies; \(desk.udpRepliesDropped) UDP replies dropped")
-    }
-
-    /// A DNS message with TCP's 2-byte length before it (RFC 1035 §4.2.2).
-    static func framed(_ message: [UInt8]) -> ByteBuffer {
-        var framed = ByteBuffer()
-        framed.writeInteger(UInt16(truncatingIfNeeded: message.count))
-        framed.writeBytes(message)
-        return framed
     }
 
     static func ipAddress(of address: NIOCore.SocketAddress) -> IPAddress? {

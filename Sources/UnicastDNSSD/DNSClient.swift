@@ -182,19 +182,14 @@ public struct DNSClient: Sendable {
                 }
             }
         return try await channel.executeThenClose { inbound, outbound in
-            var framed = ByteBuffer()
-            framed.writeInteger(UInt16(truncatingIfNeeded: request.count))
-            framed.writeBytes(request)
-            try await outbound.write(framed)
-            var pending: [UInt8] = []
-            for try await chunk in inbound {
-                pending += chunk.readableBytesView
-                if pending.count >= 2 {
-                    let length = Int(pending[0]) << 8 | Int(pending[1])
-                    if pending.count >= 2 + length { return Array(pending[2..<(2 + length)]) }
-                }
+            try await outbound.write(DNSOverTCP.framed(request))
+            var answer: [UInt8]?
+            let left = try await DNSOverTCP.messages(in: inbound) { message in
+                answer = message
+                return false
             }
-            throw TCPClosedEarly(received: pending.count)
+            guard let answer else { throw TCPClosedEarly(received: left) }
+            return answer
         }
     }
 

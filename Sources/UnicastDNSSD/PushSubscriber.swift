@@ -134,22 +134,14 @@ package final class PushSubscriber: Sendable {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await message in outgoing {
-                            var framed = ByteBuffer()
-                            framed.writeInteger(UInt16(truncatingIfNeeded: message.count))
-                            framed.writeBytes(message)
-                            try await outbound.write(framed)
+                            try await outbound.write(DNSOverTCP.framed(message))
                             self.state.withLockedValue { $0.unsentBytes -= message.count }
                         }
                     }
                     group.addTask {
-                        var pending = ByteBuffer()
-                        for try await chunk in inbound {
-                            var chunk = chunk
-                            pending.writeBuffer(&chunk)
-                            while let slice = pending.readLengthPrefixedSlice(as: UInt16.self) {
-                                self.received(Array(slice.readableBytesView))
-                            }
-                            pending.discardReadBytes()
+                        try await DNSOverTCP.messages(in: inbound) { message in
+                            self.received(message)
+                            return true
                         }
                     }
                     group.addTask {
