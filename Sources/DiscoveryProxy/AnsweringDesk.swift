@@ -155,9 +155,9 @@ final class UDPAnswering: ChannelInboundHandler, Sendable {
     typealias OutboundOut = AddressedEnvelope<ByteBuffer>
 
     private let desk: AnsweringDesk
-    private let clock: SystemClock
+    private let clock: any ShellClock
 
-    init(desk: AnsweringDesk, clock: SystemClock) {
+    init(desk: AnsweringDesk, clock: any ShellClock) {
         self.desk = desk
         self.clock = clock
     }

@@ -168,7 +168,7 @@ public actor DiscoveryProxy {
         var link: LinkIndex
         var question: LinkQuestion
     }
-    private let clock: SystemClock
+    private let clock: any ShellClock
     private let alarm = Alarm()
     private let logger: Logger
     private let stop: AsyncStream<Void>.Continuation
@@ -181,6 +181,11 @@ public actor DiscoveryProxy {
     ///   `cannotListen` (an address that is not this host's, a port in use or needing root),
     ///   `linkUnavailable` (no such interface, or no multicast on it).
     public static func prepare(_ configuration: Configuration, logger: Logger = Logger(label: "nearby.proxy", factory: { _ in SwiftLogNoOpLogHandler() })) async throws(ProxyError) -> DiscoveryProxy {
+        try await prepare(configuration, logger: logger, clock: SystemClock())
+    }
+
+    /// ``prepare(_:logger:)`` with the clock the proxy keeps its time by (tests give a manual one).
+    package static func prepare(_ configuration: Configuration, logger: Logger, clock: any ShellClock) async throws(ProxyError) -> DiscoveryProxy {
         guard !configuration.links.isEmpty else { throw ProxyError(.invalidInput, "no link to proxy: give at least one INTERFACE=ZONE") }
         guard !configuration.listen.isEmpty else {
             throw ProxyError(.invalidInput, "no address to answer on: give the addresses the parent zone's NS records point at (--listen ADDRESS)")
@@ -232,7 +237,6 @@ public actor DiscoveryProxy {
         }
         var answering = configuration.answering
         answering.pushPort = tls == nil ? nil : UInt16(pushPort)
-        let clock = SystemClock()
         let desk = AnsweringDesk(ProxyStateMachine(answering, now: clock.now))
         do {
             // One event loop answers every UDP socket: the answering machine is behind one lock,
@@ -275,7 +279,7 @@ public actor DiscoveryProxy {
 
     private init(
         _ configuration: Configuration, port: UInt16, pushPort: UInt16?, querier: any LinkQuerier, udp: [any Channel], tcp: [TCPServer],
-        push: [TCPServer], desk: AnsweringDesk, clock: SystemClock, logger: Logger
+        push: [TCPServer], desk: AnsweringDesk, clock: any ShellClock, logger: Logger
     ) {
         var configuration = configuration
         configuration.answering.pushPort = pushPort

@@ -109,7 +109,7 @@ actor UnicastObservationSource: ObservationSource {
         while !stopped, !Task.isCancelled {
             var retryAfter: Duration?
             if let push, let server = await PushServer.find(for: name, client: client), !stopped {
-                let subscriber = PushSubscriber(server: server, policy: push.policy, transport: push.transport, logger: client.logger)
+                let subscriber = PushSubscriber(server: server, policy: push.policy, transport: push.transport, logger: client.logger, clock: clock)
                 self.subscriber = subscriber
                 pushZone = server.zone
                 client.logger.info("\(name): DNS Push from \(server)")

@@ -1,6 +1,6 @@
 package import DNSWire
 package import Logging
-import NearbyBasics
+package import NearbyBasics
 import NIOCore
 
 /// Whether a browse in a DNS domain uses DNS Push (RFC 8765) where the zone offers it.
@@ -85,15 +85,16 @@ package final class PushSubscriber: Sendable {
     private let state: Locked<State>
     private let policy: DNSPushPolicy
     private let transport: any DNSPushTransport
-    private let clock: SystemClock
+    private let clock: any ShellClock
     private let logger: Logger
 
-    package init(server: PushServer, policy: DNSPushPolicy, transport: any DNSPushTransport, logger: Logger) {
+    /// - Parameter clock: the session's time (its keepalive, its requests' timeouts); the
+    ///   browse's own clock, so tests drive both with one.
+    package init(server: PushServer, policy: DNSPushPolicy, transport: any DNSPushTransport, logger: Logger, clock: any ShellClock = SystemClock()) {
         self.server = server
         self.policy = policy
         self.transport = transport
         self.logger = logger
-        let clock = SystemClock()
         self.clock = clock
         (events, eventSink) = AsyncStream<Event>.makeStream()
         (outgoing, writer) = AsyncStream<[UInt8]>.makeStream()
