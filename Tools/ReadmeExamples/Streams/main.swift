@@ -15,6 +15,7 @@ try FileManager.default.createDirectory(at: folder, withIntermediateDirectories:
 // The accepting side: files go into the folder; any other stream is echoed back.
 let listener = try await PeerListener.listen(host: "127.0.0.1", port: 0, configuration: serverSide, accept: .trusted)
 let receiver = FileReceiver(directory: folder.path)
+let (arrivals, arrived) = AsyncStream<String>.makeStream()
 let serving = Task {
     for await event in listener.events {
         guard case .connected(let connection) = event else { continue }
@@ -22,7 +23,7 @@ let serving = Task {
             for await stream in connection.incomingStreams {
                 if FileReceiver.carriesFile(stream) {
                     for try await update in receiver.receive(stream, from: connection.peerID) {
-                        if case .finished(let file) = update { print("received", file.savedAs) }
+                        if case .finished(let file) = update { arrived.yield(file.savedAs) }
                     }
                 } else {
                     for try await chunk in stream { try await stream.write(chunk) }
@@ -53,6 +54,11 @@ for try await update in FileSender.send([FileSender.Item(path: file.path, name: 
     case .finished(let result): print("done:", result.savedAs, result.size, "bytes, SHA-256", result.sha256.prefix(16))
     default: break
     }
+}
+// The receiving side has the file by then; it says so before the connection closes.
+for await name in arrivals {
+    print("received", name)
+    break
 }
 await connection.close()
 await listener.close()
