@@ -236,7 +236,7 @@ let package = Package(
         // peer) as calls with safe defaults, over the full modules below.
         .target(
             name: "Nearby",
-            dependencies: ["ConnectionBroker", "DNSWire", "NearbyBasics", "NearbyDiscovery", "PeerConnection", "PeerTrust"],
+            dependencies: ["ConnectionBroker", "DNSPushTLS", "DNSWire", "NearbyBasics", "NearbyDiscovery", "PeerConnection", "PeerTrust"],
             swiftSettings: strict),
         // libqrencode, for QR codes of invitation links.
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),

@@ -114,8 +114,9 @@ int nearby_dnssd_bus_absent(void) {
     static const char prefix[] = "unix:path=";
     if (strncmp(address, prefix, sizeof prefix - 1) != 0) return 0;
     const char *path = address + sizeof prefix - 1;
-    // One address, with nothing after the path: else libdbus may try others.
-    if (strpbrk(path, ",;") != NULL) return 0;
+    // One address, with nothing after the path, and no escapes (%xx) to undo: else libdbus may
+    // try others, or mean another path.
+    if (strpbrk(path, ",;%") != NULL) return 0;
     struct stat info;
     return stat(path, &info) != 0 && errno == ENOENT ? 1 : 0;
 }

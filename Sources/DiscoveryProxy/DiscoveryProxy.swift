@@ -261,6 +261,9 @@ public actor DiscoveryProxy {
                 let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                     .serverChannelOption(.backlog, value: 128)
+                    // A client may half-close once it has asked (RFC 7766 §6.2.1 lets it): its
+                    // answers still go out, so the connection stays writable after its end.
+                    .childChannelOption(.allowRemoteHalfClosure, value: true)
                     .bind(to: try NIOCore.SocketAddress(ipAddress: address.withoutScope.description, port: port)) { channel in
                         channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
                     }

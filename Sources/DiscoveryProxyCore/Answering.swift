@@ -54,7 +54,7 @@ extension ProxyStateMachine {
         }
         statistics.questions += 1
         if transport == .tcp, limiter != nil {
-            // An address that asks over TCP is no forgery: its UDP questions go unlimited.
+            // An address that asks over TCP is no forgery: its UDP questions get a larger bucket.
             limiter?.prove(source, now: now)
         }
         guard query.header.opcode == Header.queryOpcode else {
@@ -120,8 +120,11 @@ extension ProxyStateMachine {
                 statistics.answered += 1
                 let reply = answer(query, key: key, zone: zone, transport: transport)
                 actions.append(.reply(request, reply))
+                // Kept before the follow-ups, whose room-making may change the link's version.
+                if transport == .udp, let follow = followUpKeys(of: key) {
+                    keep(reply, for: bytes, countedSince: before, asked: [key] + follow)
+                }
                 actions += followUps(after: key, now: now)
-                if transport == .udp { keep(reply, for: bytes, countedSince: before, asked: [key] + followUpKeys(of: key)) }
                 return actions
             }
             if let refusal = waitingRefusal(source, query: query, request: request, transport: transport) { return [refusal] }
@@ -183,8 +186,9 @@ extension ProxyStateMachine {
         if statistics.answeredFromLink > before.answeredFromLink { counted.append(.answeredFromLink) }
         if statistics.noData > before.noData { counted.append(.noData) }
         if statistics.refusedOutsideZones > before.refusedOutsideZones { counted.append(.refusedOutsideZones) }
-        // A reply that truncated or suppressed something is made again each time, so that its
-        // counts stay true.
+        // A reply that was truncated is made again each time, so that its count stays true. (One
+        // that left records out is kept from its second asking on: the per-question answer it
+        // is made from is itself kept, and counts what it left out once.)
         guard statistics.truncated == before.truncated, statistics.suppressed == before.suppressed else { return }
         replies.keep(reply, for: query, version: linkVersion, counted: counted, asked: asked)
     }
@@ -198,15 +202,19 @@ extension ProxyStateMachine {
         }
     }
 
-    /// The address questions an SRV answer's targets have on the link (those that exist).
-    func followUpKeys(of key: Key) -> [Key] {
+    /// The address questions an SRV answer's targets have on the link, for a kept reply to
+    /// count as asking them; nil when one is missing (the link budget or the room ran out when
+    /// the SRV was first answered): such a reply is not kept, so that the next asking starts
+    /// the missing question.
+    func followUpKeys(of key: Key) -> [Key]? {
         guard key.question.type == .srv, let state = questions[key] else { return [] }
         var keys: [Key] = []
         for record in state.records.values {
-            guard case .srv(let srv) = record.data else { continue }
+            guard case .srv(let srv) = record.data, srv.target.hasSuffix(ProxyZone.linkDomain) else { continue }
             for type in [RecordType.a, .aaaa] {
                 let follow = Key(link: key.link, question: LinkQuestion(name: srv.target, type: type))
-                if questions[follow] != nil { keys.append(follow) }
+                guard questions[follow] != nil else { return nil }
+                keys.append(follow)
             }
         }
         return keys

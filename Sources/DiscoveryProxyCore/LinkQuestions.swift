@@ -90,7 +90,19 @@ extension ProxyStateMachine {
     func deadline(of key: Key, _ state: QuestionState) -> Duration {
         let timeout = state.started + configuration.answerTimeout
         guard let first = state.firstAnswer else { return timeout }
-        return min(timeout, first + (key.question.type == .ptr ? configuration.gatherTime : .zero))
+        return min(timeout, first + gathering(for: key.question.type))
+    }
+
+    /// How long a new question gathers after its first answer: a shared question (PTR) the
+    /// gathering time; a host's own SRV or TXT (one record set, in one message) nothing; its
+    /// addresses, and any other type, a moment (avahi's dns_sd hands a host's addresses over
+    /// one callback at a time).
+    func gathering(for type: RecordType) -> Duration {
+        switch type {
+        case .ptr: configuration.gatherTime
+        case .srv, .txt: .zero
+        default: configuration.addressGatherTime
+        }
     }
 
     /// Room for one more link question: the one asked about longest ago is stopped when the

@@ -33,6 +33,9 @@ public struct ProxyStateMachine: Sendable {
         /// question for a host's own records (SRV, TXT, addresses: one owner, which answers
         /// them all in one message) is answered as soon as they come.
         public var gatherTime: Duration = .milliseconds(150)
+        /// The same for a host's addresses (and other types but PTR, SRV and TXT): they come
+        /// in one message from the embedded engine, one callback at a time from avahi.
+        public var addressGatherTime: Duration = .milliseconds(20)
         /// A link question nobody has asked about for this long is stopped.
         public var idleLifetime: Duration = .seconds(60)
         /// At most this many link questions at once, over all links; the longest unasked is
@@ -52,10 +55,11 @@ public struct ProxyStateMachine: Sendable {
         /// Questions per second each source (an IPv4 /24, an IPv6 /56) may ask over UDP, and the
         /// burst; nil for no limit. Over it, questions are dropped, and every second one gets an
         /// empty truncated answer instead, so that a real client (a site's resolver, say) goes
-        /// on over TCP, where addresses cannot be forged; an address that has asked over TCP is
-        /// then not limited over UDP for ten minutes (a forged one never gets there). With
-        /// answers of at most 1232 bytes, this bounds what forged questions can make the proxy
-        /// send one victim network to about 120 kB/s at the default.
+        /// on over TCP, where addresses cannot be forged; an address that has asked over TCP then
+        /// has a bucket of its own, twenty times this one, for ten minutes (a forged one never
+        /// gets there). With answers of at most 1232 bytes, this bounds what forged questions
+        /// can make the proxy send one victim network to about 120 kB/s at the default, and a
+        /// proven address (a resolver whose address a flood forges) to about 2.5 MB/s.
         public var rateLimit: RateLimit? = RateLimit(perSecond: 100, burst: 200)
         /// New link questions per second, over all links, and the burst (RFC 8766 §9.3: a proxy
         /// MUST limit the multicast it causes). A question that would need one more is answered

@@ -42,11 +42,12 @@ struct TokenBucket: Sendable {
 /// using many of its addresses.
 ///
 /// An address that has asked over TCP has proven that it is what it says (a forged source
-/// cannot complete TCP's handshake), so its UDP questions are not limited for
-/// ``provenLifetime`` after that. This is how the limit tells a site's resolver from a flood:
-/// the resolver, slipped a truncated answer over its limit, asks again over TCP, as resolvers
-/// do, and from then on is answered over UDP at whatever rate it asks; a flood with forged
-/// addresses never gets there, and the answers it provokes stay bounded.
+/// cannot complete TCP's handshake), so for ``provenLifetime`` after that its UDP questions
+/// have a bucket of their own, ``provenFactor`` times the limit, instead of its network's. This
+/// is how the limit tells a site's resolver from a flood: the resolver, slipped a truncated
+/// answer over its limit, asks again over TCP, as resolvers do, and from then on is answered
+/// over UDP at up to twenty times the rate; a flood with forged addresses never gets there. A
+/// flood that forges a proven address reflects at most that bucket's answers onto it.
 struct RateLimiter: Sendable {
     enum Verdict: Equatable {
         case admit
@@ -66,15 +67,22 @@ struct RateLimiter: Sendable {
         var overruns = 0
     }
 
-    /// How long an address that asked over TCP is not limited over UDP.
+    /// How long an address that asked over TCP keeps its own, larger bucket.
     static let provenLifetime: Duration = .seconds(600)
+    /// A proven address's bucket, in multiples of the limit (rate and burst).
+    static let provenFactor = 20
+
+    private struct Proof {
+        var until: Duration
+        var bucket: Bucket
+    }
 
     let limit: RateLimit
     private var current: [Prefix: Bucket] = [:]
     private var previous: [Prefix: Bucket] = [:]
     /// Addresses proven over TCP, with when their proof runs out; two generations, as prefixes.
-    private var proven: [IPAddress: Duration] = [:]
-    private var provenBefore: [IPAddress: Duration] = [:]
+    private var proven: [IPAddress: Proof] = [:]
+    private var provenBefore: [IPAddress: Proof] = [:]
 
     init(_ limit: RateLimit) { self.limit = limit }
 
@@ -96,33 +104,44 @@ struct RateLimiter: Sendable {
         }
     }
 
-    /// `source` asked over TCP: its UDP questions are admitted for ``provenLifetime``.
+    /// `source` asked over TCP: its UDP questions have a bucket of their own, ``provenFactor``
+    /// times the limit, for ``provenLifetime``.
     mutating func prove(_ source: IPAddress, now: Duration) {
-        if proven[source] == nil, proven.count >= Self.generationSize {
+        var proof = proven.removeValue(forKey: source) ?? provenBefore.removeValue(forKey: source)
+            ?? Proof(until: now, bucket: Bucket(tokens: TokenBucket(provenLimit, now: now)))
+        proof.until = now + Self.provenLifetime
+        if proven.count >= Self.generationSize {
             provenBefore = proven
             proven = [:]
         }
-        provenBefore[source] = nil
-        proven[source] = now + Self.provenLifetime
+        proven[source] = proof
     }
 
     /// Whether `source` has proven itself over TCP and the proof still holds.
     func isProven(_ source: IPAddress, now: Duration) -> Bool {
-        guard let until = proven[source] ?? provenBefore[source] else { return false }
-        return until > now
+        guard let proof = proven[source] ?? provenBefore[source] else { return false }
+        return proof.until > now
+    }
+
+    private var provenLimit: RateLimit {
+        RateLimit(perSecond: limit.perSecond.multipliedReportingOverflow(by: Self.provenFactor).partialValue,
+                  burst: limit.burst.multipliedReportingOverflow(by: Self.provenFactor).partialValue)
     }
 
     mutating func admit(_ source: IPAddress, now: Duration) -> Verdict {
-        if isProven(source, now: now) { return .admit }
+        if var proof = proven[source], proof.until > now {
+            let verdict = Self.take(&proof.bucket, now: now)
+            proven[source] = proof
+            return verdict
+        }
+        if var proof = provenBefore[source], proof.until > now {
+            let verdict = Self.take(&proof.bucket, now: now)
+            provenBefore[source] = proof
+            return verdict
+        }
         let prefix = Prefix(source)
         var bucket = current.removeValue(forKey: prefix) ?? previous.removeValue(forKey: prefix) ?? Bucket(tokens: TokenBucket(limit, now: now))
-        let verdict: Verdict
-        if bucket.tokens.take(now: now) {
-            verdict = .admit
-        } else {
-            bucket.overruns += 1
-            verdict = bucket.overruns % 2 == 0 ? .slip : .drop
-        }
+        let verdict = Self.take(&bucket, now: now)
         if current.count >= Self.generationSize {
             previous = current
             current = [:]
@@ -136,8 +155,16 @@ struct RateLimiter: Sendable {
     mutating func forget(before time: Duration) {
         current = current.filter { $0.value.tokens.updated >= time }
         previous = previous.filter { $0.value.tokens.updated >= time }
-        proven = proven.filter { $0.value > time }
-        provenBefore = provenBefore.filter { $0.value > time }
+        proven = proven.filter { $0.value.until > time }
+        provenBefore = provenBefore.filter { $0.value.until > time }
+    }
+
+    /// A question from `bucket`'s owner: admitted while there are tokens; over, dropped and
+    /// slipped in turn.
+    private static func take(_ bucket: inout Bucket, now: Duration) -> Verdict {
+        if bucket.tokens.take(now: now) { return .admit }
+        bucket.overruns += 1
+        return bucket.overruns % 2 == 0 ? .slip : .drop
     }
 
     static func seconds(_ duration: Duration) -> Double {

@@ -9,6 +9,7 @@ import Musl
 import Darwin
 #endif
 import ConnectionBroker
+import DNSPushTLS
 import DNSWire
 import NearbyBasics
 import NearbyDiscovery
@@ -269,7 +270,10 @@ private func parse(_ type: String) throws(NearbyError) -> ServiceType {
 }
 
 private func startDiscovery() async throws(NearbyError) -> NearbyDiscovery {
-    do { return try await NearbyDiscovery.start() } catch { throw NearbyError("cannot start discovery: \(error)") }
+    // Browses in DNS zones use DNS Push where the zone offers it, over TLS.
+    var wideArea = WideAreaSettings()
+    wideArea.pushTransport = TLSPushTransport()
+    do { return try await NearbyDiscovery.start(wideArea: wideArea) } catch { throw NearbyError("cannot start discovery: \(error)") }
 }
 
 private func startBroker(_ type: String) async throws(NearbyError) -> (ConnectionBroker, NearbyDiscovery) {

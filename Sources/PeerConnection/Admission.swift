@@ -24,8 +24,9 @@ public struct AdmissionSettings: Sendable, Equatable {
     public var summaryInterval: Duration
     public var reportedPerInterval: Int
     /// TLS handshakes under way at once for sources that have not presented a trusted key in
-    /// the last hour; more wait their turn, first come first served. Sources that have (a
-    /// pinned peer that connected before) never wait.
+    /// the last hour; more wait their turn, first come first served (at most 2 from one source,
+    /// each turn at most 3 s). Sources that have (a pinned peer that connected from the same
+    /// address, or IPv6 /64, within the hour) never wait.
     public var maximumStrangerHandshakes: Int
     /// After a source's key is refused, its next handshake starts only this much later (twice
     /// as much after each refusal in a row, up to ``maximumRefusalPenalty``): the connection
@@ -331,6 +332,20 @@ struct AdmissionControl: Sendable {
     /// Connections whose handshake may go on now, having waited for their turn.
     mutating func turnsGranted(at now: Duration) -> [ID] {
         turns.granted(at: now)
+    }
+
+    /// Strangers whose handshake turn has lasted too long by `now` (``HandshakeTurns/turnLimit``):
+    /// to close; each leaves the count here as a failed set-up, and its close is no failure to
+    /// report again.
+    mutating func stalledTurns(at now: Duration) -> [ID] {
+        let stalled = turns.overdue(at: now)
+        for id in stalled {
+            if let source = entries[id]?.source { turnedAwaySources.insert(source) }
+            if entries[id] != nil { remove(id) }
+            closedHere.insert(id)
+            current.failedUnreported += 1
+        }
+        return stalled
     }
 
     /// Connections waiting for a handshake turn (for tests).

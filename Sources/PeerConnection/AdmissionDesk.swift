@@ -115,11 +115,15 @@ final class AdmissionDesk: Sendable {
     }
 
     private func tick() {
-        let (late, summary, granted): ([(AdmissionControl.ID, any Channel)], StrangerSummary?, [@Sendable () -> Void]) = state.withLockedValue { state in
-            let now = self.now
-            let late = state.control.late(at: now).compactMap { id in state.channels[id].map { (id, $0) } }
-            return (late, state.control.summary(at: now), state.takeGranted(at: now))
-        }
+        let (late, stalled, summary, granted):
+            ([(AdmissionControl.ID, any Channel)], [any Channel], StrangerSummary?, [@Sendable () -> Void]) = state.withLockedValue { state in
+                let now = self.now
+                let late = state.control.late(at: now).compactMap { id in state.channels[id].map { (id, $0) } }
+                // Turns held too long are taken back before the next are given.
+                let stalled = state.control.stalledTurns(at: now).compactMap { state.channels[$0] }
+                return (late, stalled, state.control.summary(at: now), state.takeGranted(at: now))
+            }
+        for channel in stalled { channel.close(promise: nil) }
         // Penalties that ended: those connections take their turn.
         for release in granted { release() }
         // Confirmed on the connection's own loop, once it has read what is waiting for it.

@@ -21,6 +21,13 @@
 ///   Loopback sources are never penalized: a process on this host has cheaper ways to take
 ///   its CPU, and every local client shares that one source.
 ///
+/// A stranger's turn lasts at most ``turnLimit``, and one source holds at most
+/// ``turnsPerSource`` turns at once: a handshake takes a few round trips, so a connection that
+/// holds its turn longer (a ClientHello, then silence) is stalling to keep others out; it is
+/// closed, and its turn goes to the next. Without this, eight stalled connections from one
+/// address, renewed every set-up timeout, would keep every stranger out (a pairing, an
+/// invitation, a pinned peer from a new address).
+///
 /// Many addresses defeat penalties per source; the shared limit is what holds then. What the
 /// machine remembers is bounded (``rememberedSources``): a flood of addresses makes it forget
 /// refusals, never the sources in good standing.
@@ -58,11 +65,15 @@ struct HandshakeTurns: Sendable {
     static let pressureWindow: Duration = .seconds(10)
     /// Sources whose standing is remembered at most (good and bad together).
     static let rememberedSources = 4096
+    /// How long a stranger's turn may last before its connection is closed.
+    static let turnLimit: Duration = .seconds(3)
+    /// Stranger turns one source may hold at once; more wait.
+    static let turnsPerSource = 2
 
     let settings: AdmissionSettings
     private var standings: [AdmissionSource: Standing] = [:]
-    /// Handshakes under way that count against the shared limit.
-    private var running: Set<ID> = []
+    /// Handshakes under way that count against the shared limit, with when each turn began.
+    private var running: [ID: Duration] = [:]
     /// Handshakes under way (every one, counted or not), with their source.
     private var sources: [ID: AdmissionSource] = [:]
     /// Waiting for a turn, in order of arrival.
@@ -74,6 +85,8 @@ struct HandshakeTurns: Sendable {
     /// ``takeCounts()``.
     private(set) var waited = 0
     private(set) var penalties = 0
+    /// Turns taken back for lasting too long (``overdue(at:)``).
+    private(set) var stalled = 0
 
     init(settings: AdmissionSettings) {
         self.settings = settings
@@ -93,11 +106,11 @@ struct HandshakeTurns: Sendable {
             sources[id] = source
             return .now
         }
-        if running.count < settings.maximumStrangerHandshakes, !waiting.contains(where: { !isPenalized($0.source, at: now) }),
-            !isPenalized(source, at: now)
+        if running.count < settings.maximumStrangerHandshakes, !waiting.contains(where: { mayGo($0.source, at: now) }),
+            mayGo(source, at: now)
         {
             sources[id] = source
-            running.insert(id)
+            running[id] = now
             return .now
         }
         waiting.append(Waiter(id: id, source: source))
@@ -112,7 +125,7 @@ struct HandshakeTurns: Sendable {
             waiting.remove(at: index)
             return
         }
-        if sources.removeValue(forKey: id) != nil { running.remove(id) }
+        if sources.removeValue(forKey: id) != nil { running[id] = nil }
     }
 
     /// The handshake of `id` is over and ended as `outcome` at `now`: its turn is free, and its
@@ -124,7 +137,7 @@ struct HandshakeTurns: Sendable {
             return
         }
         guard let source = sources.removeValue(forKey: id) else { return }
-        running.remove(id)
+        running[id] = nil
         switch outcome {
         case .trusted:
             remember(source, .proven(until: now + Self.provenStanding), at: now)
@@ -161,13 +174,32 @@ struct HandshakeTurns: Sendable {
             }
         }
         while running.count < settings.maximumStrangerHandshakes {
-            guard let index = waiting.firstIndex(where: { !isPenalized($0.source, at: now) }) else { break }
+            guard let index = waiting.firstIndex(where: { mayGo($0.source, at: now) }) else { break }
             let waiter = waiting.remove(at: index)
             sources[waiter.id] = waiter.source
-            running.insert(waiter.id)
+            running[waiter.id] = now
             turns.append(waiter.id)
         }
         return turns
+    }
+
+    /// Strangers' turns that have lasted ``turnLimit`` by `now`: taken back (the caller closes
+    /// those connections), so that the next may go.
+    mutating func overdue(at now: Duration) -> [ID] {
+        let late = running.filter { now - $0.value >= Self.turnLimit }.map(\.key).sorted()
+        for id in late {
+            running[id] = nil
+            sources[id] = nil
+            stalled += 1
+        }
+        return late
+    }
+
+    /// Whether a stranger from `source` may take a turn at `now`: not penalized, and holding
+    /// fewer than ``turnsPerSource``.
+    private func mayGo(_ source: AdmissionSource, at now: Duration) -> Bool {
+        guard !isPenalized(source, at: now) else { return false }
+        return running.keys.lazy.filter { self.sources[$0] == source }.prefix(Self.turnsPerSource).count < Self.turnsPerSource
     }
 
     /// Handshakes under way that count against the shared limit.

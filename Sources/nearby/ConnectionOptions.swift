@@ -203,7 +203,7 @@ struct AdmissionOptions: ParsableArguments {
         transform: NumberInput.seconds("--hello-within", maximum: 600))
     var helloWithin = 3.0
     @Option(name: .customLong("stranger-handshakes"), help: ArgumentHelp(
-        "TLS handshakes at once for sources that have not shown a trusted key in the last hour (default 8); more wait their turn. A pinned peer that connected before never waits.",
+        "TLS handshakes at once for sources that have not shown a trusted key in the last hour (default 8); more wait their turn (at most 2 from one address; a turn lasts at most 3 s). A pinned peer that connected from the same address within the hour never waits.",
         valueName: "n"), transform: NumberInput.integer("--stranger-handshakes", 1...100_000, use: "1-100000"))
     var strangerHandshakes = AdmissionSettings().maximumStrangerHandshakes
     @Option(name: .customLong("refusal-penalty"), help: ArgumentHelp(

@@ -35,8 +35,9 @@ struct ProxyCommand: AsyncParsableCommand {
             questions per second over UDP (beyond it, silence or an empty truncated answer, so \
             a real client goes on over TCP): forged questions can make the proxy send a \
             victim network about 120 kB/s at most. An address that has asked over TCP cannot \
-            be forged, so its UDP questions go unlimited for ten minutes: a site's resolver \
-            that meets the limit is told TC, asks over TCP, and is then answered at any rate. New mDNS questions are limited to \
+            be forged, so for ten minutes its UDP questions get a bucket of their own, twenty \
+            times --rate: a site's resolver that meets the limit is told TC, asks over TCP, and \
+            is then answered at up to twenty times the rate. New mDNS questions are limited to \
             --link-rate per second (RFC 8766 §9.3). Its mDNS stays on the INTERFACEs named, \
             on either backend.
 
@@ -78,7 +79,7 @@ struct ProxyCommand: AsyncParsableCommand {
     @Option(name: .customLong("name-server"), help: ArgumentHelp("The name of this proxy, as the parent zone's NS records give it (repeatable, one per proxy of the link); best outside the zones, e.g. proxy1.example.test.", valueName: "name"))
     var nameServers: [String] = []
 
-    @Option(help: ArgumentHelp("Questions per second each source network (IPv4 /24, IPv6 /56) may ask over UDP (burst: twice that); 0 for no limit. An address that has asked over TCP is not limited for 10 minutes.", valueName: "n"))
+    @Option(help: ArgumentHelp("Questions per second each source network (IPv4 /24, IPv6 /56) may ask over UDP (burst: twice that); 0 for no limit. An address that has asked over TCP gets twenty times that for 10 minutes.", valueName: "n"))
     var rate: Int = 100
 
     @Option(help: ArgumentHelp(

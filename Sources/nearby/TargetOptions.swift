@@ -93,6 +93,10 @@ struct TargetOptions: ParsableArguments {
     private func connectByDiscovery(
         type: ServiceType, configuration: PeerConnectionConfiguration, early: BrowsingBroker.Early, json: Bool, state: StateDirectory, logger: Logger
     ) async throws -> ConnectedPeer {
+        // The early browse lives until the peer is found: the broker's own browse starts its
+        // query in a task of its own, so dropping the early one sooner could stop the query
+        // before the broker's is asked (one more question on the link, and the answers again).
+        defer { withExtendedLifetime(early.browse) {} }
         if !json {
             let whom = nearest ? "the nearest \(type) peer" : wantedPeer.map { "the \(type) peer \($0)" } ?? "the \(type) peer \"\(wantedName ?? "")\""
             status("Looking for \(whom)...")

@@ -268,4 +268,26 @@ struct AdmissionTurnsTests {
         #expect(AdmissionSettings(refusalPenalty: .zero, maximumRefusalPenalty: .zero).problem == nil)
         #expect(AdmissionSettings().problem == nil)
     }
+
+    @Test("a stranger's turn lasts at most 3 s: eight stalled handshakes from one address cannot keep the next stranger out, and one address holds at most two turns")
+    func stalledTurns() {
+        var turns = HandshakeTurns(settings: HandshakeTurnsTests.settings(8))
+        let staller = HandshakeTurnsTests.source(60)
+        // One address sends eight ClientHellos and then nothing: two turns, six wait.
+        for id in 1...8 as ClosedRange<AdmissionControl.ID> {
+            _ = turns.hello(id, from: staller, at: .zero)
+        }
+        #expect(turns.strangersUnderWay == 2 && turns.waitingCount == 6)
+        // Another stranger (a pairing, say) goes at once: the shared limit still has room.
+        #expect(turns.hello(20, from: HandshakeTurnsTests.source(61), at: .milliseconds(5)) == .now)
+        turns.ended(20, .other, at: .milliseconds(40))
+        // Nothing is overdue before 3 s; at 3 s the two stalled turns are taken back, and the
+        // staller's next two take them, held to the same limit.
+        #expect(turns.overdue(at: .milliseconds(2999)).isEmpty)
+        #expect(turns.overdue(at: .seconds(3)) == [1, 2])
+        #expect(turns.granted(at: .seconds(3)) == [3, 4])
+        #expect(turns.stalled == 2)
+        #expect(turns.overdue(at: .seconds(6)) == [3, 4])
+    }
+
 }
