@@ -136,6 +136,7 @@ let package = Package(
                 "UnicastDNSSD", "DNSWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strict

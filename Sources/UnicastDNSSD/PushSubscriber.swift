@@ -123,6 +123,9 @@ package final class PushSubscriber: Sendable {
                     to: address, port: server.port, serverName: hostname, checkCertificate: policy == .authenticated, timeout: .seconds(5))
                 break
             } catch {
+                // The transport finishes the TLS handshake before it returns: a certificate
+                // that fails the check is said as such.
+                if policy == .authenticated, Self.isCertificateFailure(error) { return finish(certificateRefused(hostname)) }
                 failures.append("\(address): \(error)")
             }
         }
@@ -158,13 +161,22 @@ package final class PushSubscriber: Sendable {
                 }
             }
         } catch {
-            if policy == .authenticated, "\(error)".contains("CERTIFICATE_VERIFY_FAILED") {
-                reason = "its certificate is not valid for \(hostname) under the system's trusted roots, which authenticated Push requires"
+            if policy == .authenticated, Self.isCertificateFailure(error) {
+                reason = certificateRefused(hostname)
             } else {
                 reason = "the connection failed: \(error)"
             }
         }
         finish(reason)
+    }
+
+    /// Whether `error` is a TLS certificate that failed the check (BoringSSL's words).
+    static func isCertificateFailure(_ error: any Error) -> Bool {
+        "\(error)".contains("CERTIFICATE_VERIFY_FAILED")
+    }
+
+    private func certificateRefused(_ hostname: String) -> String {
+        "its certificate is not valid for \(hostname) under the system's trusted roots, which authenticated Push requires"
     }
 
     /// Ends the session from this side.
