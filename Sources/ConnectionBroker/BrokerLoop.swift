@@ -3,6 +3,7 @@ import NearbyBasics
 import NearbyDiscovery
 import PeerConnection
 public import PeerTrust
+import ServiceLifecycle
 
 /// A peer on the link as discovery shows it, for listings such as `nearby peers`.
 public struct DiscoveredPeer: Hashable, Sendable {
@@ -20,52 +21,60 @@ public struct DiscoveredPeer: Hashable, Sendable {
     public var rtt: Duration?
 }
 
-/// The async shell around ``BrokerStateMachine``: it feeds the machine what discovery, the
-/// listener, the connections and the clock say, and performs what the machine decides. All
-/// decisions are the machine's.
+/// The async shell around ``BrokerStateMachine`` and ``BrokerDesk``: it feeds them what
+/// discovery, the listener, the connections and the clock say, and performs what they decide.
+/// All decisions are theirs; the shell waits one way, for its inputs or the earliest deadline
+/// the two give (one ``Alarm``).
 ///
 /// Its work runs in ``run()``'s task group: the listener's and discovery's event loops, every
-/// dial, probe, close and connection watcher (``ChildTasks``), and one timekeeper (``Alarm``)
-/// for the machine's next deadline and every caller's. Times are the injected clock's.
+/// dial, probe, close and connection watcher (``ChildTasks``), and the alarm. ``run()`` ends
+/// when ``stop()`` is called, its `ServiceGroup` shuts down gracefully, or its task is cancelled;
+/// then it shuts down (one path) and returns. Times are the injected clock's.
 actor BrokerLoop {
     let configuration: BrokerConfiguration
     private let discovery: NearbyDiscovery
-    private let continuation: EventStream<BrokerEvent>.Source
+    private let events: EventStream<BrokerEvent>.Source
     private var machine: BrokerStateMachine
+    /// Callers, announcements, dial slots, races (``BrokerDesk``).
+    private var desk = BrokerDesk()
     private let clock: any ShellClock
+    /// The clock's reading when the machine's time began (the machine counts from zero).
+    private let origin: Duration
     /// The children started while the broker runs.
     private let children = ChildTasks()
-    /// The earliest of the machine's deadline and the callers' (see ``tick()``).
+    /// The earliest of the machine's and the desk's deadlines (see ``tick()``).
     private let alarm = Alarm()
-    /// Who waits for what, until when (``CallerWaits``); the continuations by ticket below.
-    private var waits = CallerWaits()
-    private let origin: Duration
-    private var logger: Logger { configuration.logger }
-
     /// Open connections by their ``PeerConnection/id``, which the machine uses as its own.
     private var connections: [UInt64: PeerConnection] = [:]
-    /// Callers waiting for a connection to a peer, by ticket.
-    private var waiters: [CallerWaits.Ticket: CheckedContinuation<Result<PeerConnection, BrokerError>, Never>] = [:]
-    /// Why the last dial to a peer failed, for a caller waiting on it.
-    private var lastFailure: [PeerID: PeerConnectionError] = [:]
-    /// Who is announced, by instance name, with its addresses on each interface it was seen on.
-    private var announced = AnnouncedInstances()
-    /// Callers waiting for news from discovery, by ticket.
-    private var announcementWaiters: [CallerWaits.Ticket: CheckedContinuation<Void, Never>] = [:]
-    private(set) var listener: PeerListener?
-    private var advertisements: [Advertisement] = []
-    private let dials = AsyncLimiter(DialPlan.concurrencyLimit)
-    private var stopped = false
-    private(set) var statistics = BrokerStatistics()
-    /// When browsing began: responders answer a query within 20-120 ms (RFC 6762 §6).
-    private var browseStarted: Duration?
+    /// The callers waiting, by the desk's ticket.
+    private var callers: [BrokerDesk.Ticket: Caller] = [:]
+    /// The listener and what is advertised, when the broker serves.
+    private var serving: (listener: PeerListener, advertisements: [Advertisement])?
+    /// Opened by ``stop()`` (the one way to end ``run()``), and by ``run()`` once it is over.
+    private let lifecycle = (stop: CancelScope(), over: CancelScope())
+
+    private struct Caller {
+        let continuation: CheckedContinuation<Answer, Never>
+        /// A race's probes, ended once its verdict is in.
+        var probes: CancelScope?
+    }
+
+    /// A caller's answer: the desk's reply, with a connection ID turned into the connection.
+    private enum Answer: Sendable {
+        case connection(PeerConnection)
+        case reply(BrokerDesk.Reply)
+    }
+
+    private var logger: Logger { configuration.logger }
+    var listener: PeerListener? { serving?.listener }
+    var statistics: BrokerStatistics { desk.statistics }
 
     init(
         configuration: BrokerConfiguration, localID: PeerID, continuation: EventStream<BrokerEvent>.Source, discovery: NearbyDiscovery,
         clock: any ShellClock = SystemClock()
     ) {
         self.configuration = configuration
-        self.continuation = continuation
+        self.events = continuation
         self.discovery = discovery
         self.clock = clock
         origin = clock.now
@@ -80,18 +89,34 @@ actor BrokerLoop {
 
     // MARK: Start and stop
 
-    /// Runs the broker's children until the task is cancelled (``ConnectionBroker`` runs it).
+    /// Runs the broker's children until ``stop()``, a graceful shutdown of its `ServiceGroup`,
+    /// or the task's cancellation; then shuts down (``shutdown()``) and returns once every child
+    /// has ended.
     nonisolated func run() async {
-        let (children, alarm, clock) = (children, alarm, clock)
+        let (children, alarm, clock, lifecycle) = (children, alarm, clock, lifecycle)
         await withDiscardingTaskGroup { group in
             group.addTask { await children.run() }
             group.addTask { await alarm.run(clock: clock) { await self.tick() } }
+            // Whichever comes first: stop(), a graceful shutdown, the task's cancellation.
+            _ = await lifecycle.stop.run { try? await gracefulShutdown() }
+            await self.shutdown()
+            group.cancelAll()
         }
+        lifecycle.over.cancel()
+    }
+
+    /// Asks ``run()`` to end (it shuts the broker down on its way out).
+    nonisolated func stop() {
+        lifecycle.stop.cancel()
+    }
+
+    /// Returns once ``run()`` is over.
+    nonisolated func finished() async {
+        await lifecycle.over.wait()
     }
 
     func started(listener: PeerListener, advertisements: [Advertisement]) {
-        self.listener = listener
-        self.advertisements = advertisements
+        serving = (listener, advertisements)
         children.spawn { [weak self] in
             for await event in listener.events {
                 switch event {
@@ -109,32 +134,28 @@ actor BrokerLoop {
         // Browsing may have begun before the broker, on the same discovery (see
         // BrokerConfiguration.browsingSince): the answers are due from then.
         let earlier = configuration.browsingSince.map { max(.zero, ContinuousClock.now - $0) } ?? .zero
-        browseStarted = clock.now - earlier
-        let events = discovery.browse(configuration.serviceType, resolve: true, domains: configuration.domains)
+        desk.browseStarted = clock.now - earlier
+        let found = discovery.browse(configuration.serviceType, resolve: true, domains: configuration.domains)
         children.spawn { [weak self] in
-            for await event in events {
+            for await event in found {
                 await self?.discovered(event)
             }
         }
     }
 
-    /// Stops dialing and listening and closes every connection; then the children end (the
-    /// caller of ``run()`` cancels it).
+    /// Stops dialing and listening, answers every caller and closes every connection; then the
+    /// children end. ``run()`` calls it on its way out; a broker that never ran is shut down
+    /// by calling it directly.
     func shutdown() async {
-        guard !stopped else { return }
-        stopped = true
+        guard !desk.stopped else { return }
         alarm.set(nil)
-        for advertisement in advertisements { await advertisement.cancel() }
-        await listener?.close()
+        deliver(desk.shutDown())
+        for advertisement in serving?.advertisements ?? [] { await advertisement.cancel() }
+        await serving?.listener.close()
         let open = Array(connections.values)
         connections = [:]
         for connection in open { await connection.close(code: 1001, reason: "the broker is shutting down") }
-        let everyone = waits.shutDown()
-        for ticket in everyone.peers {
-            waiters.removeValue(forKey: ticket)?.resume(returning: .failure(BrokerError(.unreachable, "the broker was shut down")))
-        }
-        for ticket in everyone.news { announcementWaiters.removeValue(forKey: ticket)?.resume() }
-        continuation.finish()
+        events.finish()
         children.finish()
     }
 
@@ -149,19 +170,19 @@ actor BrokerLoop {
     private func discovered(_ event: BrowseEvent) {
         switch event {
         case .found(let service, let resolved?), .updated(let service, let resolved?):
-            let announcement = announced.seen(
+            let (announcement, work) = desk.seen(
                 PeerAnnouncement(
                     name: service.name, domain: service.domain.description, peerID: resolved.info.string(for: "id"), protocolVersion: resolved.info.string(for: "pv"),
                     addresses: [], port: Int(resolved.port)),
                 on: Self.place(service), at: resolved.addresses.map(PeerAddress.init))
-            let after = browseStarted.map { " \(millisecondsText(clock.now - $0))" } ?? ""
+            let after = desk.browseStarted.map { " \(millisecondsText(clock.now - $0))" } ?? ""
             logger.debug(
                 "announced\(after) after browsing began: \(service.name) at \(announcement.addresses.map(\.description).joined(separator: ", ")) port \(resolved.port)")
             handle(.announced(announcement))
-            raceNews?.yield(.news)
-            for ticket in waits.news() { announcementWaiters.removeValue(forKey: ticket)?.resume() }
+            deliver(work)
+            settle()
         case .lost(let service):
-            guard let change = announced.lost(service.name, in: service.domain.description, on: Self.place(service)) else { return }
+            guard let change = desk.lost(service.name, in: service.domain.description, on: Self.place(service)) else { return }
             if case .withdrawn = change { logger.debug("withdrawn: \(service.name)") }
             handle(change)
         case .restored:
@@ -172,12 +193,12 @@ actor BrokerLoop {
     }
 
     private func accepted(_ connection: PeerConnection) {
-        guard let peer = connection.peerID, !stopped else {
+        guard let peer = connection.peerID, !desk.stopped else {
             children.spawn { await connection.close(code: 1008, reason: "a broker speaks only to peers that prove their key") }
             return
         }
         let id = register(connection)
-        statistics.accepted += 1
+        desk.count { $0.accepted += 1 }
         handle(.accepted(peer, id))
     }
 
@@ -197,18 +218,18 @@ actor BrokerLoop {
     }
 
     private func emit(_ event: BrokerEvent) {
-        let before = continuation.merged
-        continuation.yield(event)
-        let merged = continuation.merged
+        let before = events.merged
+        events.yield(event)
+        let merged = events.merged
         if merged > before, before == 0 || merged / 1000 > before / 1000 {
             logger.notice("the application reads broker events more slowly than they come: \(merged) merged so far (see ConnectionBroker.events)")
         }
     }
 
-    // MARK: The machine
+    // MARK: The machine and the desk
 
     private func handle(_ event: BrokerStateMachine.Event) {
-        guard !stopped else { return }
+        guard !desk.stopped else { return }
         perform(machine.handle(event, at: now))
     }
 
@@ -217,12 +238,14 @@ actor BrokerLoop {
             switch action {
             case .dial(let peer, let addresses, let port):
                 logger.debug("dialing \(peer.short) at \(addresses.map(\.description).joined(separator: ", ")) port \(port)")
-                children.spawn { [weak self] in await self?.dial(peer, addresses: addresses, port: port) }
+                deliver(desk.dial(peer, addresses: addresses, port: port))
             case .close(let id, let reason):
                 guard let connection = connections.removeValue(forKey: id) else { continue }
-                switch reason {
-                case .duplicate: statistics.duplicatesClosed += 1
-                case .replaced: statistics.replaced += 1
+                desk.count { statistics in
+                    switch reason {
+                    case .duplicate: statistics.duplicatesClosed += 1
+                    case .replaced: statistics.replaced += 1
+                    }
                 }
                 logger.debug("closing connection \(id): \(reason)")
                 children.spawn { await connection.close(code: 1000, reason: reason.description) }
@@ -235,7 +258,7 @@ actor BrokerLoop {
                 let deadPeerTimeout = configuration.connection.deadPeerTimeout
                 children.spawn { [weak self] in
                     let alive = await connection.isAlive(timeout: timeout, deadPeerTimeout: deadPeerTimeout)
-                    await self?.probed(id, alive: alive)
+                    await self?.handle(.probed(id, alive: alive))
                 }
             case .report(let report):
                 self.report(report)
@@ -244,60 +267,86 @@ actor BrokerLoop {
         rearm()
     }
 
-    private func probed(_ id: UInt64, alive: Bool) {
-        handle(.probed(id, alive: alive))
-    }
-
     private func report(_ report: BrokerStateMachine.Report) {
         switch report {
         case .connected(let peer, let id, let initiator):
             guard let connection = connections[id] else { return }
             logger.info("connected to \(peer.short) (dialed by \(initiator.short))")
             emit(.connected(connection, initiator: initiator))
-            for ticket in waits.answered(peer) { waiters.removeValue(forKey: ticket)?.resume(returning: .success(connection)) }
+            deliver(desk.connected(peer, id))
         case .disconnected(let peer, let id, let reason):
             logger.info("disconnected from \(peer.short): \(reason)")
             emit(.disconnected(peer, ConnectionID(value: id), reason: reason))
         case .skipped(let name, let reason):
-            statistics.skipped += 1
+            desk.count { $0.skipped += 1 }
             logger.info("skipping \"\(name)\": \(reason)")
             emit(.skipped(name: name, reason: reason))
         case .dialFailed(let peer, let reason, _):
             logger.info("dial to \(peer.short) failed: \(reason)")
             emit(.dialFailed(peer, reason: reason))
         case .refused(let peer, let reason):
-            for ticket in waits.answered(peer) {
-                waiters.removeValue(forKey: ticket)?.resume(returning: .failure(BrokerError(.refused, reason, connectionError: lastFailure[peer])))
+            deliver(desk.refused(peer, reason))
+        }
+    }
+
+    /// Performs what the desk decided: races' probes end, callers are answered, jobs start.
+    private func deliver(_ work: BrokerDesk.Work) {
+        for ticket in work.endProbes { callers[ticket]?.probes?.cancel() }
+        for answer in work.replies {
+            guard let caller = callers.removeValue(forKey: answer.ticket) else { continue }
+            if case .connected(let id) = answer.reply {
+                caller.continuation.resume(
+                    returning: connections[id].map(Answer.connection)
+                        ?? .reply(.failed(BrokerError(.unreachable, "the connection closed as it was handed over"))))
+            } else {
+                caller.continuation.resume(returning: .reply(answer.reply))
+            }
+        }
+        for job in work.start {
+            switch job {
+            case .dial(let peer, let addresses, let port):
+                children.spawn { [weak self] in await self?.dial(peer, addresses: addresses, port: port) }
+            case .measure(let peer, let announcement, let ticket):
+                measure(peer, announcement, for: ticket, probes: callers[ticket]?.probes)
             }
         }
     }
 
-    /// Sets the alarm to the earliest deadline: the machine's, a caller's who gives up, or the
-    /// end of a wait for news from discovery (all in the clock's time).
+    /// The desk looks at the time and what is announced: callers give up, races gather and decide.
+    private func settle() {
+        deliver(desk.advance(at: clock.now, compatible: compatibleAnnouncements()))
+        rearm()
+    }
+
+    /// Sets the alarm to the earliest deadline: the machine's, or the desk's (a caller who gives
+    /// up, a news wait that ends, a race that looks again), in the clock's time.
     private func rearm() {
-        guard !stopped else { return alarm.set(nil) }
-        alarm.set([machine.nextDeadline.map { origin + $0 }, waits.nextDeadline].compactMap { $0 }.min())
+        guard !desk.stopped else { return alarm.set(nil) }
+        alarm.set([machine.nextDeadline.map { origin + $0 }, desk.nextDeadline(at: clock.now)].compactMap { $0 }.min())
     }
 
     /// The alarm went off: whatever is due now happens.
     private func tick() {
-        guard !stopped else { return }
-        let time = clock.now
-        let due = waits.due(at: time)
-        for (peer, ticket) in due.gaveUp { giveUp(peer, ticket) }
-        for ticket in due.news { announcementWaiters.removeValue(forKey: ticket)?.resume() }
-        if let due = machine.nextDeadline, origin + due <= time {
+        guard !desk.stopped else { return }
+        if let due = machine.nextDeadline, origin + due <= clock.now {
             perform(machine.advance(to: now))
-        } else {
+        }
+        settle()
+    }
+
+    /// Waits for the desk's answer to `ticket`; `begin` runs once the caller is registered.
+    private func wait(for ticket: BrokerDesk.Ticket, probes: CancelScope? = nil, then begin: () -> Void = {}) async -> Answer {
+        await withCheckedContinuation { continuation in
+            callers[ticket] = Caller(continuation: continuation, probes: probes)
+            begin()
             rearm()
         }
     }
 
-    // MARK: Dialing
+    // MARK: Dialing and measuring
 
+    /// Runs in a slot the desk gave: the peer's one connection, happy-eyeballs style.
     private func dial(_ peer: PeerID, addresses: [PeerAddress], port: Int) async {
-        statistics.dials += 1
-        await dials.acquire()
         // A peer that asks someone before letting us in says how long that may take: whoever
         // waits for this peer waits that long too, instead of giving up at its own timeout.
         var settings = configuration.connection
@@ -309,59 +358,80 @@ actor BrokerLoop {
             children.spawn { [weak self] in await self?.admissionPending(peer, wait) }
         }
         let outcome = await HappyEyeballs.connect(DialPlan.schedule(addresses), port: port, expecting: peer, configuration: settings)
-        await dials.release()
         switch outcome {
         case .success(let connection):
-            statistics.dialsSucceeded += 1
-            guard !stopped else {
+            deliver(desk.dialEnded(peer, failure: nil))
+            guard !desk.stopped else {
                 await connection.close(code: 1001, reason: "the broker is shutting down")
                 return
             }
             let id = register(connection)
             handle(.dialSucceeded(peer, id))
         case .failure(let error):
-            statistics.dialsFailed += 1
-            lastFailure[peer] = error
+            deliver(desk.dialEnded(peer, failure: error))
             handle(.dialFailed(peer, reason: error.description, code: error.code))
         }
+    }
+
+    /// Runs in a slot the desk gave: one candidate's round trip, for a race (whose `probes`
+    /// end it early once its verdict is in, and which hears its progress) or a survey.
+    private func measure(_ peer: PeerID, _ announcement: PeerAnnouncement, for ticket: BrokerDesk.Ticket, probes: CancelScope?) {
+        let (clock, timeout, plan, port) = (clock, configuration.probeTimeout, DialPlan.schedule(announcement.addresses), announcement.port)
+        let children = self.children
+        var progress: (@Sendable (ProbeProgress) -> Void)?
+        if probes != nil {
+            progress = { [weak self] step in
+                guard let loop = self else { return }
+                let time = clock.now
+                children.spawn { await loop.probed(ticket, peer, step, at: time) }
+            }
+        }
+        let heard = progress
+        children.spawn { [weak self] in
+            let measure: @Sendable () async -> (Duration?, PeerAddress?) = {
+                await HappyEyeballs.measure(plan, port: port, timeout: timeout, progress: heard)
+            }
+            let result: (Duration?, PeerAddress?)?
+            if let probes { result = await probes.run(measure) } else { result = await measure() }
+            let (rtt, address) = result ?? (nil, nil)
+            await self?.measured(ticket, peer, rtt: rtt, address: address?.description, at: clock.now)
+        }
+    }
+
+    private func probed(_ ticket: BrokerDesk.Ticket, _ peer: PeerID, _ step: ProbeProgress, at time: Duration) {
+        desk.probe(ticket, peer, step, at: time)
+        settle()
+    }
+
+    private func measured(_ ticket: BrokerDesk.Ticket, _ peer: PeerID, rtt: Duration?, address: String?, at time: Duration) {
+        deliver(desk.measured(ticket, peer, rtt: rtt, address: address, at: time))
+        settle()
+    }
+
+    /// The peer being dialed asks someone whether to let us in, for up to `wait`: callers
+    /// waiting for it wait that long (plus slack for the network), never less than before.
+    private func admissionPending(_ peer: PeerID, _ wait: Duration) {
+        desk.extend(peer, to: clock.now + wait + .seconds(2))
+        rearm()
     }
 
     // MARK: Requests
 
     func connect(peerID: PeerID, timeout: Duration) async throws(BrokerError) -> PeerConnection {
         if let id = machine.connection(to: peerID), let connection = connections[id] { return connection }
-        guard !stopped else { throw BrokerError(.unreachable, "the broker was shut down") }
-        let ticket = waits.waitForPeer(peerID, until: clock.now + timeout)
-        let outcome = await withCheckedContinuation { waiter in
-            waiters[ticket] = waiter
-            handle(.requested(peerID))
-            rearm()
+        guard !desk.stopped else { throw BrokerError(.unreachable, "the broker was shut down") }
+        let ticket = desk.waitForPeer(peerID, until: clock.now + timeout)
+        switch await wait(for: ticket, then: { handle(.requested(peerID)) }) {
+        case .connection(let connection): return connection
+        case .reply(.failed(let error)): throw error
+        case .reply: throw BrokerError(.unreachable, "no connection to \(peerID.short)")
         }
-        return try outcome.get()
-    }
-
-    /// The peer being dialed asks someone whether to let us in, for up to `wait`: callers
-    /// waiting for it wait that long (plus slack for the network), never less than before.
-    private func admissionPending(_ peer: PeerID, _ wait: Duration) {
-        waits.extend(peer, to: clock.now + wait + .seconds(2))
-        rearm()
-    }
-
-    /// A caller waiting for `peer` gives up (see ``connect(peerID:timeout:)``).
-    private func giveUp(_ peer: PeerID, _ ticket: CallerWaits.Ticket) {
-        guard let waiter = waiters.removeValue(forKey: ticket) else { return }
-        let known = announced.announcements.contains { $0.peerID.flatMap { PeerID($0) } == peer }
-        let why = lastFailure[peer].map { ": the last attempt: \($0.description)" } ?? ""
-        waiter.resume(returning: .failure(
-            known
-                ? BrokerError(.unreachable, "no connection to \(peer.short) within the time allowed\(why)", connectionError: lastFailure[peer])
-                : BrokerError(.notFound, "no peer with ID \(peer.short) was found within the time allowed")))
     }
 
     func peerID(named name: String, timeout: Duration) async throws(BrokerError) -> PeerID {
         let end = clock.now + timeout
-        while clock.now < end {
-            let announcements = announced.named(name)
+        while clock.now < end, !desk.stopped {
+            let announcements = desk.announced.named(name)
             if !announcements.isEmpty {
                 let peers = Set(announcements.compactMap { $0.peerID.flatMap(PeerID.init) })
                 if peers.count > 1 {
@@ -373,25 +443,21 @@ actor BrokerLoop {
                 }
                 return peer
             }
-            await waitForAnnouncement(until: end)
+            await waitForNews(until: end)
         }
         throw BrokerError(.notFound, "no peer named \"\(name)\" was found within \(timeout)")
     }
 
     /// Waits until something new is announced, or `end` (clock time).
-    private func waitForAnnouncement(until end: Duration) async {
-        guard !stopped, clock.now < end else { return }
-        let ticket = waits.waitForNews(until: end)
-        await withCheckedContinuation {
-            announcementWaiters[ticket] = $0
-            rearm()
-        }
+    private func waitForNews(until end: Duration) async {
+        guard !desk.stopped, clock.now < end else { return }
+        _ = await wait(for: desk.waitForNews(until: end))
     }
 
     /// The shell of ``ManualConnect``: it dials and closes, the decisions are there.
     func connect(host: String, port: Int, timeout: Duration) async throws(BrokerError) -> PeerConnection {
         let machine = self.machine
-        if let id = ManualConnect.existing(host: host, port: port, announcements: announced.announcements, connection: { machine.connection(to: $0) }),
+        if let id = ManualConnect.existing(host: host, port: port, announcements: desk.announced.announcements, connection: { machine.connection(to: $0) }),
             let open = connections[id]
         {
             return open
@@ -423,88 +489,37 @@ actor BrokerLoop {
     // MARK: Measuring
 
     /// The compatible candidates announced while gathering, each measured as soon as it is
-    /// announced, until the nearest is certain (``NearestRace``): nearest first, then the
-    /// others as far as they were measured.
+    /// announced, until the nearest is certain (``NearestRace``, run by the desk): nearest first,
+    /// then the others as far as they were measured.
     func measureCandidates(timeout: Duration) async throws(BrokerError) -> (nearest: MeasuredPeer?, candidates: [MeasuredPeer]) {
         let end = clock.now + timeout
-        while compatibleAnnouncements().isEmpty, clock.now < end { await waitForAnnouncement(until: end) }
+        while compatibleAnnouncements().isEmpty, clock.now < end, !desk.stopped { await waitForNews(until: end) }
         guard !compatibleAnnouncements().isEmpty else {
             throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)\(skippedText())")
         }
         let due = Nearest.answersDue(
-            browseStarted: browseStarted ?? clock.now, firstAnswer: clock.now, window: configuration.answerWindow, deadline: end)
-        return await race(NearestRace(answersDue: due, deadline: end))
-    }
-
-    /// What wakes the race: news from discovery or a probe, or its own alarm.
-    private enum RaceInput: Sendable {
-        case event(NearestRace.Event, at: Duration)
-        case news
-    }
-
-    /// Where discovery's news goes while a race runs.
-    private var raceNews: AsyncStream<RaceInput>.Continuation?
-
-    /// Runs the race: measures candidates as they join, and returns its verdict the moment it
-    /// is given; probes still under way are cancelled (their connections closed) on the way out.
-    private func race(_ start: NearestRace) async -> (nearest: MeasuredPeer?, candidates: [MeasuredPeer]) {
-        var race = start
-        let (inputs, sink) = AsyncStream.makeStream(of: RaceInput.self)
-        raceNews = sink
-        defer {
-            raceNews = nil
-            sink.finish()
-        }
-        let (clock, limiter, timeout) = (clock, dials, configuration.probeTimeout)
-        return await withTaskGroup(of: Void.self) { group in
-            defer { group.cancelAll() }
-            var alarm: Duration?
-            sink.yield(.news)
-            for await input in inputs {
-                if case .event(let event, let time) = input { race.handle(event, at: time) }
-                let now = clock.now
-                if race.isGathering(at: now) {
-                    for (peer, announcement) in compatibleAnnouncements() where !race.contains(peer) {
-                        let plan = DialPlan.schedule(announcement.addresses)
-                        race.handle(.joined(peer, name: announcement.name, addresses: plan.count), at: now)
-                        group.addTask {
-                            await limiter.acquire()
-                            let (rtt, address) = await HappyEyeballs.measure(plan, port: announcement.port, timeout: timeout) { progress in
-                                sink.yield(.event(.progress(peer, progress), at: clock.now))
-                            }
-                            await limiter.release()
-                            sink.yield(.event(.measured(peer, rtt: rtt, address: address?.description), at: clock.now))
-                        }
-                    }
-                }
-                switch race.verdict(at: now) {
-                case .decided(let nearest, let candidates):
-                    let after = browseStarted.map { " \(millisecondsText(now - $0))" } ?? ""
-                    let farther = candidates.filter { $0.rttExceeds != nil }.count
-                    logger.debug(
-                        "nearest decided\(after) after browsing began: \(nearest?.name ?? "none") of \(candidates.count) candidate(s)\(farther > 0 ? ", \(farther) not waited for" : "")")
-                    return (nearest, candidates)
-                case .wait(let until):
-                    guard let until, until != alarm else { continue }
-                    alarm = until
-                    group.addTask {
-                        try? await clock.sleep(until: until)
-                        sink.yield(.news)
-                    }
-                }
-            }
-            // Cancelled: whatever is known.
-            if case .decided(let nearest, let candidates) = race.verdict(at: race.deadline) { return (nearest, candidates) }
-            return (nil, [])
+            browseStarted: desk.browseStarted ?? clock.now, firstAnswer: clock.now, window: configuration.answerWindow, deadline: end)
+        let ticket = desk.waitForNearest(NearestRace(answersDue: due, deadline: end))
+        switch await wait(for: ticket, probes: CancelScope(), then: settle) {
+        case .reply(.nearest(let nearest, let candidates)):
+            let after = desk.browseStarted.map { " \(millisecondsText(clock.now - $0))" } ?? ""
+            let farther = candidates.filter { $0.rttExceeds != nil }.count
+            logger.debug(
+                "nearest decided\(after) after browsing began: \(nearest?.name ?? "none") of \(candidates.count) candidate(s)\(farther > 0 ? ", \(farther) not waited for" : "")")
+            return (nearest, candidates)
+        case .reply(.failed(let error)): throw error
+        default: throw BrokerError(.unreachable, "the nearest peer could not be measured")
         }
     }
 
     /// Everything announced within `duration`, compatible or not; compatible peers measured.
     func measureAll(after duration: Duration) async -> [DiscoveredPeer] {
         let end = clock.now + duration
-        while clock.now < end { await waitForAnnouncement(until: end) }
-        let measured = await measure(compatibleAnnouncements())
-        return announced.announcements.sorted { $0.name < $1.name }.map { announcement in
+        while clock.now < end, !desk.stopped { await waitForNews(until: end) }
+        let (ticket, work) = desk.survey(compatibleAnnouncements())
+        var measured: [MeasuredPeer] = []
+        if case .reply(.surveyed(let peers)) = await wait(for: ticket, then: { deliver(work) }) { measured = peers }
+        return desk.announced.announcements.sorted { $0.name < $1.name }.map { announcement in
             let peer = announcement.peerID.flatMap { PeerID($0) }
             let why: String? =
                 switch machine.compatibility(of: announcement) {
@@ -518,12 +533,11 @@ actor BrokerLoop {
         }
     }
 
-    /// The announcements the machine would connect to, with their peers.
     /// What was found but not taken, and why, for an error a person reads: `; skipped 1:
     /// "Printer" (its TXT has no valid id …)`. Our own announcement is not counted.
     private func skippedText() -> String {
         var reasons: [String] = []
-        for announcement in announced.announcements {
+        for announcement in desk.announced.announcements {
             guard case .failure(let why) = machine.compatibility(of: announcement) else { continue }
             if case .ownAnnouncement = why { continue }
             reasons.append("\"\(announcement.name)\" (\(why))")
@@ -533,54 +547,11 @@ actor BrokerLoop {
         return "; skipped \(reasons.count): \(shown)\(reasons.count > 5 ? ", ..." : "")"
     }
 
+    /// The announcements the machine would connect to, with their peers, in name order.
     private func compatibleAnnouncements() -> [(PeerID, PeerAnnouncement)] {
-        announced.announcements.compactMap { announcement in
+        desk.announced.announcements.compactMap { announcement in
             guard let peer = try? machine.compatibility(of: announcement).get() else { return nil }
             return (peer, announcement)
-        }
-    }
-
-    private func measure(_ candidates: [(PeerID, PeerAnnouncement)]) async -> [MeasuredPeer] {
-        let limiter = dials
-        let timeout = configuration.probeTimeout
-        return await withTaskGroup(of: MeasuredPeer.self) { group in
-            for (peer, announcement) in candidates {
-                group.addTask {
-                    await limiter.acquire()
-                    let (rtt, address) = await HappyEyeballs.measure(
-                        DialPlan.schedule(announcement.addresses), port: announcement.port, timeout: timeout)
-                    await limiter.release()
-                    return MeasuredPeer(peerID: peer, name: announcement.name, rtt: rtt, address: address?.description)
-                }
-            }
-            var measured: [MeasuredPeer] = []
-            for await peer in group { measured.append(peer) }
-            return measured
-        }
-    }
-}
-
-/// At most `limit` holders at once; the others wait in order.
-actor AsyncLimiter {
-    private let limit: Int
-    private var inUse = 0
-    private var waiting: [CheckedContinuation<Void, Never>] = []
-
-    init(_ limit: Int) { self.limit = limit }
-
-    func acquire() async {
-        if inUse < limit {
-            inUse += 1
-            return
-        }
-        await withCheckedContinuation { waiting.append($0) }
-    }
-
-    func release() {
-        if waiting.isEmpty {
-            inUse -= 1
-        } else {
-            waiting.removeFirst().resume()
-        }
+        }.sorted { $0.1.name < $1.1.name }
     }
 }

@@ -22,21 +22,22 @@ struct CallerWaits: Sendable {
         [forPeer.values.flatMap(\.values).min(), forNews.values.min()].compactMap { $0 }.min()
     }
 
-    private mutating func ticket() -> Ticket {
+    /// A new ticket, for a caller whose wait someone else answers (a race, a survey).
+    mutating func issue() -> Ticket {
         defer { next += 1 }
         return next
     }
 
     /// A caller begins to wait for a connection to `peer`, giving up at `end`.
     mutating func waitForPeer(_ peer: PeerID, until end: Duration) -> Ticket {
-        let ticket = ticket()
+        let ticket = issue()
         forPeer[peer, default: [:]][ticket] = end
         return ticket
     }
 
     /// A caller begins to wait for news from discovery (something announced), until `end`.
     mutating func waitForNews(until end: Duration) -> Ticket {
-        let ticket = ticket()
+        let ticket = issue()
         forNews[ticket] = end
         return ticket
     }

@@ -4,7 +4,6 @@ public import Logging
 public import NearbyDiscovery
 public import PeerConnection
 public import PeerTrust
-import ServiceLifecycle
 
 /// What a broker is: who it is and whom it trusts (the connection configuration), what it
 /// advertises and looks for, and whether it connects by itself.
@@ -142,20 +141,15 @@ public final class ConnectionBroker: Sendable {
     let loop: BrokerLoop
     /// The task ``start(_:discovery:)`` runs ``run()`` in, for a broker nobody else runs.
     private let runner = Locked<Task<Void, Never>?>(nil)
-    /// Whether ``run()`` was called (it runs once), whether it is over, and who waits for that.
-    private let runState = Locked<(claimed: Bool, over: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, false, []))
-    /// ``shutdown()`` asks the running ``run()`` to stop through this.
-    private let stopRequests: AsyncStream<Void>
-    private let stop: AsyncStream<Void>.Continuation
+    /// Whether ``run()`` was called (a broker runs once).
+    private let claimed = Locked(false)
 
     deinit {
         runner.withLockedValue { $0?.cancel() }
-        stop.finish()
     }
 
     private init(loop: BrokerLoop, events: EventStream<BrokerEvent>, advertisedName: String?, port: Int?) {
         self.loop = loop
-        (stopRequests, stop) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.events = events
         self.advertisedName = advertisedName
         self.port = port
@@ -167,12 +161,9 @@ public final class ConnectionBroker: Sendable {
     /// in it instead.
     public static func start(_ configuration: BrokerConfiguration, discovery: NearbyDiscovery) async throws(BrokerError) -> ConnectionBroker {
         let broker = try await prepare(configuration, discovery: discovery)
-        broker.runState.withLockedValue { $0.claimed = true }
-        let (loop, stopRequests) = (broker.loop, broker.stopRequests)
-        let task = Task {
-            await Self.work(loop: loop, stopRequests: stopRequests)
-        }
-        broker.runner.withLockedValue { $0 = task }
+        broker.claimed.withLockedValue { $0 = true }
+        let loop = broker.loop
+        broker.runner.withLockedValue { $0 = Task { await loop.run() } }
         return broker
     }
 
@@ -183,35 +174,12 @@ public final class ConnectionBroker: Sendable {
     /// - Throws: ``BrokerError`` (`startFailed`) when the broker runs already (``start(_:discovery:)``
     ///   runs it).
     public func run() async throws(BrokerError) {
-        let claimed = runState.withLockedValue { state -> Bool in
-            guard !state.claimed else { return false }
-            state.claimed = true
-            return true
+        let first = claimed.withLockedValue { claimed -> Bool in
+            defer { claimed = true }
+            return !claimed
         }
-        guard claimed else { throw BrokerError(.startFailed, "this broker runs already: run() runs a prepared broker once; start() runs it by itself") }
-        await Self.work(loop: loop, stopRequests: stopRequests)
-        let waiters = runState.withLockedValue { state in
-            state.over = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    /// What ``run()`` does: the loop's children in a group of this task, until told to stop.
-    private static func work(loop: BrokerLoop, stopRequests: AsyncStream<Void>) async {
-        await withDiscardingTaskGroup { group in
-            group.addTask { await loop.run() }
-            // Whichever comes first: graceful shutdown or cancellation, or shutdown().
-            await withTaskGroup(of: Void.self) { stopping in
-                stopping.addTask { try? await gracefulShutdown() }
-                stopping.addTask { for await _ in stopRequests { return } }
-                await stopping.next()
-                stopping.cancelAll()
-            }
-            await loop.shutdown()
-            group.cancelAll()
-        }
+        guard first else { throw BrokerError(.startFailed, "this broker runs already: run() runs a prepared broker once; start() runs it by itself") }
+        await loop.run()
     }
 
     /// Prepares a broker on `discovery`: listens and advertises (unless `advertises` is off), and
@@ -320,22 +288,14 @@ public final class ConnectionBroker: Sendable {
     }
 
     /// Stops: withdraws the advertisement (goodbye), stops browsing and dialing, and closes
-    /// every connection (1001, going away).
+    /// every connection (1001, going away); returns once that is done. One path: the running
+    /// ``run()`` is asked to end and does it on its way out; a broker that never ran does it here.
     public func shutdown() async {
-        stop.yield()
-        if let runner = runner.withLockedValue({ $0 }) {
-            await runner.value
-            return
-        }
-        // Run by a caller's group: wait until run() is over; never run: shut the loop down here.
-        let claimed = runState.withLockedValue { $0.claimed }
-        guard claimed else { return await loop.shutdown() }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let over = runState.withLockedValue { state -> Bool in
-                if !state.over { state.waiters.append(continuation) }
-                return state.over
-            }
-            if over { continuation.resume() }
+        loop.stop()
+        if claimed.withLockedValue({ $0 }) {
+            await loop.finished()
+        } else {
+            await loop.shutdown()
         }
     }
 }

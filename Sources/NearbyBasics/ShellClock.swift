@@ -204,3 +204,68 @@ package final class ChildTasks: Sendable {
         queue.finish()
     }
 }
+
+/// Jobs a shell ends together before they end by themselves (the probes of a nearest-peer race
+/// once its verdict is in): each runs with ``run(_:)`` inside one of the shell's children, and
+/// ``cancel()`` cancels every job in the scope, those running and those yet to start.
+package final class CancelScope: Sendable {
+    private struct State {
+        var cancelled = false
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var next: UInt64 = 0
+    }
+
+    private let state = Locked(State())
+
+    package init() {}
+
+    package var isCancelled: Bool { state.withLockedValue { $0.cancelled } }
+
+    /// Cancels every job in the scope; a job that starts later does not run.
+    package func cancel() {
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.cancelled = true
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Runs `job` until it ends (its result), or until the scope (or the calling task) is
+    /// cancelled: then `job`'s task is cancelled and awaited, and the result is nil.
+    package func run<Result: Sendable>(_ job: @escaping @Sendable () async -> Result) async -> Result? {
+        guard !isCancelled else { return nil }
+        return await withTaskGroup(of: Result?.self) { group in
+            group.addTask { await job() }
+            group.addTask {
+                await self.wait()
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Returns once the scope is cancelled, or the calling task is (a latch: ``cancel()``
+    /// opens it for every waiter, now and later).
+    package func wait() async {
+        let id = state.withLockedValue { state in
+            defer { state.next += 1 }
+            return state.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLockedValue { state -> Bool in
+                    if state.cancelled || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLockedValue { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume()
+        }
+    }
+}

@@ -43,6 +43,23 @@ struct ShellTimingTests {
         await runner.value  // cancellation ends it
     }
 
+    @Test("a cancel scope ends the jobs running in it and every later one; a job that ends first gives its result; its latch opens for every waiter")
+    func cancelScope() async {
+        let clock = ManualClock()
+        let scope = CancelScope()
+        #expect(await scope.run { 7 } == 7)
+        // A job waiting on the clock (a probe's timeout) ends at once when the scope is cancelled.
+        let long = Task { await scope.run { () async -> Int in (try? await clock.sleep(until: .seconds(60))) == nil ? -1 : 60 } }
+        await clock.waitForSleepers()
+        let waiter = Task { await scope.wait() }
+        scope.cancel()
+        #expect(await long.value == nil)
+        await waiter.value
+        #expect(clock.sleeping == 0)
+        #expect(await scope.run { 1 } == nil)
+        await scope.wait()
+    }
+
     @Test("a resolve that hears nothing ends at its timeout on the shell's clock, and stops its source")
     func resolveTimeout() async throws {
         let clock = ManualClock()
