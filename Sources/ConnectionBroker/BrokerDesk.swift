@@ -1,5 +1,6 @@
 import NearbyBasics
 import PeerConnection
+import PeerProtocol
 import PeerTrust
 
 /// Everything the broker's shell keeps besides ``BrokerStateMachine``, as a pure value: what
@@ -81,8 +82,13 @@ struct BrokerDesk: Sendable {
     private var queued: [Job] = []
     private var running = 0
     private let slots: Int
+    /// Who we are and what we speak, for which announcements are candidates.
+    private let localID: PeerID
+    private let protocolVersion: ProtocolVersion
 
-    init(slots: Int = DialPlan.concurrencyLimit) {
+    init(localID: PeerID, protocolVersion: ProtocolVersion, slots: Int = DialPlan.concurrencyLimit) {
+        self.localID = localID
+        self.protocolVersion = protocolVersion
         self.slots = slots
     }
 
@@ -116,6 +122,66 @@ struct BrokerDesk: Sendable {
         announced.lost(name, in: domain, on: place)
     }
 
+    /// Whether the broker connects to what `announcement` announces: the peer it names, or why not.
+    func compatibility(of announcement: PeerAnnouncement) -> Result<PeerID, BrokerStateMachine.Incompatibility> {
+        BrokerStateMachine.compatibility(of: announcement, localID: localID, protocolVersion: protocolVersion)
+    }
+
+    /// The announcements the broker would connect to, with their peers, in name order.
+    var compatible: [(PeerID, PeerAnnouncement)] {
+        announced.announcements.compactMap { announcement in
+            guard let peer = try? compatibility(of: announcement).get() else { return nil }
+            return (peer, announcement)
+        }.sorted { $0.1.name < $1.1.name }
+    }
+
+    /// The peer announced as `name`: its ID, an error when the name cannot say whom to expect,
+    /// or nil while nobody announces it.
+    func peer(named name: String) -> Result<PeerID, BrokerError>? {
+        let announcements = announced.named(name)
+        guard !announcements.isEmpty else { return nil }
+        let peers = Set(announcements.compactMap { $0.peerID.flatMap(PeerID.init) })
+        if peers.count > 1 {
+            let domains = announcements.map { String($0.domain.dropLast()) }.joined(separator: ", ")
+            return .failure(BrokerError(.notFound, "\"\(name)\" is announced by \(peers.count) different peers (in \(domains)): connect by peer ID"))
+        }
+        guard let peer = peers.first else {
+            return .failure(BrokerError(.notFound, "\"\(name)\" is announced without a valid TXT id, so whom to expect is unknown"))
+        }
+        return .success(peer)
+    }
+
+    /// What was found but not taken, and why, for an error a person reads: `; skipped 1:
+    /// "Printer" (its TXT has no valid id …)`. Our own announcement is not counted.
+    var skippedText: String {
+        var reasons: [String] = []
+        for announcement in announced.announcements {
+            guard case .failure(let why) = compatibility(of: announcement) else { continue }
+            if case .ownAnnouncement = why { continue }
+            reasons.append("\"\(announcement.name)\" (\(why))")
+        }
+        guard !reasons.isEmpty else { return "" }
+        let shown = reasons.sorted().prefix(5).joined(separator: ", ")
+        return "; skipped \(reasons.count): \(shown)\(reasons.count > 5 ? ", ..." : "")"
+    }
+
+    /// Everyone announced, in name order, compatible or not (and why not), with the round trips
+    /// `measured`.
+    func listing(measured: [MeasuredPeer]) -> [DiscoveredPeer] {
+        announced.announcements.sorted { $0.name < $1.name }.map { announcement in
+            let peer = announcement.peerID.flatMap { PeerID($0) }
+            let why: String? =
+                switch compatibility(of: announcement) {
+                case .success: nil
+                case .failure(let incompatibility): incompatibility.description
+                }
+            return DiscoveredPeer(
+                name: announcement.name, peerID: peer, addresses: announcement.addresses, port: announcement.port,
+                protocolVersion: announcement.protocolVersion, compatible: why == nil, reason: why,
+                rtt: measured.first { $0.peerID == peer }?.rtt)
+        }
+    }
+
     /// Whether any announcement carries `peer`'s ID.
     func isAnnounced(_ peer: PeerID) -> Bool {
         announced.announcements.contains { $0.peerID.flatMap { PeerID($0) } == peer }
@@ -146,8 +212,9 @@ struct BrokerDesk: Sendable {
         return ticket
     }
 
-    /// A caller waits until every one of `candidates` has been measured.
-    mutating func survey(_ candidates: [(PeerID, PeerAnnouncement)]) -> (Ticket, Work) {
+    /// A caller waits until every compatible candidate announced now has been measured.
+    mutating func survey() -> (Ticket, Work) {
+        let candidates = compatible
         let ticket = waits.issue()
         var work = Work()
         guard !candidates.isEmpty, !stopped else {
@@ -232,10 +299,11 @@ struct BrokerDesk: Sendable {
     // MARK: Time
 
     /// Whatever is due at `time`: callers who give up (told why, from what is announced and
-    /// the last failure), news waits that end, and each race: the `compatible` candidates not
+    /// the last failure), news waits that end, and each race: the compatible candidates not
     /// yet in it join while it gathers (their measurements queue), and a race whose verdict is
     /// certain answers its caller, its queued measurements dropped and its probes ended.
-    mutating func advance(at time: Duration, compatible: [(PeerID, PeerAnnouncement)]) -> Work {
+    mutating func advance(at time: Duration) -> Work {
+        let compatible = self.compatible
         var work = Work()
         guard !stopped else { return work }
         let due = waits.due(at: time)

@@ -2,24 +2,8 @@ import Logging
 import NearbyBasics
 import NearbyDiscovery
 import PeerConnection
-public import PeerTrust
+import PeerTrust
 import ServiceLifecycle
-
-/// A peer on the link as discovery shows it, for listings such as `nearby peers`.
-public struct DiscoveredPeer: Hashable, Sendable {
-    public var name: String
-    /// From TXT `id`; nil when absent or not a peer ID.
-    public var peerID: PeerID?
-    public var addresses: [PeerAddress]
-    public var port: Int
-    /// TXT `pv`, as announced.
-    public var protocolVersion: String?
-    /// Whether the broker would connect to it; when not, `reason` says why.
-    public var compatible: Bool
-    public var reason: String?
-    /// The round-trip time of its best address (nil: not measured, or no answer).
-    public var rtt: Duration?
-}
 
 /// The async shell around ``BrokerStateMachine`` and ``BrokerDesk``: it feeds them what
 /// discovery, the listener, the connections and the clock say, and performs what they decide.
@@ -36,7 +20,7 @@ actor BrokerLoop {
     private let events: EventStream<BrokerEvent>.Source
     private var machine: BrokerStateMachine
     /// Callers, announcements, dial slots, races (``BrokerDesk``).
-    private var desk = BrokerDesk()
+    private var desk: BrokerDesk
     private let clock: any ShellClock
     /// The clock's reading when the machine's time began (the machine counts from zero).
     private let origin: Duration
@@ -78,6 +62,7 @@ actor BrokerLoop {
         self.discovery = discovery
         self.clock = clock
         origin = clock.now
+        desk = BrokerDesk(localID: localID, protocolVersion: configuration.connection.protocolVersion)
         var seed = SystemRandomNumberGenerator()
         machine = BrokerStateMachine(
             configuration: .init(
@@ -314,7 +299,7 @@ actor BrokerLoop {
 
     /// The desk looks at the time and what is announced: callers give up, races gather and decide.
     private func settle() {
-        deliver(desk.advance(at: clock.now, compatible: compatibleAnnouncements()))
+        deliver(desk.advance(at: clock.now))
         rearm()
     }
 
@@ -431,18 +416,7 @@ actor BrokerLoop {
     func peerID(named name: String, timeout: Duration) async throws(BrokerError) -> PeerID {
         let end = clock.now + timeout
         while clock.now < end, !desk.stopped {
-            let announcements = desk.announced.named(name)
-            if !announcements.isEmpty {
-                let peers = Set(announcements.compactMap { $0.peerID.flatMap(PeerID.init) })
-                if peers.count > 1 {
-                    let domains = announcements.map { String($0.domain.dropLast()) }.joined(separator: ", ")
-                    throw BrokerError(.notFound, "\"\(name)\" is announced by \(peers.count) different peers (in \(domains)): connect by peer ID")
-                }
-                guard let peer = peers.first else {
-                    throw BrokerError(.notFound, "\"\(name)\" is announced without a valid TXT id, so whom to expect is unknown")
-                }
-                return peer
-            }
+            if let found = desk.peer(named: name) { return try found.get() }
             await waitForNews(until: end)
         }
         throw BrokerError(.notFound, "no peer named \"\(name)\" was found within \(timeout)")
@@ -493,9 +467,9 @@ actor BrokerLoop {
     /// then the others as far as they were measured.
     func measureCandidates(timeout: Duration) async throws(BrokerError) -> (nearest: MeasuredPeer?, candidates: [MeasuredPeer]) {
         let end = clock.now + timeout
-        while compatibleAnnouncements().isEmpty, clock.now < end, !desk.stopped { await waitForNews(until: end) }
-        guard !compatibleAnnouncements().isEmpty else {
-            throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)\(skippedText())")
+        while desk.compatible.isEmpty, clock.now < end, !desk.stopped { await waitForNews(until: end) }
+        guard !desk.compatible.isEmpty else {
+            throw BrokerError(.notFound, "no compatible peer offering \(configuration.serviceType) was found within \(timeout)\(desk.skippedText)")
         }
         let due = Nearest.answersDue(
             browseStarted: desk.browseStarted ?? clock.now, firstAnswer: clock.now, window: configuration.answerWindow, deadline: end)
@@ -516,42 +490,9 @@ actor BrokerLoop {
     func measureAll(after duration: Duration) async -> [DiscoveredPeer] {
         let end = clock.now + duration
         while clock.now < end, !desk.stopped { await waitForNews(until: end) }
-        let (ticket, work) = desk.survey(compatibleAnnouncements())
+        let (ticket, work) = desk.survey()
         var measured: [MeasuredPeer] = []
         if case .reply(.surveyed(let peers)) = await wait(for: ticket, then: { deliver(work) }) { measured = peers }
-        return desk.announced.announcements.sorted { $0.name < $1.name }.map { announcement in
-            let peer = announcement.peerID.flatMap { PeerID($0) }
-            let why: String? =
-                switch machine.compatibility(of: announcement) {
-                case .success: nil
-                case .failure(let incompatibility): incompatibility.description
-                }
-            return DiscoveredPeer(
-                name: announcement.name, peerID: peer, addresses: announcement.addresses, port: announcement.port,
-                protocolVersion: announcement.protocolVersion, compatible: why == nil, reason: why,
-                rtt: measured.first { $0.peerID == peer }?.rtt)
-        }
-    }
-
-    /// What was found but not taken, and why, for an error a person reads: `; skipped 1:
-    /// "Printer" (its TXT has no valid id …)`. Our own announcement is not counted.
-    private func skippedText() -> String {
-        var reasons: [String] = []
-        for announcement in desk.announced.announcements {
-            guard case .failure(let why) = machine.compatibility(of: announcement) else { continue }
-            if case .ownAnnouncement = why { continue }
-            reasons.append("\"\(announcement.name)\" (\(why))")
-        }
-        guard !reasons.isEmpty else { return "" }
-        let shown = reasons.sorted().prefix(5).joined(separator: ", ")
-        return "; skipped \(reasons.count): \(shown)\(reasons.count > 5 ? ", ..." : "")"
-    }
-
-    /// The announcements the machine would connect to, with their peers, in name order.
-    private func compatibleAnnouncements() -> [(PeerID, PeerAnnouncement)] {
-        desk.announced.announcements.compactMap { announcement in
-            guard let peer = try? machine.compatibility(of: announcement).get() else { return nil }
-            return (peer, announcement)
-        }.sorted { $0.1.name < $1.1.name }
+        return desk.listing(measured: measured)
     }
 }

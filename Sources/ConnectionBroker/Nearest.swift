@@ -1,5 +1,21 @@
 public import PeerTrust
 
+/// A peer on the link as discovery shows it, for listings such as `nearby peers`.
+public struct DiscoveredPeer: Hashable, Sendable {
+    public var name: String
+    /// From TXT `id`; nil when absent or not a peer ID.
+    public var peerID: PeerID?
+    public var addresses: [PeerAddress]
+    public var port: Int
+    /// TXT `pv`, as announced.
+    public var protocolVersion: String?
+    /// Whether the broker would connect to it; when not, `reason` says why.
+    public var compatible: Bool
+    public var reason: String?
+    /// The round-trip time of its best address (nil: not measured, or no answer).
+    public var rtt: Duration?
+}
+
 /// A candidate for "the nearest peer", with what measuring it found.
 public struct MeasuredPeer: Hashable, Sendable {
     public var peerID: PeerID

@@ -174,6 +174,9 @@ package final class Alarm: Sendable {
 /// `run()`, and every job ``spawn(_:)`` hands it becomes a child of that. Cancelling the shell
 /// cancels them all, and the shell's `run()` returns only once they have ended.
 package final class ChildTasks: Sendable {
+    /// Jobs on their way into the group. Not bounded by a count: a job is a child the shell
+    /// decided to start (its own bound is the shell's: dial slots, connection limits), and
+    /// ``run()`` takes each into the group as soon as it is queued.
     private let jobs: AsyncStream<@Sendable () async -> Void>
     private let queue: AsyncStream<@Sendable () async -> Void>.Continuation
 

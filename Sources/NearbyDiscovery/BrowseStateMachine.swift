@@ -1,4 +1,5 @@
 import DNSWire
+import NearbyBasics
 
 /// What a backend saw, in DNS-SD terms: both backends speak this to ``BrowseStateMachine``.
 ///
@@ -24,6 +25,57 @@ enum DiscoveryObservation: Sendable, Equatable {
     case interrupted(DiscoveryError)
     /// The backend sees the network again and starts reporting afresh.
     case restored
+}
+
+/// What an observation is about, for a reader that falls behind: the newest observation of
+/// each thing waits (see ``DiscoveryObservation/buffer()``). The link's interruptions and
+/// restorations are one thing: the newest says how the link is now.
+enum ObservationKey: Hashable, Sendable {
+    case instance(DomainName, NetworkInterface)
+    case srv(DomainName, NetworkInterface, SRVData)
+    case txt(DomainName, NetworkInterface, TXTData)
+    case address(DomainName, NetworkInterface, IPAddress)
+    case link
+}
+
+extension DiscoveryObservation {
+    var key: ObservationKey {
+        switch self {
+        case .instanceAdded(let name, let interface), .instanceRemoved(let name, let interface): .instance(name, interface)
+        case .srvAdded(let name, let interface, let srv), .srvRemoved(let name, let interface, let srv): .srv(name, interface, srv)
+        case .txtAdded(let name, let interface, let txt), .txtRemoved(let name, let interface, let txt): .txt(name, interface, txt)
+        case .addressAdded(let name, let interface, let address), .addressRemoved(let name, let interface, let address):
+            .address(name, interface, address)
+        case .interrupted, .restored: .link
+        }
+    }
+
+    private var isAddition: Bool {
+        switch self {
+        case .instanceAdded, .srvAdded, .txtAdded, .addressAdded: true
+        default: false
+        }
+    }
+
+    private var isRemoval: Bool {
+        switch self {
+        case .instanceRemoved, .srvRemoved, .txtRemoved, .addressRemoved: true
+        default: false
+        }
+    }
+
+    /// Between a source and the driver that reads it: batches as the source delivers them,
+    /// and for a driver that falls behind, the newest observation of each thing (an addition
+    /// and a removal it has not read cancel out). Bounded by the things the source observes,
+    /// which the engine's own bounded streams and caches bound.
+    static func buffer() -> LatestPerKeyBatchBuffer<DiscoveryObservation, ObservationKey> {
+        LatestPerKeyBatchBuffer(
+            key: \.key,
+            merge: { waiting, newer in
+                if waiting.isAddition, newer.isRemoval { return nil }
+                return newer
+            })
+    }
 }
 
 /// A thing the state machine wants followed: an instance's SRV and TXT, or a host's addresses.

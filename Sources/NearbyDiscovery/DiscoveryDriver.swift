@@ -25,9 +25,34 @@ struct ObservationSink: Sendable {
 /// the clock, performs its watches, and hands its reports on. All decisions are the state
 /// machine's.
 struct DiscoveryDriver {
-    private enum Input: Sendable {
+    enum Input: Sendable, Equatable {
         case observed([DiscoveryObservation])
         case tick
+    }
+
+    /// What waits for the driver's loop: the source's observations as
+    /// ``DiscoveryObservation/buffer()`` keeps them (the newest of each thing), and at most
+    /// one tick (the alarm went off: the machine looks at the time when it reads it).
+    struct InputBuffer: EventBuffer {
+        private var observations = DiscoveryObservation.buffer()
+        private var tick = false
+
+        mutating func push(_ input: Input) {
+            switch input {
+            case .observed(let batch): observations.push(batch)
+            case .tick: tick = true
+            }
+        }
+
+        mutating func pop() -> Input? {
+            if let batch = observations.pop() { return .observed(batch) }
+            guard tick else { return nil }
+            tick = false
+            return .tick
+        }
+
+        var count: Int { observations.count + (tick ? 1 : 0) }
+        var merged: Int { observations.merged }
     }
 
     var machine: BrowseStateMachine
@@ -42,7 +67,7 @@ struct DiscoveryDriver {
         var machine = machine
         let start = clock.now
         func elapsed() -> Duration { clock.now - start }
-        let (inputs, input) = AsyncStream<Input>.makeStream()
+        let (inputs, input) = EventStream<Input>.makeStream(buffer: InputBuffer())
         // The machine's next deadline (or the caller's), in the clock's time.
         let alarm = Alarm()
 
@@ -82,10 +107,10 @@ struct DiscoveryDriver {
 
         await withTaskGroup(of: Void.self) { group in
             // The timekeeper and the source's forwarders: children of this run, so they end with it.
-            group.addTask { await alarm.run(clock: clock) { input.yield(.tick) } }
+            group.addTask { await alarm.run(clock: clock) { _ = input.yield(.tick) } }
             let source = self.source
             group.addTask { await source.run() }
-            await source.start(sink: ObservationSink { batch in input.yield(.observed(batch)) })
+            await source.start(sink: ObservationSink { batch in _ = input.yield(.observed(batch)) })
             var going = await perform(machine.start(at: elapsed()))
             rearm()
             var iterator = inputs.makeAsyncIterator()
@@ -163,8 +188,8 @@ extension DiscoveryDriver {
         of host: DomainName, timeout: Duration, settleTime: Duration, source: any ObservationSource, logger: Logger,
         clock: any ShellClock = SystemClock()
     ) async -> [IPAddress] {
-        let (observed, sink) = AsyncStream<[DiscoveryObservation]>.makeStream()
-        await source.start(sink: ObservationSink(deliver: { sink.yield($0) }))
+        let (observed, sink) = EventStream<[DiscoveryObservation]>.makeStream(buffer: DiscoveryObservation.buffer())
+        await source.start(sink: ObservationSink(deliver: { _ = sink.yield($0) }))
         await source.watch(.host(host, nil))
         // Ends the wait: at the timeout, or settleTime after the first address.
         let alarm = Alarm()

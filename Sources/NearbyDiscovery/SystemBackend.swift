@@ -176,7 +176,8 @@ actor SystemAdvertiser {
 
     /// Registers and returns the name won; then keeps watching in the background.
     func start() async throws(DNSSDError) -> String {
-        let (outcomes, outcome) = AsyncStream<Result<String, DNSSDError>>.makeStream()
+        // One outcome, yielded once.
+        let (outcomes, outcome) = AsyncStream<Result<String, DNSSDError>>.makeStream(bufferingPolicy: .bufferingNewest(1))
         // A task of its own: it lives as long as the advertisement (registering again after
         // every daemon restart), which is returned to a caller with no task group to run it in;
         // cancel() ends it.

@@ -90,6 +90,7 @@ public struct UnicastBackend: DiscoveryBackend {
         }
         let id = ObjectIdentifier(made)
         registrations.withLockedValue { $0[id] = made }
+        // Pulled (unfolding): nothing waits here; the registration's own stream keeps the newest 8.
         let events = AsyncStream<AdvertisementEvent> {
             var iterator = made.events.makeAsyncIterator()
             while let event = await iterator.next() {
@@ -139,8 +140,8 @@ public struct UnicastBackend: DiscoveryBackend {
         let client = client
         return EventStream(buffer: ServiceType.eachOnce) { types in
             let source = UnicastObservationSource(client: client, browsing: ServiceType.enumerationName(in: domain), listsTypes: true)
-            let (observed, sink) = AsyncStream<[DiscoveryObservation]>.makeStream()
-            await source.start(sink: ObservationSink { sink.yield($0) })
+            let (observed, sink) = EventStream<[DiscoveryObservation]>.makeStream(buffer: DiscoveryObservation.buffer())
+            await source.start(sink: ObservationSink { _ = sink.yield($0) })
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await source.run() }
                 var seen: Set<ServiceType> = []

@@ -3,17 +3,20 @@ import dnssd
 #else
 import CDNSSD
 #endif
+public import NearbyBasics
 
 /// A running dns_sd operation: its events, and `cancel()` (also done when it is released),
 /// which deallocates the `DNSServiceRef`. After a `failed` event the operation is over.
 public final class DNSSDOperation<Event: Sendable>: Sendable {
-    /// What the daemon reports, in order. Not bounded, by design: the daemon's callbacks cannot
-    /// wait, and a dropped removal would leave a service that is gone. Read it promptly
-    /// (NearbyDiscovery's sources do, into bounded browse streams).
-    public let events: AsyncStream<Event>
+    /// What the daemon reports, in order. The daemon's callbacks cannot wait, so a reader that
+    /// falls behind gets the newest event of each thing (an instance of a browse, a record of a
+    /// query, an interface of a resolve), never a dropped removal; a registration's events are
+    /// rare by construction and kept up to 16 waiting. Memory is bounded by the things the
+    /// daemon reports, which it bounds itself (avahi's cache holds at most 4096 entries).
+    public let events: EventStream<Event>
     let id: UInt64
 
-    init(id: UInt64, events: AsyncStream<Event>) {
+    init(id: UInt64, events: EventStream<Event>) {
         self.id = id
         self.events = events
     }
@@ -66,6 +69,33 @@ extension DNSSDChange {
     }
 }
 
+/// What a change is about, for a reader that falls behind: its item (added or removed: the
+/// newer replaces the older), or the operation's failure.
+public enum DNSSDChangeKey<Identity: Hashable & Sendable>: Hashable, Sendable {
+    case item(Identity)
+    case failure
+}
+
+extension DNSSDChange {
+    /// The newest change of each item waits, keyed by `identity`: an add and a removal the
+    /// reader has not read cancel out (it never saw the item), a removal and an add make an add.
+    static func buffer<Identity: Hashable & Sendable>(
+        _ identity: @escaping @Sendable (Item) -> Identity
+    ) -> LatestPerKeyBuffer<DNSSDChange, DNSSDChangeKey<Identity>> {
+        LatestPerKeyBuffer(
+            key: { change in
+                switch change {
+                case .added(let item, _), .removed(let item, _): .item(identity(item))
+                case .failed: .failure
+                }
+            },
+            merge: { waiting, newer in
+                if case .added = waiting, case .removed = newer { return nil }
+                return newer
+            })
+    }
+}
+
 /// What a browse reports.
 public typealias DNSSDBrowseEvent = DNSSDChange<DNSSDInstance>
 
@@ -84,6 +114,14 @@ public struct DNSSDResolution: Sendable, Hashable {
 public enum DNSSDResolveEvent: Sendable, Hashable {
     case resolved(DNSSDResolution)
     case failed(DNSSDError)
+
+    /// The newest resolution on each interface waits (nil: the failure).
+    static var buffer: LatestPerKeyBuffer<DNSSDResolveEvent, UInt32?> {
+        LatestPerKeyBuffer(key: { event in
+            if case .resolved(let resolution) = event { return resolution.interfaceIndex }
+            return nil
+        })
+    }
 }
 
 /// One resource record as a record query reports it (RDATA in uncompressed wire form).
@@ -93,6 +131,18 @@ public struct DNSSDRecord: Sendable, Hashable {
     public var rdata: [UInt8]
     public var ttl: UInt32
     public var interfaceIndex: UInt32
+}
+
+extension DNSSDRecord {
+    /// The record apart from its TTL: a record seen again with a new TTL is the same record.
+    struct Identity: Hashable, Sendable {
+        var name: String
+        var type: UInt16
+        var rdata: [UInt8]
+        var interfaceIndex: UInt32
+    }
+
+    var identity: Identity { Identity(name: name.lowercased(), type: type, rdata: rdata, interfaceIndex: interfaceIndex) }
 }
 
 /// What a record query reports.
@@ -166,7 +216,7 @@ public enum DNSSD {
     ) async throws(DNSSDError) -> DNSSDOperation<DNSSDRegisterEvent> {
         let record = txt.isEmpty ? [0] : txt
         guard record.count <= Int(UInt16.max) else { throw DNSSDError(code: DNSSDError.badParam, operation: "DNSServiceRegister") }
-        return try await start(operation: "DNSServiceRegister", failure: DNSSDRegisterEvent.failed) { ref, context in
+        return try await start(operation: "DNSServiceRegister", failure: DNSSDRegisterEvent.failed, buffer: NewestBuffer(limit: 16)) { ref, context in
             record.withUnsafeBytes { bytes in
                 DNSServiceRegister(
                     &ref, 0, interfaceIndex, name, type, domain, nil, port.bigEndian, UInt16(bytes.count), bytes.baseAddress,
@@ -199,7 +249,7 @@ public enum DNSSD {
     public static func browse(
         type: String, domain: String = "local.", interfaceIndex: UInt32 = 0
     ) async throws(DNSSDError) -> DNSSDOperation<DNSSDBrowseEvent> {
-        try await start(operation: "DNSServiceBrowse", failure: DNSSDBrowseEvent.failed) { ref, context in
+        try await start(operation: "DNSServiceBrowse", failure: DNSSDBrowseEvent.failed, buffer: DNSSDBrowseEvent.buffer(\.self)) { ref, context in
             DNSServiceBrowse(&ref, 0, interfaceIndex, type, domain, { _, flags, interface, error, name, type, domain, pointer in
                 guard let context = CallbackContext<DNSSDBrowseEvent>.from(pointer) else { return }
                 guard error == 0 else { return context.fail(DNSSDError(code: error, operation: "DNSServiceBrowse")) }
@@ -214,7 +264,7 @@ public enum DNSSD {
     public static func resolve(
         name: String, type: String, domain: String = "local.", interfaceIndex: UInt32 = 0
     ) async throws(DNSSDError) -> DNSSDOperation<DNSSDResolveEvent> {
-        try await start(operation: "DNSServiceResolve", failure: DNSSDResolveEvent.failed) { ref, context in
+        try await start(operation: "DNSServiceResolve", failure: DNSSDResolveEvent.failed, buffer: DNSSDResolveEvent.buffer) { ref, context in
             DNSServiceResolve(&ref, 0, interfaceIndex, name, type, domain, { _, _, interface, error, fullName, host, port, length, txt, pointer in
                 guard let context = CallbackContext<DNSSDResolveEvent>.from(pointer) else { return }
                 guard error == 0 else { return context.fail(DNSSDError(code: error, operation: "DNSServiceResolve")) }
@@ -230,7 +280,7 @@ public enum DNSSD {
     public static func queryRecord(
         name: String, type: UInt16, interfaceIndex: UInt32 = 0
     ) async throws(DNSSDError) -> DNSSDOperation<DNSSDQueryEvent> {
-        try await start(operation: "DNSServiceQueryRecord", failure: DNSSDQueryEvent.failed) { ref, context in
+        try await start(operation: "DNSServiceQueryRecord", failure: DNSSDQueryEvent.failed, buffer: DNSSDQueryEvent.buffer(\.identity)) { ref, context in
             DNSServiceQueryRecord(&ref, 0, interfaceIndex, name, type, 1, { _, flags, interface, error, name, type, _, length, rdata, ttl, pointer in
                 guard let context = CallbackContext<DNSSDQueryEvent>.from(pointer) else { return }
                 guard error == 0 else { return context.fail(DNSSDError(code: error, operation: "DNSServiceQueryRecord")) }
@@ -241,15 +291,16 @@ public enum DNSSD {
         }
     }
 
-    /// Makes a ref on the loop thread with `call` and hands it to the loop to watch.
+    /// Makes a ref on the loop thread with `call` and hands it to the loop to watch; its
+    /// events wait for the reader as `buffer` keeps them.
     private static func start<Event: Sendable>(
-        operation: String, failure: @escaping @Sendable (DNSSDError) -> Event,
+        operation: String, failure: @escaping @Sendable (DNSSDError) -> Event, buffer: some EventBuffer<Event>,
         _ call: @escaping @Sendable (inout DNSServiceRef?, UnsafeMutableRawPointer) -> Int32
     ) async throws(DNSSDError) -> DNSSDOperation<Event> {
         try loadLibrary()
         let loop = DNSSDEventLoop.shared
         let id = loop.makeID()
-        let (events, continuation) = AsyncStream<Event>.makeStream()
+        let (events, continuation) = EventStream<Event>.makeStream(buffer: buffer)
         let context = CallbackContext(continuation: continuation, failure: failure)
         let result: Int32 = await loop.perform {
             var ref: DNSServiceRef?
@@ -265,7 +316,7 @@ public enum DNSSD {
             continuation.finish()
             throw DNSSDError(code: result, operation: operation)
         }
-        continuation.onTermination = { _ in loop.remove(id) }
+        continuation.onTermination { loop.remove(id) }
         return DNSSDOperation(id: id, events: events)
     }
 }

@@ -184,24 +184,24 @@ protocol DNSSDCallbackContext: AnyObject, Sendable {
 }
 
 /// The object a ref's callbacks reach through their context pointer: it turns C results into
-/// events on an `AsyncStream`. Used only on the loop thread, apart from `continuation`, which is
+/// events on an ``EventStream``. Used only on the loop thread, apart from `continuation`, which is
 /// thread-safe.
 final class CallbackContext<Event: Sendable>: DNSSDCallbackContext, @unchecked Sendable {
-    let continuation: AsyncStream<Event>.Continuation
+    let continuation: EventStream<Event>.Source
     private let failure: @Sendable (DNSSDError) -> Event
     private(set) var hasFailed = false
 
-    init(continuation: AsyncStream<Event>.Continuation, failure: @escaping @Sendable (DNSSDError) -> Event) {
+    init(continuation: EventStream<Event>.Source, failure: @escaping @Sendable (DNSSDError) -> Event) {
         self.continuation = continuation
         self.failure = failure
     }
 
-    func yield(_ event: Event) { continuation.yield(event) }
+    func yield(_ event: Event) { _ = continuation.yield(event) }
 
     func fail(_ error: DNSSDError) {
         guard !hasFailed else { return }
         hasFailed = true
-        continuation.yield(failure(error))
+        _ = continuation.yield(failure(error))
     }
 
     func finish() { continuation.finish() }

@@ -78,10 +78,39 @@ public struct DNSClient: Sendable {
 
     static func unixTime() -> UInt64 { UInt64(max(0, Date().timeIntervalSince1970)) }
 
-    private enum Input: Sendable {
+    enum Input: Sendable, Equatable {
         case received([UInt8], QueryExchange.Transport, Int)
         case failed(QueryExchange.Transport, Int, String)
         case tick
+    }
+
+    /// What waits for an exchange's loop: datagrams up to ``limit`` (beyond it the oldest
+    /// waiting is dropped and counted: a flood of forged answers to our port cannot grow it,
+    /// and the real answer, newest, stays), every failure (one per server and attempt at most),
+    /// and at most one tick.
+    struct InputBuffer: EventBuffer {
+        static let limit = 16
+        private var received = NewestBuffer<Input>(limit: limit)
+        private var failures = FIFO<Input>()
+        private var tick = false
+
+        mutating func push(_ input: Input) {
+            switch input {
+            case .received: received.push(input)
+            case .failed: failures.append(input)
+            case .tick: tick = true
+            }
+        }
+
+        mutating func pop() -> Input? {
+            if let input = received.pop() ?? failures.popFirst() { return input }
+            guard tick else { return nil }
+            tick = false
+            return .tick
+        }
+
+        var count: Int { received.count + failures.count + (tick ? 1 : 0) }
+        var merged: Int { received.merged }
     }
 
     /// Runs one exchange to its end.
@@ -89,13 +118,13 @@ public struct DNSClient: Sendable {
         async throws(UnicastDNSError) -> (message: Message, bytes: [UInt8])
     {
         var machine = QueryExchange(request: message, servers: servers, timeout: timeout, attempts: attempts)
-        let (inputs, input) = AsyncStream<Input>.makeStream()
+        let (inputs, input) = EventStream<Input>.makeStream(buffer: InputBuffer())
         let alarm = Alarm()
         let start = clock.now
         let logger = logger
         let timeout = timeout
         let outcome: QueryExchange.Outcome = await withTaskGroup(of: Void.self) { group in
-            group.addTask { await alarm.run(clock: clock) { input.yield(.tick) } }
+            group.addTask { await alarm.run(clock: clock) { _ = input.yield(.tick) } }
             func perform(_ actions: [QueryExchange.Action]) -> QueryExchange.Outcome? {
                 for action in actions {
                     switch action {

@@ -67,6 +67,42 @@ package final class PushSubscriber: Sendable {
         case refused(RecordPoller.Key, ResponseCode)
         case changed(RecordPoller.Key, added: [RecordData], removed: [RecordData], removeAll: Bool)
         case ended(String, retryAfter: Duration?)
+
+        /// What an event is about, for an owner that falls behind a server pushing fast.
+        enum Subject: Hashable, Sendable {
+            case subscription(RecordPoller.Key)
+            case records(RecordPoller.Key)
+            case session
+        }
+
+        var subject: Subject {
+            switch self {
+            case .subscribed(let key), .refused(let key, _): .subscription(key)
+            case .changed(let key, _, _, _): .records(key)
+            case .ended: .session
+            }
+        }
+
+        /// Two events about the same thing as one: the newer subscription state or session
+        /// end, and two record changes as the change the two make together.
+        static func merged(_ waiting: Event, _ newer: Event) -> Event {
+            guard case .changed(let key, let added, let removed, let removeAll) = waiting,
+                case .changed(_, let newAdded, let newRemoved, let newRemoveAll) = newer
+            else { return newer }
+            if newRemoveAll { return newer }
+            let keptAdded = added.filter { !newRemoved.contains($0) && !newAdded.contains($0) } + newAdded
+            // After a remove-all, a removal of what was not re-added is already done.
+            let keptRemoved = (removed.filter { !newAdded.contains($0) && !newRemoved.contains($0) } + newRemoved)
+                .filter { !removeAll || added.contains($0) }
+            return .changed(key, added: keptAdded, removed: keptRemoved, removeAll: removeAll)
+        }
+
+        /// What waits for an owner that falls behind: one event per subscription state, per
+        /// record set (changes merged) and for the session's end. Bounded by the subscriptions
+        /// the owner made and the records the server holds for them.
+        static func buffer() -> LatestPerKeyBuffer<Event, Subject> {
+            LatestPerKeyBuffer(key: \.subject, merge: { merged($0, $1) })
+        }
     }
 
     /// At most this many bytes waiting to be written: a server that reads nothing ends the
@@ -74,8 +110,12 @@ package final class PushSubscriber: Sendable {
     package static let maximumUnsentBytes = 256 * 1024
 
     package let server: PushServer
-    package let events: AsyncStream<Event>
-    private let eventSink: AsyncStream<Event>.Continuation
+    /// What the server accepted, refused and pushed (``Event/buffer()``: merged per record
+    /// set while the owner is behind).
+    package let events: EventStream<Event>
+    private let eventSink: EventStream<Event>.Source
+    /// What to write. Not an ``EventStream``: every message must go out, in order; bounded by
+    /// ``maximumUnsentBytes`` (the session ends beyond it).
     private let outgoing: AsyncStream<[UInt8]>
     private let writer: AsyncStream<[UInt8]>.Continuation
     private struct State {
@@ -96,7 +136,7 @@ package final class PushSubscriber: Sendable {
         self.transport = transport
         self.logger = logger
         self.clock = clock
-        (events, eventSink) = AsyncStream<Event>.makeStream()
+        (events, eventSink) = EventStream<Event>.makeStream(buffer: Event.buffer())
         (outgoing, writer) = AsyncStream<[UInt8]>.makeStream()
         state = Locked(State(machine: PushClient(now: clock.now)))
     }

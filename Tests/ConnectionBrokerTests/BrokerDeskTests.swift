@@ -1,4 +1,5 @@
 import PeerConnection
+import PeerProtocol
 import PeerTrust
 import Testing
 
@@ -13,10 +14,17 @@ struct BrokerDeskTests {
         PeerAnnouncement(name: name, peerID: peer.description, protocolVersion: "0.2.2", addresses: [PeerAddress(address)!], port: 9099)
     }
     static let address = [PeerAddress("192.0.2.1")!]
+    static func desk(slots: Int = 8) -> BrokerDesk {
+        BrokerDesk(localID: id(0xee), protocolVersion: ProtocolVersion(major: 0, minor: 2, patch: 2), slots: slots)
+    }
+    /// Announces each candidate on eth0.
+    static func announce(_ candidates: [(PeerID, PeerAnnouncement)], to desk: inout BrokerDesk) {
+        for (_, announcement) in candidates { _ = desk.seen(announcement, on: "eth0", at: announcement.addresses) }
+    }
 
     @Test("at most the limit of dials run at once; the others start in order as slots free")
     func slots() {
-        var desk = BrokerDesk(slots: 2)
+        var desk = Self.desk(slots: 2)
         let peers = (1...4).map { Self.id(UInt8($0)) }
         #expect(desk.dial(peers[0], addresses: Self.address, port: 1).start.map(\.peer) == [peers[0]])
         #expect(desk.dial(peers[1], addresses: Self.address, port: 1).start.map(\.peer) == [peers[1]])
@@ -33,7 +41,7 @@ struct BrokerDeskTests {
 
     @Test("a caller who gives up is told 'not found' for a peer nobody announced, 'unreachable' with the last failure otherwise")
     func givingUp() {
-        var desk = BrokerDesk()
+        var desk = Self.desk()
         let (a, b) = (Self.id(0x0a), Self.id(0x0b))
         _ = desk.seen(Self.announcement("A", a), on: "eth0", at: Self.address)
         let failure = PeerConnectionError(.unreachable, "timed out")
@@ -42,8 +50,8 @@ struct BrokerDeskTests {
         let forA = desk.waitForPeer(a, until: .seconds(5))
         let forB = desk.waitForPeer(b, until: .seconds(5))
         #expect(desk.nextDeadline(at: .zero) == .seconds(5))
-        #expect(desk.advance(at: .seconds(4), compatible: []).replies.isEmpty)
-        let replies = desk.advance(at: .seconds(5), compatible: []).replies
+        #expect(desk.advance(at: .seconds(4)).replies.isEmpty)
+        let replies = desk.advance(at: .seconds(5)).replies
         #expect(replies.map(\.ticket) == [forA, forB])
         guard case .failed(let errorA) = replies[0].reply, case .failed(let errorB) = replies[1].reply else {
             Issue.record("both callers should fail: \(replies)")
@@ -53,9 +61,23 @@ struct BrokerDeskTests {
         #expect(errorB.code == .notFound)
     }
 
+    @Test("a name says whom to expect: nobody yet, one peer, or an error when two peers or none hide behind it")
+    func names() {
+        var desk = Self.desk()
+        #expect(desk.peer(named: "A") == nil)
+        _ = desk.seen(Self.announcement("A", Self.id(0x0a)), on: "eth0", at: Self.address)
+        #expect(desk.peer(named: "A") == .success(Self.id(0x0a)))
+        _ = desk.seen(PeerAnnouncement(name: "A", domain: "example.test.", peerID: Self.id(0x0b).description, protocolVersion: "0.2.2", addresses: [], port: 1), on: "example.test.", at: [])
+        guard case .failure(let error)? = desk.peer(named: "A") else {
+            Issue.record("two peers behind one name")
+            return
+        }
+        #expect(error.message.contains("2 different peers"))
+    }
+
     @Test("news answers every news waiter; a connection answers the peer's callers with its ID")
     func newsAndConnections() {
-        var desk = BrokerDesk()
+        var desk = Self.desk()
         let a = Self.id(0x0a)
         let news = desk.waitForNews(until: .seconds(3))
         let caller = desk.waitForPeer(a, until: .seconds(9))
@@ -68,11 +90,12 @@ struct BrokerDeskTests {
 
     @Test("a race gathers the candidates announced in time, queues their measurements, and answers once certain; its queued measurements are dropped and its probes ended")
     func race() {
-        var desk = BrokerDesk(slots: 1)
+        var desk = Self.desk(slots: 1)
         let (near, far) = (Self.id(0x01), Self.id(0x02))
-        let candidates = [(near, Self.announcement("Near", near)), (far, Self.announcement("Far", far, address: "192.0.2.2"))]
+        let candidates = [(near, Self.announcement("A near", near)), (far, Self.announcement("B far", far, address: "192.0.2.2"))]
+        Self.announce(candidates, to: &desk)
         let ticket = desk.waitForNearest(NearestRace(answersDue: .milliseconds(130), deadline: .seconds(10)))
-        var work = desk.advance(at: .milliseconds(10), compatible: candidates)
+        var work = desk.advance(at: .milliseconds(10))
         // One slot: the first candidate is measured, the second waits for the slot.
         #expect(work.start == [.measure(near, candidates[0].1, for: ticket)])
         #expect(desk.queuedJobs == 1)
@@ -85,7 +108,7 @@ struct BrokerDeskTests {
         #expect(work.start == [.measure(far, candidates[1].1, for: ticket)])
         desk.probe(ticket, far, .asked(PeerAddress("192.0.2.2")!), at: .milliseconds(13))
         // Past gathering and past the far one's bound: decided, the far one not waited for.
-        work = desk.advance(at: .milliseconds(200), compatible: candidates)
+        work = desk.advance(at: .milliseconds(200))
         guard case .nearest(let nearest, let measured)? = work.replies.first?.reply else {
             Issue.record("the race should be decided: \(work)")
             return
@@ -101,14 +124,15 @@ struct BrokerDeskTests {
 
     @Test("a race decided while measurements still queue drops them: they never start")
     func raceDropsQueued() {
-        var desk = BrokerDesk(slots: 1)
+        var desk = Self.desk(slots: 1)
         let peers = (1...3).map { Self.id(UInt8($0)) }
         let candidates = peers.enumerated().map { ($0.element, Self.announcement("P\($0.offset)", $0.element, address: "192.0.2.\($0.offset + 1)")) }
+        Self.announce(candidates, to: &desk)
         let ticket = desk.waitForNearest(NearestRace(answersDue: .milliseconds(100), deadline: .milliseconds(500)))
-        _ = desk.advance(at: .zero, compatible: candidates)
+        _ = desk.advance(at: .zero)
         #expect(desk.queuedJobs == 2)
         // The caller's deadline: whatever is known is the verdict.
-        let work = desk.advance(at: .milliseconds(500), compatible: candidates)
+        let work = desk.advance(at: .milliseconds(500))
         #expect(work.replies.map(\.ticket) == [ticket])
         #expect(desk.queuedJobs == 0)
         #expect(desk.measured(ticket, peers[0], rtt: nil, address: nil, at: .milliseconds(501)).start.isEmpty)
@@ -116,11 +140,16 @@ struct BrokerDeskTests {
 
     @Test("a survey answers once every candidate is measured; with no candidate at once")
     func survey() {
-        var desk = BrokerDesk()
+        var desk = Self.desk()
         let (a, b) = (Self.id(0x0a), Self.id(0x0b))
-        let (empty, emptyWork) = desk.survey([])
+        let (empty, emptyWork) = desk.survey()
         #expect(emptyWork.replies == [.init(ticket: empty, reply: .surveyed([]))])
-        let (ticket, work) = desk.survey([(a, Self.announcement("A", a)), (b, Self.announcement("B", b))])
+        Self.announce([(a, Self.announcement("A", a)), (b, Self.announcement("B", b, address: "192.0.2.2"))], to: &desk)
+        // Our own announcement and one without an id are listed, never measured.
+        _ = desk.seen(Self.announcement("Me", Self.id(0xee)), on: "eth0", at: Self.address)
+        _ = desk.seen(PeerAnnouncement(name: "Printer", peerID: nil, protocolVersion: nil, addresses: [], port: 631), on: "eth0", at: [])
+        #expect(desk.skippedText.contains("\"Printer\"") && !desk.skippedText.contains("Me"))
+        let (ticket, work) = desk.survey()
         #expect(work.start.count == 2)
         #expect(desk.measured(ticket, a, rtt: .milliseconds(2), address: "192.0.2.1", at: .zero).replies.isEmpty)
         let last = desk.measured(ticket, b, rtt: nil, address: nil, at: .zero)
@@ -129,11 +158,15 @@ struct BrokerDeskTests {
             return
         }
         #expect(measured.map(\.name) == ["A", "B"] && measured.map(\.rtt) == [.milliseconds(2), nil])
+        let listing = desk.listing(measured: measured)
+        #expect(listing.map(\.name) == ["A", "B", "Me", "Printer"])
+        #expect(listing.map(\.compatible) == [true, true, false, false])
+        #expect(listing[0].rtt == .milliseconds(2))
     }
 
     @Test("shutting down answers every caller once, ends every race's probes, and starts nothing more")
     func shutdown() {
-        var desk = BrokerDesk(slots: 1)
+        var desk = Self.desk(slots: 1)
         let a = Self.id(0x0a)
         let peer = desk.waitForPeer(a, until: .seconds(5))
         let news = desk.waitForNews(until: .seconds(5))
@@ -147,6 +180,6 @@ struct BrokerDeskTests {
         #expect(desk.queuedJobs == 0)
         #expect(desk.dialEnded(a, failure: nil).start.isEmpty)
         #expect(desk.nextDeadline(at: .zero) == nil)
-        #expect(desk.advance(at: .seconds(9), compatible: []).replies.isEmpty)
+        #expect(desk.advance(at: .seconds(9)).replies.isEmpty)
     }
 }

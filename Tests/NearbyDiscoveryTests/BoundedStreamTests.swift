@@ -4,6 +4,7 @@ import NearbyBasics
 import Testing
 
 @testable import NearbyDiscovery
+@testable import SystemDNSSD
 
 /// The policies that bound the streams between the network and the application, each shown
 /// with a consumer that does not read (no threads, no sleeps: the buffers are values).
@@ -227,5 +228,71 @@ struct BoundedStreamTests {
         #expect(buffer.count == 1 && buffer.merged == 99)
         #expect(buffer.pop() == .removed(record(1), lan))
         #expect(buffer.pop() == nil)
+    }
+
+    @Test("avahi's browse callbacks: 500 instances that come and go 40 times wait as their newest state; an add and a removal unread cancel out; a failure waits once")
+    func daemonBrowseCallbacks() {
+        var buffer = DNSSDBrowseEvent.buffer(\.self)
+        func instance(_ n: Int) -> DNSSDInstance { DNSSDInstance(name: "Box \(n)", type: "_openagents._tcp.", domain: "local.", interfaceIndex: 2) }
+        for round in 0..<40 {
+            for n in 0..<500 {
+                buffer.push(round.isMultiple(of: 2) ? .added(instance(n), moreComing: true) : .removed(instance(n), moreComing: true))
+            }
+        }
+        // Twenty add-remove pairs each: nothing is left for a reader that never saw them.
+        #expect(buffer.count == 0)
+        buffer.push(.added(instance(1), moreComing: false))
+        buffer.push(.failed(DNSSDError(code: -65537, operation: "DNSServiceBrowse")))
+        buffer.push(.failed(DNSSDError(code: -65563, operation: "DNSServiceBrowse")))
+        var events: [DNSSDBrowseEvent] = []
+        while let event = buffer.pop() { events.append(event) }
+        #expect(events == [.added(instance(1), moreComing: false), .failed(DNSSDError(code: -65563, operation: "DNSServiceBrowse"))])
+        // A removal after the reader saw the add is delivered (it is never dropped).
+        buffer.push(.removed(instance(1), moreComing: false))
+        #expect(buffer.pop() == .removed(instance(1), moreComing: false))
+    }
+
+    @Test("avahi's record callbacks: one record seen 1,000 times with new TTLs waits once, the newest TTL; resolutions wait one per interface")
+    func daemonRecordAndResolveCallbacks() {
+        var records = DNSSDQueryEvent.buffer(\.identity)
+        for ttl in 0..<1000 {
+            records.push(.added(DNSSDRecord(name: "box.local.", type: 1, rdata: [198, 18, 1, 2], ttl: UInt32(ttl), interfaceIndex: 2), moreComing: false))
+        }
+        #expect(records.count == 1 && records.merged == 999)
+        if case .added(let record, _)? = records.pop() { #expect(record.ttl == 999) } else { Issue.record("the record should wait") }
+        var resolutions = DNSSDResolveEvent.buffer
+        for port in 1...300 {
+            for interface in [UInt32(2), 3] {
+                resolutions.push(.resolved(DNSSDResolution(fullName: "Box._openagents._tcp.local.", host: "box.local.", port: UInt16(port), txt: [], interfaceIndex: interface)))
+            }
+        }
+        #expect(resolutions.count == 2)
+    }
+
+    @Test("a source's observations for a driver that falls behind: 200 addresses added and removed 50 times, TXT changed 1,000 times, the link interrupted and restored, wait as the newest of each; ticks wait once")
+    func observationsForASlowDriver() throws {
+        var buffer = DiscoveryDriver.InputBuffer()
+        let host = try DomainName(parsing: "box.local.")
+        let instance = try DomainName(parsing: "Box._openagents._tcp.local.")
+        for round in 0..<50 {
+            let batch: [DiscoveryObservation] = (0..<200).map { n in
+                let address = IPAddress.v4(IPv4Address(198, 18, 1, UInt8(n)))
+                return round.isMultiple(of: 2) ? .addressAdded(host, lan, address) : .addressRemoved(host, lan, address)
+            }
+            buffer.push(.observed(batch))
+            buffer.push(.tick)
+        }
+        for n in 0..<1000 { buffer.push(.observed([.txtAdded(instance, lan, try! TXTData(strings: [Array("n=\(n)".utf8)]))])) }
+        buffer.push(.observed([.interrupted(DiscoveryError(.transportFailure, "the link went down")), .restored]))
+        #expect(buffer.count <= 1000 + 2 + 1)
+        var inputs: [DiscoveryDriver.Input] = []
+        while let input = buffer.pop() { inputs.append(input) }
+        // One batch (everything that waits, the newest of each thing), then one tick.
+        #expect(inputs.count == 2)
+        #expect(inputs.last == .tick)
+        guard case .observed(let batch)? = inputs.first else { return }
+        #expect(!batch.contains { if case .addressAdded = $0 { true } else if case .addressRemoved = $0 { true } else { false } })
+        #expect(batch.last == .restored)
+        #expect(batch.filter { if case .txtAdded = $0 { true } else { false } }.count == 1000)
     }
 }
