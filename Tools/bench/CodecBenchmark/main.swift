@@ -2,7 +2,7 @@
 //
 //   nearby-codec-bench [--write-packets DIR] [--json]
 //
-// Tools/bench-codec builds this in release mode, runs it, times python-zeroconf on the very same
+// Tools/bench/codec builds this in release mode, runs it, times python-zeroconf on the very same
 // bytes and prints the ratios. Figures are the median and 95th percentile of 21 rounds (each
 // round the mean of many calls); nothing is asserted.
 

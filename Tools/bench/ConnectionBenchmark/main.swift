@@ -1,4 +1,4 @@
-// Measures Nearby's channel from the client side, for Tools/bench-connection: connection
+// Measures Nearby's channel from the client side, for Tools/bench/connection: connection
 // set-up (TCP + TLS 1.3 + WebSocket + initialize), JSON-RPC round trips on one connection,
 // and many idle connections held open at once. Prints one JSON object per figure.
 //

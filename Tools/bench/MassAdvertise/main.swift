@@ -1,4 +1,4 @@
-// nearby-mass-advertise: publishes N instances from one process, for Tools/bench-discovery's
+// nearby-mass-advertise: publishes N instances from one process, for Tools/bench/discovery's
 // "1,000 instances" figure. Prints "advertised N" once every name is won, then runs until
 // SIGINT/SIGTERM and withdraws them all with goodbyes.
 //
@@ -7,7 +7,7 @@
 // --first N: the instances are "Mass N" to "Mass N+COUNT-1" (default 1), so that several
 // publishers share a link without conflicts.
 // --churn MS: every MS milliseconds, change every instance's TXT (`n=<round>`), so that a
-// browser sees COUNT updates per round (Tools/bench-unread measures a browser nobody reads).
+// browser sees COUNT updates per round (Tools/bench/unread measures a browser nobody reads).
 
 import Dispatch
 import NearbyDiscovery

@@ -2,12 +2,12 @@
 serving the same link in one lab run: their answers, queries per second, time to a first answer
 for a new name, DNS Push and memory. Figures, never assertions.
 
-Run through Tools/bench-apple-proxy, which builds a one-LAN lab of four hosts and sets
+Run through Tools/bench/apple-proxy, which builds a one-LAN lab of four hosts and sets
 NEARBY_LAB, NEARBY_BIN, NEARBY_MASS_BIN and APPLE_MDNS. Every packet stays inside the lab's
 namespaces; nothing of Apple's is built or copied here, only run from APPLE_MDNS.
 
 - h1 advertises BENCH_SERVICES (200) instances "mass-N" of _bench._tcp with Nearby's engine, in
-  one process (host mass.local, port 10000+N, an empty TXT), as Tools/bench/proxy.py does.
+  one process (host mass.local, port 10000+N, an empty TXT), as Tools/bench/helpers/proxy.py does.
 - h2 runs Apple's stack under `unshare -m -u`: a tmpfs on /run (mdnsd's socket /var/run/mdnsd
   and its pid file), an overlay on /etc holding /etc/dnssd-proxy.cf (the file's path is fixed
   in dnssd-proxy) and an empty resolv.conf, host name apple-h2; then `mdnsd -debug` and
@@ -37,7 +37,7 @@ together, and apart; nearby) as user+system seconds over wall time, RSS.
 (`nearby advertise`, one for each proxy, so that neither proxy's mDNS question warms the other),
 and as soon as both are advertising each proxy is asked for its service's SRV: time from query to
 answer, median, p95, and misses (no SRV in the answer, or no answer in 10 s).
-(d) DNS Push. First Tools/lab-peers/dso_client.py as it is (Keepalive and SUBSCRIBE sent back to
+(d) DNS Push. First Tools/lab.d/peers/dso_client.py as it is (Keepalive and SUBSCRIBE sent back to
 back, as RFC 8490 section 6.1 says a client SHOULD) against both, for 8 s; then, for the delays,
 a client that writes each message's two-byte length and its body in two TLS records (the way
 Apple's reader can take them, see below) subscribes to _benchpush._tcp PTR on both at once while
@@ -77,8 +77,8 @@ ZONES = {"apple": "apple.bench.test", "nearby": "nearby.bench.test"}
 SERVERS = {"apple": "198.18.1.2", "nearby": "198.18.1.3"}
 NAME_SERVER = "proxy.bench.test"
 CLIENT = "h4"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PEERS = os.path.join(ROOT, "Tools", "lab-peers")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # Tools/bench/helpers/ -> the repository
+PEERS = os.path.join(ROOT, "Tools", "lab.d", "peers")
 
 
 # ------------------------------------------------------------------------------------------
@@ -300,9 +300,9 @@ class Child:
                 at = self.first(predicate)
                 if at is not None:
                     return at
-                raise SystemExit(f"bench-apple-proxy: {self.name} ended before saying {what} (see {self.log.name})")
+                raise SystemExit(f"bench/apple-proxy: {self.name} ended before saying {what} (see {self.log.name})")
             time.sleep(0.02)
-        raise SystemExit(f"bench-apple-proxy: {self.name} did not say {what} within {seconds} s (see {self.log.name})")
+        raise SystemExit(f"bench/apple-proxy: {self.name} did not say {what} within {seconds} s (see {self.log.name})")
 
     def json_lines(self):
         with self.lock:
@@ -326,7 +326,7 @@ class Child:
 def lab(*args, timeout=120):
     result = subprocess.run([os.environ["NEARBY_LAB"], *args], capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
-        raise SystemExit(f"bench-apple-proxy: Tools/lab {' '.join(args)} failed: {result.stdout}{result.stderr}")
+        raise SystemExit(f"bench/apple-proxy: Tools/lab {' '.join(args)} failed: {result.stdout}{result.stderr}")
     return result.stdout
 
 
@@ -370,7 +370,7 @@ class Asker:
             if all(tag in self.results for tag in tags):
                 break
             if self.child.process.poll() is not None:
-                raise SystemExit(f"bench-apple-proxy: the asker in h4 ended (see {self.child.log.name})")
+                raise SystemExit(f"bench/apple-proxy: the asker in h4 ended (see {self.child.log.name})")
             time.sleep(0.02)
         return [self.results.pop(tag, {"tag": tag, "error": "no line from the asker"}) for tag in tags]
 
@@ -626,7 +626,7 @@ def main():
     hold = float(os.environ.get("BENCH_HOLD", "4"))
     apple_log = {"0": "syslog", "1": "stderr"}.get(os.environ.get("BENCH_APPLE_LOG", "syslog"), os.environ.get("BENCH_APPLE_LOG", "syslog"))
     if apple_log not in ("syslog", "stderr", "off"):
-        raise SystemExit(f"bench-apple-proxy: BENCH_APPLE_LOG is syslog (default), stderr or off, not {apple_log!r}")
+        raise SystemExit(f"bench/apple-proxy: BENCH_APPLE_LOG is syslog (default), stderr or off, not {apple_log!r}")
     os.makedirs(LOGS, exist_ok=True)
     work = tempfile.mkdtemp(prefix="nearby-bench-apple-")
     os.chmod(work, 0o755)
@@ -689,7 +689,7 @@ echo "h2: dnssd-proxy started"
 wait
 """
     write_query_files(work, services)
-    say(f"bench-apple-proxy: {services} services of {TYPE} on lan1 (h1); Apple's dnssd-proxy + mdnsd ({commit}, {apple}) in h2 as "
+    say(f"bench/apple-proxy: {services} services of {TYPE} on lan1 (h1); Apple's dnssd-proxy + mdnsd ({commit}, {apple}) in h2 as "
         f"{ZONES['apple']}, its log {'to syslog (no socket in the lab)' if apple_log == 'syslog' else 'to stderr' if apple_log == 'stderr' else 'off (syslog() preloaded as a no-op)'}; "
         f"nearby proxy in h3 as {ZONES['nearby']}; clients in h4")
     others = subprocess.run(["pgrep", "-f", "swift-build|swift-test|xctest"], capture_output=True, text=True).stdout.split()
@@ -726,13 +726,13 @@ wait
             if r.get("rcode") == "NOERROR":
                 break
             if time.monotonic() > deadline:
-                raise SystemExit(f"bench-apple-proxy: the {who} proxy does not answer its SOA: {r}")
+                raise SystemExit(f"bench/apple-proxy: the {who} proxy does not answer its SOA: {r}")
             time.sleep(0.5)
     apple_pids = {"mdnsd": pids_in("h2", lambda argv: argv[0] == mdnsd),
                   "dnssd-proxy": pids_in("h2", lambda argv: argv[0] == dnssd_proxy)}
     nearby_pids = pids_in("h3", lambda argv: argv[0] == nearby and argv[1:2] == ["proxy"])
     if not apple_pids["mdnsd"] or not apple_pids["dnssd-proxy"] or not nearby_pids:
-        raise SystemExit(f"bench-apple-proxy: server processes not found: {apple_pids} {nearby_pids}")
+        raise SystemExit(f"bench/apple-proxy: server processes not found: {apple_pids} {nearby_pids}")
     all_apple = apple_pids["mdnsd"] + apple_pids["dnssd-proxy"]
     rss_start = {"apple": rss_mib(all_apple), "apple_mdnsd": rss_mib(apple_pids["mdnsd"]),
                  "apple_dnssd_proxy": rss_mib(apple_pids["dnssd-proxy"]), "nearby": rss_mib(nearby_pids)}

@@ -1,6 +1,6 @@
 """Discovery benchmarks in the lab: figures and ratios, never assertions.
 
-Run through Tools/bench-discovery, which builds the lab (3 hosts) and sets NEARBY_LAB and
+Run through Tools/bench/discovery, which builds the lab (3 hosts) and sets NEARBY_LAB and
 NEARBY_BIN. Every packet stays inside the lab's namespaces.
 
 1. Cold time-to-resolve of an already-published service (avahi-publish in h1), from h2:
@@ -46,7 +46,7 @@ import time
 LAB = os.environ["NEARBY_LAB"]
 NEARBY = os.environ["NEARBY_BIN"]
 PYTHON = os.environ.get("NEARBY_LAB_PYTHON", "python3")
-PEER = os.path.join(os.path.dirname(LAB), "lab-peers", "zeroconf_peer.py")
+PEER = os.path.join(os.path.dirname(LAB), "lab.d", "peers", "zeroconf_peer.py")
 TRIALS = int(os.environ.get("BENCH_TRIALS", "20"))
 TYPE = "_benchmark._tcp"
 
@@ -224,7 +224,7 @@ def cold_resolve():
     cold_type = "_coldresolve._tcp"
     publisher = spawn("exec", "h3", "--", PYTHON, "-u", PEER, "register", "Cold Box", cold_type, "9905", "k=v")
     if wait_line(publisher, '"registered"', 15) is None:
-        raise SystemExit("bench-discovery: the python-zeroconf publisher did not register")
+        raise SystemExit("bench/discovery: the python-zeroconf publisher did not register")
     time.sleep(1.5)
     rows = {"nearby browse --resolve (process start included)": [], "nearby resolve (process start included)": [],
             "python-zeroconf browse + resolve, in its process": [], "python-zeroconf browse + resolve, wall time": []}
@@ -461,7 +461,7 @@ def memory():
     work = tempfile.mkdtemp()
     identities(work)
     address = lab_address("h1")
-    ws_peer = os.path.join(os.path.dirname(LAB), "lab-peers", "ws_peer.py")
+    ws_peer = os.path.join(os.path.dirname(LAB), "lab.d", "peers", "ws_peer.py")
     tls_client = ["--identity", f"{work}/client/identity.pem", "--trust", f"{work}/server.crt"]
     for name, server_args, port in (
         ("nearby serve, 5 peers connected",

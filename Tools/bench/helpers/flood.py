@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The flood benchmark (run by Tools/bench-flood inside `Tools/lab run --hosts 3`).
+"""The flood benchmark (run by Tools/bench/flood inside `Tools/lab run --hosts 3`).
 
 For each responder — nearby (embedded engine), avahi-daemon, python-zeroconf — in turn, in the
 same run: h1 publishes "Flood Box" (_openagents._tcp); h2 floods the mDNS group with hostile
-packets and valid PTR queries (Tools/bench/flood_sender.py) for FLOOD_SECONDS at FLOOD_RATE;
+packets and valid PTR queries (Tools/bench/helpers/flood_sender.py) for FLOOD_SECONDS at FLOOD_RATE;
 h3 resolves the service with `nearby resolve` every 2 s during the flood and three times after
 it (h3 drops the flooder's packets, so only the responder is under test). Measured on the
 responder's process: CPU time over the flood (from /proc/PID/stat), resident memory growth
@@ -24,7 +24,7 @@ NAME = os.environ["NEARBY_LAB_NAME"]
 BIN = os.environ["NEARBY_BIN"]
 RATE = int(os.environ.get("FLOOD_RATE", "30000"))
 SECONDS = float(os.environ.get("FLOOD_SECONDS", "15"))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # Tools/bench/helpers/ -> the repository
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -52,7 +52,7 @@ def find_pid(host, match):
             if match(comm, cmdline):
                 return pid
         time.sleep(0.1)
-    raise SystemExit(f"bench-flood: no process matching in {host}")
+    raise SystemExit(f"bench/flood: no process matching in {host}")
 
 
 def cpu_seconds(pid):
@@ -93,7 +93,7 @@ def run_one(kind):
         pid = find_pid("h1", lambda comm, cmd: comm == "nearby")
     elif kind == "avahi-daemon":
         if lab("avahi", "start", "h1").returncode != 0:
-            raise SystemExit("bench-flood: avahi-daemon did not start in h1")
+            raise SystemExit("bench/flood: avahi-daemon did not start in h1")
         publisher = start("avahi", "exec", "h1", "--", "avahi-publish", "-s", "Flood Box", "_openagents._tcp", "9500")
         pid = find_pid("h1", lambda comm, cmd: comm == "avahi-daemon")
     else:
@@ -118,7 +118,7 @@ def run_one(kind):
     cpu_before = cpu_seconds(pid)
     drops_before = kernel_drops("h1")
     flood_start = time.monotonic()
-    sender = start("exec", "h2", "--", "python3", os.path.join(ROOT, "Tools/bench/flood_sender.py"),
+    sender = start("exec", "h2", "--", "python3", os.path.join(ROOT, "Tools/bench/helpers/flood_sender.py"),
                    "--rate", str(RATE), "--seconds", str(SECONDS))
     during = []
     next_resolve = flood_start + 1

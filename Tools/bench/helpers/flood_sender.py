@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Flood the mDNS group from inside a lab host: hostile packets mixed with valid PTR queries.
 
-    Tools/lab exec h2 -- python3 Tools/bench/flood_sender.py [--rate 30000] [--seconds 15]
+    Tools/lab exec h2 -- python3 Tools/bench/helpers/flood_sender.py [--rate 30000] [--seconds 15]
                                                              [--interface lan1] [--type _openagents._tcp]
                                                              [--family 4|6|both]
 
@@ -20,7 +20,7 @@ import struct
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab-peers"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lab.d", "peers"))
 from send_mdns import open_mdns_socket  # noqa: E402  (one socket recipe for the lab's senders)
 
 

@@ -1,4 +1,4 @@
-// Tools/lib/pingpong.c: the floor under Tools/bench-connection's round trips. A 1-byte TCP
+// Tools/bench/helpers/pingpong.c: the floor under Tools/bench/connection's round trips. A 1-byte TCP
 // ping-pong between two processes on 127.0.0.1, each waiting in epoll_wait as an event loop
 // does: no TLS, no WebSocket, no JSON. One-at-a-time round trips cannot beat it on a machine,
 // whatever the implementation: each one wakes a sleeping thread on each side.

@@ -1,7 +1,7 @@
 """The discovery proxy (RFC 8766) under load, beside BIND 9 serving the same records: figures,
 never assertions.
 
-Run through Tools/bench-proxy, which builds a one-LAN lab of four hosts and sets NEARBY_LAB,
+Run through Tools/bench/proxy, which builds a one-LAN lab of four hosts and sets NEARBY_LAB,
 NEARBY_BIN and NEARBY_MASS_BIN. Every packet stays inside the lab's namespaces.
 
 - h1 advertises BENCH_SERVICES (1,000) instances "mass-N" of _bench._tcp with Nearby's engine
@@ -48,7 +48,7 @@ import tempfile
 import time
 
 LAB = os.environ["NEARBY_LAB"]
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # Tools/bench/helpers/ -> the repository
 SERVICES = int(os.environ.get("BENCH_SERVICES", "1000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "10"))
@@ -74,7 +74,7 @@ def say(text):
 def lab(*args, check=True, timeout=120):
     result = subprocess.run([LAB, *args], capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
-        raise SystemExit(f"bench-proxy: Tools/lab {' '.join(args)} failed: {result.stdout}{result.stderr}")
+        raise SystemExit(f"bench/proxy: Tools/lab {' '.join(args)} failed: {result.stdout}{result.stderr}")
     return result.stdout
 
 
@@ -93,7 +93,7 @@ def wait_for(name, text, seconds=60):
             if text in f.read():
                 return
         time.sleep(0.1)
-    raise SystemExit(f"bench-proxy: {name} did not say {text!r} within {seconds} s (see {path})")
+    raise SystemExit(f"bench/proxy: {name} did not say {text!r} within {seconds} s (see {path})")
 
 
 def pid_of(pattern):
@@ -108,7 +108,7 @@ def pid_of(pattern):
                 return pid
         except OSError:
             pass
-    raise SystemExit(f"bench-proxy: no process {pattern!r}")
+    raise SystemExit(f"bench/proxy: no process {pattern!r}")
 
 
 def cpu_seconds(pid):
@@ -199,7 +199,7 @@ def count_mdns(seconds, load, label):
 
 def main():
     write_files()
-    say(f"bench-proxy: {SERVICES} services of {TYPE} on lan1 (h1); the proxy in h2, BIND 9 in h3 (the same records, static); dnsperf in h4")
+    say(f"bench/proxy: {SERVICES} services of {TYPE} on lan1 (h1); the proxy in h2, BIND 9 in h3 (the same records, static); dnsperf in h4")
     start("mass", "h1", MASS, str(SERVICES), TYPE, "--host", "mass", "--prefix", "mass-")
     wait_for("mass", f"advertised {SERVICES}", seconds=120)
     proxy = start("proxy", "h2", NEARBY, "proxy", f"lan1={ZONE}", "--listen", PROXY, "--name-server", "proxy.bench.test",

@@ -2,7 +2,7 @@
 seen on LAN 2 through the discovery proxy, by a DNS Push subscriber, by a polling client, and
 by a plain DNS client asking BIND every second. Figures, never assertions.
 
-Run through Tools/bench-push, which builds the router lab (h1-h5 on LAN 1, h5 the router,
+Run through Tools/bench/push, which builds the router lab (h1-h5 on LAN 1, h5 the router,
 h6 on LAN 2) and sets NEARBY_LAB and NEARBY_BIN. Every packet stays inside the lab.
 
 - h4 runs BIND 9, delegating lan1.lab.example.test to the proxy in h5 and resolving for the lab;
@@ -38,7 +38,7 @@ import threading
 import time
 
 LAB = os.environ["NEARBY_LAB"]
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # Tools/bench/helpers/ -> the repository
 CHANGES = int(os.environ.get("BENCH_CHANGES", "20"))
 SPACING = float(os.environ.get("BENCH_SPACING", "3"))
 LIFETIME = float(os.environ.get("BENCH_LIFETIME", "25"))
@@ -59,7 +59,7 @@ def say(text):
 def lab(*args):
     result = subprocess.run([LAB, *args], capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
-        raise SystemExit(f"bench-push: Tools/lab {' '.join(args)} failed: {result.stdout}{result.stderr}")
+        raise SystemExit(f"bench/push: Tools/lab {' '.join(args)} failed: {result.stdout}{result.stderr}")
     return result.stdout
 
 
@@ -108,7 +108,7 @@ class Child:
             if at is not None:
                 return at
             time.sleep(0.02)
-        raise SystemExit(f"bench-push: {self.name} did not say what was awaited within {seconds} s (see {self.log.name})")
+        raise SystemExit(f"bench/push: {self.name} did not say what was awaited within {seconds} s (see {self.log.name})")
 
     def stop(self):
         try:
@@ -169,7 +169,7 @@ def main():
     digger.start()
     time.sleep(2)
     instances = CHANGES // 2
-    say(f"bench-push: {CHANGES} changes ({instances} services of _openagents._tcp in h1, {SPACING:g} s apart, each for {LIFETIME:g} s); "
+    say(f"bench/push: {CHANGES} changes ({instances} services of _openagents._tcp in h1, {SPACING:g} s apart, each for {LIFETIME:g} s); "
         f"clients in h6 behind the router: Nearby with DNS Push, Nearby polling (--push off), dig through BIND every second")
     changes = []  # (kind, name, time)
     running = []  # (name, child, stop_at)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The parts of Tools/bench-strangers that run inside the lab (and its sampler and report).
+"""The parts of Tools/bench/strangers that run inside the lab (and its sampler and report).
 
   strangers.py attack --host H --port P --kind tls|ssh --seconds S [--idle N] [--half N]
                       [--loops N] [--sources A-B] [--half-bytes N] [--cert PEM] [--ssh-key KEY]
@@ -18,7 +18,7 @@
       it (TLS: a new P-256 key and a self-signed certificate for it; SSH: a new ed25519 key
       from ssh-keygen), as an attacker who wants to cost the server most would do; without
       it, every handshake shows the same one (--cert, --ssh-key). TLS loops run in
-      --tls-loops PROGRAM (Tools/lib/tls_strangers.c, built), whose own cost per handshake is
+      --tls-loops PROGRAM (Tools/bench/helpers/tls_strangers.c, built), whose own cost per handshake is
       a fraction of Python's, else in Python threads (--cert only). Every socket is bound to
       the next of the --sources addresses in turn. At the end everything is closed and one
       JSON object is printed.
@@ -36,7 +36,7 @@
   strangers.py listening --pid PID --port P [--timeout S]
       Waits until PID's namespace has a listening socket on port P.
   strangers.py report DIR...
-      The table, from the files bench-strangers left in each DIR (one per server).
+      The table, from the files bench/strangers left in each DIR (one per server).
 """
 import argparse
 import asyncio
@@ -228,7 +228,7 @@ class Attack:
     # -- handshake loops, one thread each
 
     def tls_program(self, seconds):
-        """The TLS loops in Tools/lib/tls_strangers.c: its counts become ours."""
+        """The TLS loops in Tools/bench/helpers/tls_strangers.c: its counts become ours."""
         args = self.args
         first, count = self.sources[0], len(self.sources)
         command = [args.tls_loops, args.host, str(args.port), str(seconds), str(args.loops), first, str(count),
@@ -729,7 +729,7 @@ def main():
     a.add_argument("--fresh-keys", action="store_true",
                    help="a new identity (TLS: P-256 key and self-signed certificate; SSH: ed25519 key) for every handshake")
     a.add_argument("--key-dir", default=os.environ.get("TMPDIR", "/tmp"), help="where --fresh-keys writes ssh keys")
-    a.add_argument("--tls-loops", help="the built Tools/lib/tls_strangers.c, to run the TLS handshake loops")
+    a.add_argument("--tls-loops", help="the built Tools/bench/helpers/tls_strangers.c, to run the TLS handshake loops")
     p = sub.add_parser("peer")
     p.add_argument("--attempts", type=int, required=True)
     p.add_argument("--every", type=float, default=0)

@@ -1,4 +1,4 @@
-// Tools/lib/tls_strangers.c: the handshake loops of Tools/bench-strangers, in C, so that the
+// Tools/bench/helpers/tls_strangers.c: the handshake loops of Tools/bench/strangers, in C, so that the
 // attacker's own cost per handshake is small and the server's is what is measured. Each of N
 // threads completes TLS 1.3 handshakes one after another until the time is up, each with an
 // identity of its own made just before it (a new P-256 key and a self-signed certificate for

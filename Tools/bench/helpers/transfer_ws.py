@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python peer of Tools/bench-transfer: one file over WebSockets (the `websockets` package)
+"""The Python peer of Tools/bench/transfer: one file over WebSockets (the `websockets` package)
 and Python's ssl, mutual TLS 1.3, in binary frames, written independently of Nearby.
 
   transfer_ws.py receive --host ADDR [--port P] --out FILE --identity PEM --trust PEM [--fsync]

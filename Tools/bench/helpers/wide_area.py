@@ -1,6 +1,6 @@
 """DNS-SD over unicast DNS (RFC 6763 §11) in the lab: figures, never assertions.
 
-Run through Tools/bench-wide-area, which builds the lab (6 hosts, two LANs, h5 the router) and
+Run through Tools/bench/wide-area, which builds the lab (6 hosts, two LANs, h5 the router) and
 sets NEARBY_LAB and NEARBY_BIN. BIND runs in h4 (198.18.1.4, LAN 1), registrations are made
 from h1 (LAN 1), every browser runs in h6 (LAN 2, across the router). Every packet stays inside
 the lab's namespaces. avahi-daemon 0.8 with enable-wide-area=yes in h6 is the peer, measured in
@@ -59,7 +59,7 @@ import time
 
 LAB = os.environ["NEARBY_LAB"]
 NEARBY_GIVEN = os.environ["NEARBY_BIN"]
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # Tools/bench/helpers/ -> the repository
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "20"))
 ADVERTISE_ROUNDS = int(os.environ.get("BENCH_ADVERTISE_ROUNDS", "3"))
 MASS = int(os.environ.get("BENCH_MASS", "1000"))
@@ -283,7 +283,7 @@ def raise_rrset_limit(state):
     with open(conf) as handle:
         text = handle.read()
     if "max-records-per-type" not in text:
-        text = text.replace("options {\n", "options {\n\tmax-records-per-type 0;\t// Tools/bench/wide_area.py\n", 1)
+        text = text.replace("options {\n", "options {\n\tmax-records-per-type 0;\t// Tools/bench/helpers/wide_area.py\n", 1)
         with open(conf, "w") as handle:
             handle.write(text)
     check = subprocess.run(["named-checkconf", conf], capture_output=True, text=True)

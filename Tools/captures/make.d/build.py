@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the synthesized and converted capture fixtures of Tools/make-captures.
+"""Write the synthesized and converted capture fixtures of Tools/captures/make.
 
     python3 build.py --real DIR --out DIR
 

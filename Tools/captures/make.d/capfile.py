@@ -1,4 +1,4 @@
-"""Small pcap and pcapng readers and writers for Tools/make-captures (standard library only).
+"""Small pcap and pcapng readers and writers for Tools/captures/make (standard library only).
 
 Written for making fixtures, not for general use: the readers understand what the writers
 write and what tcpdump/dumpcap/editcap write (pcap in both byte orders, µs and ns; pcapng
@@ -110,6 +110,8 @@ class Section:
     interfaces: list[Interface]
     packets: list[Packet] = field(default_factory=list)
     byte_order: str = "<"
+    # The name the committed pcapng fixtures carry (the script was Tools/make-captures when they were
+    # made); kept so that a rerun writes the same bytes.
     application: str = "Nearby Tools/make-captures"
     simple: bool = False  # Simple Packet Blocks (interface 0, no timestamps) instead of EPBs
 

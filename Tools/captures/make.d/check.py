@@ -76,7 +76,7 @@ def main() -> int:
     need(caps["truncated-record.pcap"].get("tsharkError", "").find("cut short") >= 0, "truncated-record.pcap: tshark did not complain")
 
     for line in bad:
-        print(f"make-captures: check: {line}", file=sys.stderr)
+        print(f"captures/make: check: {line}", file=sys.stderr)
     return 1 if bad else 0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Send the hand-made UDP datagrams of Tools/make-captures from INSIDE a lab host.
+"""Send the hand-made UDP datagrams of Tools/captures/make from INSIDE a lab host.
 
     Tools/lab exec --name fx h2 -- python3 lab_send.py big  [--ipv6] [--interface lan1]
     Tools/lab exec --name fx h2 -- python3 lab_send.py hbh  [--interface lan1]

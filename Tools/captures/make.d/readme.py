@@ -22,14 +22,15 @@ def main() -> int:
     manifest = json.load(open(os.path.join(directory, "manifest.json")))
     by_file = {c["file"]: c for c in manifest["captures"]}
     avahi = version(["avahi-daemon", "--version"])
-    venv_python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", ".build-venv", "bin", "python")
+    repository = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")  # Tools/captures/make.d/
+    venv_python = os.path.join(repository, ".build-venv", "bin", "python")
     zc = version([venv_python, "-c", "import zeroconf; print(zeroconf.__version__)"])
     lines = [
         "# Capture-file fixtures for `nearby decode`",
         "",
         "Small capture files in the formats and link types people capture mDNS with, and",
         "`manifest.json`, tshark's view of each of them. Do not edit by hand: regenerate everything",
-        "with `Tools/make-captures` as root (about a minute; `--help`). The real captures are taken",
+        "with `Tools/captures/make` as root (about a minute; `--help`). The real captures are taken",
         "in a lab of their own (`Tools/lab`, lab `nb-fx`, 3 hosts: network namespaces on a bridge in",
         "its own namespace, so no packet left the machine); the lab is torn down afterwards.",
         "",
@@ -50,7 +51,7 @@ def main() -> int:
         "   QU then QM queries with known answers, avahi's answers to h1, by unicast or multicast as",
         "   avahi decides, IGMP/MLD joins and leaves); from h3 `lab_send.py query` and `query --ipv6`",
         "   (plain QM queries, which avahi answers by multicast); from h2",
-        "   `Tools/make-captures.d/lab_send.py`: `big` (a 3713-byte mDNS response, ID 0, PTR + SRV + a",
+        "   `Tools/captures/make.d/lab_send.py`: `big` (a 3713-byte mDNS response, ID 0, PTR + SRV + a",
         "   3514-byte TXT, to 224.0.0.251 with IP_MTU_DISCOVER = IP_PMTUDISC_DONT: 3 IPv4 fragments),",
         "   `big --ipv6` (to ff02::fb with IPV6_MTU_DISCOVER = IPV6_PMTUDISC_DONT: 3 fragments with a",
         "   Fragment header), `hbh` and `dstopts` (small announcements with an 8-byte Hop-by-Hop resp.",
@@ -60,7 +61,7 @@ def main() -> int:
         "   unicast 198.18.1.1 9999` (UDP, answered by ICMP port unreachable); `lab_send.py ping",
         "   198.18.1.1` (ICMP echo and reply); a TCP connect to 198.18.1.1:9 (SYN, RST); then SIGINT to",
         "   avahi-publish (goodbye, TTL 0).",
-        "2. **vlan**: the kernel here has no 802.1Q module, so `Tools/make-captures.d/vlan_tagger.py`",
+        "2. **vlan**: the kernel here has no 802.1Q module, so `Tools/captures/make.d/vlan_tagger.py`",
         "   loads two hand-assembled eBPF programs in tc clsact filters on lan1 of h2 and h3",
         "   (egress: `bpf_skb_vlan_push` VLAN 7; ingress: `bpf_skb_vlan_pop`). In h2 `Tools/lab zeroconf",
         "   h2 -- register \"Fixture VLAN\" _openagents._tcp 9096 vlan=7`, in h3 `browse _openagents._tcp",
@@ -72,7 +73,7 @@ def main() -> int:
         "query ID, whether avahi answers a QU query by unicast or multicast, the exact interleaving,",
         "so frame numbers and counts move a little from run to run); the payloads of the hand-made",
         "datagrams are fixed, and the converted and synthesized files depend only on the real ones.",
-        "`Tools/make-captures.d/check.py` checks every run: each file opens in tshark and holds what",
+        "`Tools/captures/make.d/check.py` checks every run: each file opens in tshark and holds what",
         "it is meant to (both fragmented responses, HBH and DSTOPTS mDNS, unicast DNS, ARP, TCP, a",
         "goodbye, VLAN 7 and QinQ 100/7 mDNS, the 802.11 frame kinds, good and bad FCS, ...).",
         "",

@@ -398,7 +398,7 @@ def cmd_extract(out_dir: str, specs: list[str], per_kind: int, prefer: str) -> i
     manifest = {
         "about": "Golden mDNS packets captured from real peers in the Nearby lab; see README.md. "
                  "Names are in DNS-SD presentation format (\\. \\\\ \\DDD escapes). "
-                 "Decoded by Tools/lab-peers/mdns_golden.py, independently of any mDNS library.",
+                 "Decoded by Tools/lab.d/peers/mdns_golden.py, independently of any mDNS library.",
         "files": files,
     }
     with open(os.path.join(out_dir, "manifest.json"), "w") as fh:

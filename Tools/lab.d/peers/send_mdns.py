@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Send raw mDNS packets (files of DNS message bytes) from inside a lab host.
 
-    Tools/lab exec h1 -- python3 Tools/lab-peers/send_mdns.py [--repeat N] [--interval S]
+    Tools/lab exec h1 -- python3 Tools/lab.d/peers/send_mdns.py [--repeat N] [--interval S]
                                    [--ipv6] [--interface lan1] PACKET.bin ...
 
 Sends each file as one UDP datagram from port 5353 to 224.0.0.251:5353 (or [ff02::fb]:5353

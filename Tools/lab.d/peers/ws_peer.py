@@ -6,7 +6,7 @@ independently of Nearby, for interoperability tests and the connection benchmark
       connects (wss:// with a client certificate, or ws://), sends initialize, ping and echo,
       prints one JSON line per answer and exits 0 when all came back right.
   ws_peer.py bench setup|roundtrips|pipelined|idle URL N --identity PEM --trust PEM
-      the figures of Tools/bench-connection, from this side: N set-ups (TCP, TLS, WebSocket,
+      the figures of Tools/bench/connection, from this side: N set-ups (TCP, TLS, WebSocket,
       initialize), round trips for N seconds on one connection (one at a time, or 32 in
       flight with "pipelined"), or N idle connections held
       until stdin closes. One JSON line per figure.
