@@ -264,45 +264,45 @@ let package = Package(
         // radiotap), IP fragments reassembled. Bytes in, frames out: no I/O, no dependencies.
         .target(name: "PacketCapture", swiftSettings: strict),
         // Synthesized captures for every rule, and the lab's real captures (Fixtures/captures,
-        // made by Tools/make-captures) compared with tshark's dissection of the same files.
+        // made by Tools/captures/make) compared with tshark's dissection of the same files.
         .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture", "NearbyCrypto"], exclude: ["Fixtures"], swiftSettings: strict),
         // Tests that cross the virtual LAN built by Tools/lab. Tools/test runs them inside a lab.
         .testTarget(name: "LabTests", dependencies: ["DNSWire", "PeerTrust"], swiftSettings: strict),
-        // Publishes many instances from one process, for Tools/bench-discovery.
+        // Publishes many instances from one process, for Tools/bench/discovery.
         .executableTarget(
             name: "nearby-mass-advertise",
             dependencies: ["NearbyDiscovery"],
-            path: "Tools/MassAdvertise",
+            path: "Tools/bench/MassAdvertise",
             swiftSettings: strict
         ),
         // The Swift examples of README and Documentation/Swift.md, built as they are shown (NearbyCLITests checks the documents against them).
-        .executableTarget(name: "readme-advertise", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Advertise", swiftSettings: strict),
-        .executableTarget(name: "readme-browse", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Browse", swiftSettings: strict),
-        .executableTarget(name: "readme-nearest", dependencies: ["Nearby"], path: "Tools/ReadmeExamples/Nearest", swiftSettings: strict),
+        .executableTarget(name: "readme-advertise", dependencies: ["Nearby"], path: "Tools/examples/Advertise", swiftSettings: strict),
+        .executableTarget(name: "readme-browse", dependencies: ["Nearby"], path: "Tools/examples/Browse", swiftSettings: strict),
+        .executableTarget(name: "readme-nearest", dependencies: ["Nearby"], path: "Tools/examples/Nearest", swiftSettings: strict),
         .executableTarget(
-            name: "readme-discovery", dependencies: ["NearbyDiscovery"], path: "Tools/ReadmeExamples/Discovery", swiftSettings: strict),
+            name: "readme-discovery", dependencies: ["NearbyDiscovery"], path: "Tools/examples/Discovery", swiftSettings: strict),
         .executableTarget(
-            name: "readme-connection", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ReadmeExamples/Connection", swiftSettings: strict),
+            name: "readme-connection", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/examples/Connection", swiftSettings: strict),
         .executableTarget(
             name: "readme-broker", dependencies: ["ConnectionBroker", "NearbyDiscovery", "PeerConnection", "PeerTrust"],
-            path: "Tools/ReadmeExamples/Broker", swiftSettings: strict),
+            path: "Tools/examples/Broker", swiftSettings: strict),
         .executableTarget(
-            name: "readme-pairing", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/ReadmeExamples/Pairing", swiftSettings: strict),
+            name: "readme-pairing", dependencies: ["PeerConnection", "PeerTrust"], path: "Tools/examples/Pairing", swiftSettings: strict),
         .executableTarget(
             name: "readme-streams", dependencies: ["FileTransfer", "PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio")],
-            path: "Tools/ReadmeExamples/Streams", swiftSettings: strict),
-        .executableTarget(name: "readme-trust", dependencies: ["PeerTrust"], path: "Tools/ReadmeExamples/Trust", swiftSettings: strict),
-        .executableTarget(name: "readme-wire", dependencies: ["DNSWire"], path: "Tools/ReadmeExamples/Wire", swiftSettings: strict),
-        // Channel benchmark: `Tools/bench-connection` runs it against `nearby serve` and compares with Python websockets.
+            path: "Tools/examples/Streams", swiftSettings: strict),
+        .executableTarget(name: "readme-trust", dependencies: ["PeerTrust"], path: "Tools/examples/Trust", swiftSettings: strict),
+        .executableTarget(name: "readme-wire", dependencies: ["DNSWire"], path: "Tools/examples/Wire", swiftSettings: strict),
+        // Channel benchmark: `Tools/bench/connection` runs it against `nearby serve` and compares with Python websockets.
         .executableTarget(
-            name: "nearby-connection-bench", dependencies: ["PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio")], path: "Tools/ConnectionBenchmark", swiftSettings: strict),
-        // JSON benchmark: the channel's own JSON codec against Foundation's, on the channel's messages (`Tools/bench-json`).
-        .executableTarget(name: "nearby-json-bench", dependencies: ["PeerConnection"], path: "Tools/JSONBenchmark", swiftSettings: strict),
-        // Codec benchmark: `Tools/bench-codec` builds it in release mode and compares with python-zeroconf.
+            name: "nearby-connection-bench", dependencies: ["PeerConnection", "PeerTrust", .product(name: "NIOCore", package: "swift-nio")], path: "Tools/bench/ConnectionBenchmark", swiftSettings: strict),
+        // JSON benchmark: the channel's own JSON codec against Foundation's, on the channel's messages (`Tools/bench/json`).
+        .executableTarget(name: "nearby-json-bench", dependencies: ["PeerConnection"], path: "Tools/bench/JSONBenchmark", swiftSettings: strict),
+        // Codec benchmark: `Tools/bench/codec` builds it in release mode and compares with python-zeroconf.
         .executableTarget(
             name: "nearby-codec-bench",
             dependencies: ["DNSWire"],
-            path: "Tools/CodecBenchmark",
+            path: "Tools/bench/CodecBenchmark",
             swiftSettings: strict
         ),
     ],

@@ -2,7 +2,7 @@ import DNSWire
 import Foundation
 import Testing
 
-/// What `Tools/lab-peers/mdns_golden.py` (an independent parser) read from each captured packet.
+/// What `Tools/lab.d/peers/mdns_golden.py` (an independent parser) read from each captured packet.
 struct GoldenManifest: Decodable {
     struct Flags: Decodable { var raw: UInt16; var qr: Int; var opcode: Int; var aa: Int; var tc: Int; var rcode: Int }
     struct Counts: Decodable { var questions: Int; var answers: Int; var authorities: Int; var additionals: Int }

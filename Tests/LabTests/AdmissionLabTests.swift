@@ -141,7 +141,7 @@ struct AdmissionLabTests {
             stdin: try StdinPipe())
         try await lab.withProcesses([serving]) {
             _ = try await serving.waitForLine(containing: "\"listening\"", timeout: .seconds(20))
-            let helper = ConnectionLabTests.repository.appendingPathComponent("Tools/bench/strangers.py").path
+            let helper = ConnectionLabTests.repository.appendingPathComponent("Tools/bench/helpers/strangers.py").path
             // 400 idle and 100 half-sent connections (20 addresses, 25 each: under the per-source
             // share, so the 64 places are what holds them), re-opened as they are closed, and one
             // loop of TLS handshakes with a certificate the server has not pinned.

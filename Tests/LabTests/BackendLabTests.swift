@@ -136,7 +136,7 @@ struct BackendLabTests {
 
     /// Issue 9's first defect: with two responders of different kinds on the link, a cold
     /// browse sometimes never resolved one of them. 20 cold runs on each backend, none may
-    /// miss (`Tools/bench-discovery` repeats cold browses beside the same peers, and counts misses).
+    /// miss (`Tools/bench/discovery` repeats cold browses beside the same peers, and counts misses).
     @Test("20 cold browses with avahi-daemon and python-zeroconf publishing on two hosts: each finds and resolves both", arguments: Backend.allCases)
     func coldBrowsesMissNothing(_ backend: Backend) async throws {
         let lab = try Lab.require(hosts: 3)
@@ -216,7 +216,7 @@ struct BackendLabTests {
         }
     }
 
-    /// The discovery example of Documentation/Swift.md (Tools/ReadmeExamples/Discovery, built as readme-discovery)
+    /// The discovery example of Documentation/Swift.md (Tools/examples/Discovery, built as readme-discovery)
     /// runs as written and finishes: it advertises, browses for three seconds, resolves by name.
     @Test("the discovery example (Documentation/Swift.md) runs to the end, finding and resolving a peer", arguments: Backend.allCases)
     func readmeDiscoveryExample(_ backend: Backend) async throws {

@@ -238,9 +238,9 @@ struct BrokerLabTests {
         }
     }
 
-    static var relay: String { ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/delay_relay.py").path }
+    static var relay: String { ConnectionLabTests.repository.appendingPathComponent("Tools/lab.d/peers/delay_relay.py").path }
 
-    /// Runs `connect TYPE …` in h4, 1.1 s apart, as a person's are (`Tools/bench-broker
+    /// Runs `connect TYPE …` in h4, 1.1 s apart, as a person's are (`Tools/bench/broker
     /// --spacing 0.3` measures runs closer together).
     func connectNearest(_ lab: Lab, _ client: Peer, _ arguments: [String] = ["--nearest"]) async throws -> (Int32, String) {
         try await Task.sleep(for: .milliseconds(1100))

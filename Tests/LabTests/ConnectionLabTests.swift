@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `nearby serve` and `nearby connect` across the virtual LAN, with each other and with a
-/// Python `websockets` + `ssl` peer nobody here wrote (Tools/lab-peers/ws_peer.py).
+/// Python `websockets` + `ssl` peer nobody here wrote (Tools/lab.d/peers/ws_peer.py).
 extension LabTestSuite {
 @Suite("connections: nearby serve and connect, with each other and with Python websockets")
 struct ConnectionLabTests {
@@ -11,7 +11,7 @@ struct ConnectionLabTests {
     static var python: String {
         ProcessInfo.processInfo.environment["NEARBY_LAB_PYTHON"] ?? repository.appendingPathComponent(".build-venv/bin/python").path
     }
-    static var wsPeer: String { repository.appendingPathComponent("Tools/lab-peers/ws_peer.py").path }
+    static var wsPeer: String { repository.appendingPathComponent("Tools/lab.d/peers/ws_peer.py").path }
     static let h1 = "198.18.1.1"
 
     /// A fresh state directory with a new identity named `name`; returns it and its peer ID.
@@ -182,7 +182,7 @@ struct ConnectionLabTests {
         try await lab.run(["exec", "h1", "--", "sh", "-c", "'\(Self.nearby)' identity export --state-dir '\(server.directory)' > '\(certificate)'"])
         // serve's stdout goes to a reader that stops reading for 6 s after "listening" (as a
         // stalled app would), then reads all and sums up.
-        let reader = Self.repository.appendingPathComponent("Tools/lab-peers/slow_reader.py").path
+        let reader = Self.repository.appendingPathComponent("Tools/lab.d/peers/slow_reader.py").path
         let command = [Self.nearby, "serve", "Build Box", "_openagents._tcp", "9419", "--no-advertise", "--json", "--state-dir", server.directory]
             .map { "'\($0)'" }.joined(separator: " ")
         let serving = try lab.start(["exec", "h1", "--", "sh", "-c", "\(command) < /dev/null | '\(Self.python)' '\(reader)' 6"])

@@ -156,7 +156,7 @@ struct NetworkShapeLabTests {
     }
 
     private func floodAndResolve(_ lab: Lab) async throws {
-        let sender = LabTestSuite.LiveCodecLabTests.repository.appendingPathComponent("Tools/bench/flood_sender.py").path
+        let sender = LabTestSuite.LiveCodecLabTests.repository.appendingPathComponent("Tools/bench/helpers/flood_sender.py").path
         let holdPort = """
             import signal, socket
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -5,12 +5,12 @@ import Testing
 /// h1 (LAN 1), the invitee in h6 (alone on LAN 2), where browsing finds nothing. A link pins both
 /// sides and a connection by address works at once; every way it can be refused says so in
 /// its own words; and a Python invitee written from Documentation/Protocols.md alone
-/// (Tools/lab-peers/invitee.py) is admitted too.
+/// (Tools/lab.d/peers/invitee.py) is admitted too.
 extension LabTestSuite {
 @Suite("invitations: a link across a router that forwards no multicast, and every refusal")
 struct InvitationLabTests {
     static var nearby: String { DiscoveryLabTests.nearby }
-    static var invitee: String { ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/invitee.py").path }
+    static var invitee: String { ConnectionLabTests.repository.appendingPathComponent("Tools/lab.d/peers/invitee.py").path }
     static let h1 = "198.18.1.1"
     /// h6's addresses, as the inviter sees them: the invitee came from the other subnet.
     static let h6 = ["198.18.2.6", "fd6e:6272:2::6"]
@@ -66,7 +66,7 @@ struct InvitationLabTests {
         return (status, process.output)
     }
 
-    /// Runs Tools/lab-peers/invitee.py LINK --json ARGS in h6; returns its exit status and output.
+    /// Runs Tools/lab.d/peers/invitee.py LINK --json ARGS in h6; returns its exit status and output.
     func python(_ lab: Lab, _ link: String, identity: String, _ arguments: [String] = []) async throws -> (status: Int32, output: String) {
         let process = try lab.start(["exec", "h6", "--", ConnectionLabTests.python, Self.invitee, link, "--identity-dir", identity, "--json"] + arguments)
         let status = try await process.wait(timeout: .seconds(30))

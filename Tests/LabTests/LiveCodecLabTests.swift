@@ -100,7 +100,7 @@ struct LiveCodecLabTests {
             try await lab.withProcesses([avahiBrowser, zeroconfBrowser]) {
                 try await Task.sleep(for: .seconds(2))  // let both browsers start listening
                 let python = ProcessInfo.processInfo.environment["NEARBY_LAB_PYTHON"] ?? "python3"
-                let sender = Self.repository.appendingPathComponent("Tools/lab-peers/send_mdns.py").path
+                let sender = Self.repository.appendingPathComponent("Tools/lab.d/peers/send_mdns.py").path
                 try await lab.run(["exec", "h1", "--", python, sender, "--repeat", "3", "--interval", "1", packetFile.path])
 
                 let resolved = try await avahiBrowser.waitForLine(containing: "=;lan1;IPv4;Wire\\032Box;", timeout: .seconds(15))

@@ -127,7 +127,7 @@ struct ProxyLabTests {
         // The Python client reconfirms Kill Box's PTR once this file exists.
         let trigger = try Lab.temporaryDirectory().appendingPathComponent("reconfirm-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: trigger) }
-        let client = try lab.start(["exec", "h6", "--", ConnectionLabTests.python, ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/dso_client.py").path,
+        let client = try lab.start(["exec", "h6", "--", ConnectionLabTests.python, ConnectionLabTests.repository.appendingPathComponent("Tools/lab.d/peers/dso_client.py").path,
                                     Self.proxyAddress, "853", "_openagents._tcp.\(Self.zone)", "PTR", "45", trigger, "Kill"])
         try await lab.withProcesses([proxy, browse, strict, client]) {
             let started = try await proxy.waitForLine(containing: "\"proxying\"", timeout: .seconds(20))
@@ -309,7 +309,7 @@ struct ProxyLabTests {
             // A resolver over the default UDP rate (100 a second, bursts of 200) is limited until
             // it asks over TCP, as resolvers do when told TC; then its UDP questions all go through.
             let burst = try await lab.run(["exec", "h6", "--", ConnectionLabTests.python,
-                ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/udp_burst.py").path, Self.proxyAddress, Self.zone, "300"], timeout: .seconds(60))
+                ConnectionLabTests.repository.appendingPathComponent("Tools/lab.d/peers/udp_burst.py").path, Self.proxyAddress, Self.zone, "300"], timeout: .seconds(60))
             let counts = jsonLines(burst).first ?? [:]
             #expect((counts["before"] as? Int ?? 300) < 300 && counts["tcp"] as? Bool == true && counts["after"] as? Int == 300, "a resolver's burst: \(burst)")
             let tcp = try await dig(lab, ["@\(Self.proxyAddress)", Self.zone, "SOA", "+tcp", "+short"])

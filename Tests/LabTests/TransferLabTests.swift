@@ -410,7 +410,7 @@ struct TransferLabTests {
         let file = work + "/py.bin"
         try await randomFile(lab, file, bytes: 8 << 20)
         let expected = try await sha256(lab, "h2", file)
-        let peer = ConnectionLabTests.repository.appendingPathComponent("Tools/lab-peers/stream_peer.py").path
+        let peer = ConnectionLabTests.repository.appendingPathComponent("Tools/lab.d/peers/stream_peer.py").path
         for (side, directory) in [("inbox", inbox.directory), ("laptop", laptop.directory)] {
             try await lab.run(["exec", "h1", "--", "sh", "-c", "\(command(["identity", "export", "--state-dir", directory])) > '\(work)/\(side).crt'"])
         }

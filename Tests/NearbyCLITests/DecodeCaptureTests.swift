@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `nearby decode` on the lab's captures (Tests/PacketCaptureTests/Fixtures/captures, made by
-/// Tools/make-captures in every format and link type), compared packet by packet with tshark's
+/// Tools/captures/make in every format and link type), compared packet by packet with tshark's
 /// dissection of the same files (their manifest.json): frame numbers, endpoints, and the DNS
 /// header, questions and record counts; plus the exit status and summary of each file.
 @Suite("nearby decode on real captures, against tshark")

@@ -1,5 +1,5 @@
 // The Swift fragments of the DocC articles, compiled here so that they cannot go stale. Whole
-// programs that an article shows are the example programs in Tools/ReadmeExamples, which
+// programs that an article shows are the example programs in Tools/examples, which
 // `swift build` builds, and are not repeated here. Each function holds one article's fragments
 // in order, between `docc:begin` and `docc:end` (separated by `docc:next`; the imports are at
 // the top of this file). What a fragment assumes from its context is declared before

@@ -203,7 +203,7 @@ struct DocumentationTests {
     }
 
     /// A DocC block is compiled one of two ways: it is one of the example programs the package
-    /// builds (Tools/ReadmeExamples, the same programs README and Documentation/Swift.md show),
+    /// builds (Tools/examples, the same programs README and Documentation/Swift.md show),
     /// whole and to the letter; or it is a fragment that DocCExamples.swift holds in a function
     /// that gives it its context.
     @Test("every code block of the DocC catalogs is compiled: an example program to the letter, or a fragment DocCExamples.swift holds")
@@ -212,7 +212,7 @@ struct DocumentationTests {
         #expect(articles.count >= 12, "only \(articles.count) articles with code: the parser has gone wrong")
         var programs: [String: String] = [:]
         for example in ReadmeExamplesTests.examples {
-            programs[try Self.text("Tools/ReadmeExamples/\(example)/main.swift")] = example
+            programs[try Self.text("Tools/examples/\(example)/main.swift")] = example
         }
         #expect(programs.count == ReadmeExamplesTests.examples.count, "two example programs have the same text")
         let compiled = try Self.text("Tests/NearbyCLITests/DocCExamples.swift")
@@ -266,7 +266,7 @@ struct DocumentationTests {
         }
         // README's programs are DocC's too: each is shown, whole, by some article.
         let missing = Set(ReadmeExamplesTests.examples).subtracting(programsShown)
-        #expect(missing.isEmpty, "no DocC article shows the example programs \(missing.sorted()) (Tools/ReadmeExamples/NAME/main.swift, to the letter)")
+        #expect(missing.isEmpty, "no DocC article shows the example programs \(missing.sorted()) (Tools/examples/NAME/main.swift, to the letter)")
     }
 
     @Test("every test RFC-Compliance.md names as proof exists in the file it names (… stands for words left out)")

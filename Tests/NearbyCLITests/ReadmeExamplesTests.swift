@@ -2,7 +2,7 @@ import Foundation
 import PeerTrust
 import Testing
 
-/// README's Swift examples are the programs in Tools/ReadmeExamples, built with the package:
+/// README's Swift examples are the programs in Tools/examples, built with the package:
 /// these tests check that README and Documentation/Swift.md show them to the letter, and that
 /// they run to the end. The discovery example, which needs a network, runs in the lab (LabTests).
 @Suite("README's Swift examples")
@@ -44,7 +44,7 @@ struct ReadmeExamplesTests {
     func readmeShowsTheBuiltCode(_ example: (offset: Int, element: String)) throws {
         let blocks = try Self.readmeBlocks(in: Self.exampleFiles).filter { !Self.isManifest($0) }
         #expect(blocks.count == Self.examples.count, "\(Self.exampleFiles) have \(blocks.count) swift blocks")
-        let file = Self.repository.appendingPathComponent("Tools/ReadmeExamples/\(example.element)/main.swift")
+        let file = Self.repository.appendingPathComponent("Tools/examples/\(example.element)/main.swift")
         let source = try String(contentsOf: file, encoding: .utf8)
         let block = try #require(blocks.dropFirst(example.offset).first)
         #expect(block + "\n" == source, "block \(example.offset + 1) of \(Self.exampleFiles) differs from \(file.path)")

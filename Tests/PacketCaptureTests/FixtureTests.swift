@@ -3,7 +3,7 @@ import Foundation
 import PacketCapture
 import Testing
 
-/// The real capture fixtures (Tools/make-captures) and tshark's view of them, manifest.json.
+/// The real capture fixtures (Tools/captures/make) and tshark's view of them, manifest.json.
 enum Fixtures {
     /// Fixtures/captures next to this file; PACKET_CAPTURE_FIXTURES overrides it.
     static let directory: String = {
@@ -40,7 +40,7 @@ enum Fixtures {
 
 @Suite(
     "Real captures against tshark",
-    .enabled(if: Fixtures.available, "Fixtures/captures/manifest.json is not there (Tools/make-captures makes it)"))
+    .enabled(if: Fixtures.available, "Fixtures/captures/manifest.json is not there (Tools/captures/make makes it)"))
 struct FixtureTests {
     @Test("every capture: frames, and each UDP datagram's frame, endpoints, length, SHA-256, fragments and VLANs")
     func captures() throws {

@@ -1,4 +1,4 @@
-// libFuzzer target for the DNSWire codec. Tools/fuzz-build compiles this file into the SAME
+// libFuzzer target for the DNSWire codec. Tools/fuzz/build compiles this file into the SAME
 // module as Sources/DNSWire/*.swift, so it may use internal API.
 //
 // It checks properties, not only "does not crash". Every failed property calls `fail`, which

@@ -1,4 +1,4 @@
-// libFuzzer target for the JSON-RPC frame parser of the channel. Tools/fuzz-build compiles this
+// libFuzzer target for the JSON-RPC frame parser of the channel. Tools/fuzz/build compiles this
 // file into the SAME module (PeerProtocol) as Sources/PeerProtocol/JSONText.swift,
 // JSONValue.swift and JSONRPC.swift, and nothing else of that module (those three need only
 // Foundation, no NIO), so it may use internal API.

@@ -1,5 +1,5 @@
 // libFuzzer target for PeerTrust's certificate input: DER (Certificate(der:)) and PEM
-// (Certificate.chain(pem:), PEM.blocks, PEM.encode). Tools/fuzz-build compiles this file into
+// (Certificate.chain(pem:), PEM.blocks, PEM.encode). Tools/fuzz/build compiles this file into
 // the SAME module (PeerTrust) as Sources/PeerTrust/*.swift, so it may use internal API; the C
 // shim Sources/CPeerTrust is compiled with clang -fsanitize=fuzzer-no-link,address, and OpenSSL
 // itself is the system's (not instrumented: its parser gives no coverage feedback, and ASan

@@ -1,5 +1,5 @@
 // libFuzzer target for PacketCapture, the capture reader of `nearby decode`
-// (Sources/PacketCapture). Tools/fuzz-build compiles this file into the SAME module as
+// (Sources/PacketCapture). Tools/fuzz/build compiles this file into the SAME module as
 // Sources/PacketCapture/*.swift (module PacketCapture), so it may use internal API; it needs no
 // other module (FuzzSupport.swift, compiled in too, imports NearbyBasics for hexString).
 //

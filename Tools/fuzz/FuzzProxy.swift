@@ -1,5 +1,5 @@
 // libFuzzer target for the discovery proxy's answering machine (DiscoveryProxyCore): what a
-// stranger on the network sends it, and what a stranger on the link tells it. Tools/fuzz-build
+// stranger on the network sends it, and what a stranger on the link tells it. Tools/fuzz/build
 // compiles this file into the SAME module as Sources/DiscoveryProxyCore/*.swift.
 //
 // The input's first byte picks the transport (even: UDP, odd: TCP) and whether the rest is

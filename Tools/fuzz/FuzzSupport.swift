@@ -1,4 +1,4 @@
-// Shared by every fuzz target: Tools/fuzz-build compiles this file into each target's module.
+// Shared by every fuzz target: Tools/fuzz/build compiles this file into each target's module.
 // How a broken property is reported, and how inputs are shown in the report.
 
 import NearbyBasics

@@ -4,7 +4,7 @@
 #
 # The output always goes through a pipe. Writing to a terminal, SwiftPM adds -color-diagnostics
 # to every Swift compile command, so a build watched on a terminal and one written to a pipe or
-# a log (Tools/install-check, CI) recompile each other's Swift modules: about 95 s of a
+# a log (Tools/packaging/install-check, CI) recompile each other's Swift modules: about 95 s of a
 # release build on 2 cores, every time they alternate. Through a pipe, the demo, the install and
 # the install check share one .build/release.
 #
