@@ -126,6 +126,9 @@ actor EmbeddedLinkQuerier: LinkQuerier {
 actor SystemLinkQuerier: LinkQuerier {
     nonisolated let reports: EventStream<[LinkReport]>
     private let continuation: EventStream<[LinkReport]>.Source
+    /// The daemon's operations to read, one per question and interface as ``start(_:)`` makes
+    /// them. Not bounded by a count: it holds at most the operations alive, which the machine's
+    /// link-question limit bounds (each is read as soon as ``run()`` takes it).
     private let watch: AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>
     private let watchQueue: AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>.Continuation
     private var operations: [LinkQuestion: [DNSSDOperation<DNSSDQueryEvent>]] = [:]
