@@ -65,7 +65,7 @@ extension DiscoveryProxy {
         do {
             // One event loop answers every UDP socket: the answering machine is behind one lock,
             // and sockets on two loops (SO_REUSEPORT) spent more on waiting for it and on
-            // waking each other than they gained (measured with Tools/bench-proxy: 19 µs of CPU
+            // waking each other than they gained (measured with Tools/bench/proxy: 19 µs of CPU
             // per question instead of 12).
             let loop = MultiThreadedEventLoopGroup.singleton.next()
             for address in configuration.listen {

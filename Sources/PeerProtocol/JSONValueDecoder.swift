@@ -7,7 +7,7 @@ import Foundation
 /// Decodes a `Decodable` type straight from a ``JSONValue`` tree, with JSONDecoder's default
 /// rules (numbers must fit the type exactly, `Data` is base64 text, `URL` a string, `Date`
 /// seconds since 2001), so ``JSONValue/decode(as:)`` need not write the value out as text and
-/// parse it again (Tools/bench-json measures the difference).
+/// parse it again (Tools/bench/json measures the difference).
 package struct JSONValueDecoder {
     package static func decode<Value: Decodable>(_ type: Value.Type, from value: JSONValue) throws -> Value {
         try TreeDecoder(value: value, codingPath: []).decodeValue(type)

@@ -171,7 +171,7 @@ struct ProxyLabTests {
                 _ = try await client.waitForLine(where: { $0.contains("\"add\"") && $0.contains("Kill") }, timeout: .seconds(10))
                 doomed.kill()
                 _ = try await doomed.wait(timeout: .seconds(10))
-                FileManager.default.createFile(atPath: trigger, contents: Data())
+                #expect(FileManager.default.createFile(atPath: trigger, contents: Data()))
                 _ = try await client.waitForLine(where: { $0.contains("\"reconfirmed\"") && $0.contains("Kill") }, timeout: .seconds(5))
                 let removed = try await client.waitForLine(where: { $0.contains("\"remove\"") && $0.contains("Kill") }, timeout: .seconds(20))
                 #expect(removed.contains("Kill\\\\032Box"), "\(removed)")
