@@ -82,6 +82,7 @@ actor BrokerLoop {
         await withDiscardingTaskGroup { group in
             group.addTask { await children.run() }
             group.addTask { await alarm.run(clock: clock) { await self.tick() } }
+            await self.browse()
             // Whichever comes first: stop(), a graceful shutdown, the task's cancellation.
             _ = await lifecycle.stop.run { try? await gracefulShutdown() }
             await self.shutdown()
@@ -115,7 +116,8 @@ actor BrokerLoop {
         }
     }
 
-    func browse() {
+    private func browse() {
+        guard !desk.stopped else { return }
         // Browsing may have begun before the broker, on the same discovery (see
         // BrokerConfiguration.browsingSince): the answers are due from then.
         let earlier = configuration.browsingSince.map { max(.zero, ContinuousClock.now - $0) } ?? .zero

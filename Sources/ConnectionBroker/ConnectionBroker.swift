@@ -182,8 +182,9 @@ public final class ConnectionBroker: Sendable {
         await loop.run()
     }
 
-    /// Prepares a broker on `discovery`: listens and advertises (unless `advertises` is off), and
-    /// begins browsing. Nothing is accepted, dialed or measured until ``run()`` runs.
+    /// Prepares a broker on `discovery`: listens and advertises (unless `advertises` is off), so
+    /// that ``port`` and ``advertisedName`` are known. Browsing, accepting, dialing and measuring
+    /// begin when ``run()`` runs.
     public static func prepare(_ configuration: BrokerConfiguration, discovery: NearbyDiscovery) async throws(BrokerError) -> ConnectionBroker {
         guard let identity = configuration.connection.identity, !configuration.connection.insecure else {
             throw BrokerError(.startFailed, "a broker needs an identity and TLS: peers are told apart by their peer IDs")
@@ -224,7 +225,6 @@ public final class ConnectionBroker: Sendable {
                 throw BrokerError(.startFailed, "cannot advertise: \(error)")
             }
         }
-        await loop.browse()
         return ConnectionBroker(loop: loop, events: events, advertisedName: advertisedName, port: port)
     }
 

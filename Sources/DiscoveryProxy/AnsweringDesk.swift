@@ -40,6 +40,8 @@ final class AnsweringDesk: Sendable {
 
     init(_ machine: ProxyStateMachine) {
         state = Locked(State(machine: machine))
+        // Bounded by the machine's own limits (the link-question budget, the session limits),
+        // and every action must reach the actor, in order (see `actions`).
         (actions, queue) = AsyncStream<[ProxyStateMachine.Action]>.makeStream()
     }
 

@@ -157,6 +157,7 @@ actor SystemLinkQuerier: LinkQuerier {
         self.logger = logger
         interfaceIndices = interfaces
         (reports, continuation) = EventStream<[LinkReport]>.makeStream(buffer: LinkReport.buffer())
+        // Bounded by the live operations: one entry per link question started.
         (watch, watchQueue) = AsyncStream<(LinkQuestion, DNSSDOperation<DNSSDQueryEvent>)>.makeStream()
     }
 

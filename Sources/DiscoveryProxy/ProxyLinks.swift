@@ -24,6 +24,8 @@ actor ProxyLinks {
     init(querier: any LinkQuerier, interfaces: [String], desk: AnsweringDesk, alarm: Alarm, clock: any ShellClock) {
         self.querier = querier
         sharing = LinkQuerySharing(interfaces: interfaces)
+        // Bounded by rate, not count: new link questions by the link-question budget,
+        // reconfirmations by one per record per 10 s (see `work`).
         (work, workQueue) = AsyncStream.makeStream()
         self.desk = desk
         self.alarm = alarm

@@ -81,6 +81,7 @@ actor PushSessions {
     /// One DSO session over TLS until the client closes, the table ends it, or the task is
     /// cancelled.
     private func serveSession(_ id: SessionID, _ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, from source: IPAddress) async {
+        // Bounded by `maximumUnsentBytes`: a session past it is aborted (PushSessionTable).
         let (outgoing, writer) = AsyncStream<[UInt8]>.makeStream()
         connections[id] = (writer, connection.channel)
         logger.debug("DNS Push \(id) from \(source)")

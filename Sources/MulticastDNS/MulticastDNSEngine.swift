@@ -74,6 +74,7 @@ public actor MulticastDNSEngine {
         self.clock = clock
         self.interfaceNames = interfaceNames
         self.logger = logger
+        // Never yields (its element is Never): finishing it is the stop signal; nothing to bound.
         (stopped, stop) = AsyncStream.makeStream()
     }
 
@@ -114,7 +115,6 @@ public actor MulticastDNSEngine {
     }
 
     deinit {
-        runner?.cancel()
         stop.finish()
         linkWatch?.stop()
     }
@@ -141,10 +141,11 @@ public actor MulticastDNSEngine {
     private func begin() {
         guard runner == nil, !running, !isShutDown else { return }
         // The one unstructured task: start() serves callers that have no task group or
-        // ServiceGroup to run the engine in. It owns every child (see run()); shutdown()
-        // cancels it and waits for it, and so does dropping the engine.
-        runner = Task { [weak self, transport, alarm, clock, linkWatch] in
-            await Self.runChildren(of: self, inbox: transport.inbox, links: linkWatch?.changes, alarm: alarm, clock: clock)
+        // ServiceGroup to run the engine in. It does what run() does, holding the engine only
+        // weakly (dropping the engine ends it), and ends the same way: shutdown() finishes
+        // `stopped`, then waits for it.
+        runner = Task { [weak self, transport, alarm, clock, linkWatch, stopped] in
+            await Self.work(of: self, inbox: transport.inbox, links: linkWatch?.changes, alarm: alarm, clock: clock, until: stopped)
         }
     }
 
@@ -165,14 +166,22 @@ public actor MulticastDNSEngine {
         // after shutdown has nothing to do.
         guard !running, !isShutDown else { return }
         running = true
-        let (inbox, links, alarm, clock, stopped) = (transport.inbox, linkWatch?.changes, alarm, clock, stopped)
+        await Self.work(of: self, inbox: transport.inbox, links: linkWatch?.changes, alarm: alarm, clock: clock, until: stopped)
+        running = false
+    }
+
+    /// The children, until `stopped` is finished (``shutdown()``, or the engine's release) or
+    /// the task is cancelled: the one way the work ends, for run() and start() alike.
+    private static func work(
+        of engine: MulticastDNSEngine?, inbox: DatagramInbox, links: AsyncStream<Void>?, alarm: Alarm, clock: any ShellClock,
+        until stopped: AsyncStream<Never>
+    ) async {
+        let held = WeakEngine(engine: engine)
         await withDiscardingTaskGroup { group in
-            group.addTask { [weak self] in await Self.runChildren(of: self, inbox: inbox, links: links, alarm: alarm, clock: clock) }
-            // Until shutdown() finishes `stopped`, or the caller cancels.
+            group.addTask { await Self.runChildren(of: held.engine, inbox: inbox, links: links, alarm: alarm, clock: clock) }
             for await _ in stopped {}
             group.cancelAll()
         }
-        running = false
     }
 
     /// How long a burst of link reports (an address deleted, then one added) may take to settle
@@ -524,7 +533,6 @@ public actor MulticastDNSEngine {
         // no wait (a browse or a `connect --nearest` ends at once).
         if goodbyes > 0 { try? await clock.sleep(for: .milliseconds(20)) }
         stop.finish()
-        runner?.cancel()
         await runner?.value
         runner = nil
         linkWatch?.stop()

@@ -10,3 +10,4 @@ public struct OpenKind<Owner>: Hashable, Sendable, CustomStringConvertible {
     /// The kind's name, as its static member is spelled (`"truncated"`, `"found"`).
     public var description: String { name }
 }
+

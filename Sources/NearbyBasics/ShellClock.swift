@@ -181,6 +181,7 @@ package final class ChildTasks: Sendable {
     private let queue: AsyncStream<@Sendable () async -> Void>.Continuation
 
     package init() {
+        // Not bounded by a count: see `jobs` (run() takes each job at once).
         (jobs, queue) = AsyncStream.makeStream()
     }
 

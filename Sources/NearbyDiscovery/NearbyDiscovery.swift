@@ -515,6 +515,7 @@ public struct EmbeddedBackend: DiscoveryBackend {
                 // Later renames, read from the engine's stream as the app asks for them (in the
                 // app's task: no task of our own forwards them).
                 // Pulled (unfolding): nothing waits here; the engine's stream keeps the newest 8.
+                // Pulled (unfolding): nothing waits here; the engine's stream keeps the newest 8.
                 let rest = RegistrationFeed(iterator)
                 let later = AsyncStream<AdvertisementEvent> {
                     while let event = await rest.next() {

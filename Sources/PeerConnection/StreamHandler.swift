@@ -26,6 +26,8 @@ final class StreamHandler: ChannelDuplexHandler {
     init(settings: StreamSettings, connecting: Bool, logger: Logger) {
         machine = StreamMultiplexer(local: settings, connecting: connecting)
         self.logger = logger
+        // Bounded by the multiplexer: a peer opens at most `maximumStreams` streams at once
+        // (one more is refused), each yielded once.
         let (stream, continuation) = AsyncStream<PeerStream>.makeStream()
         incoming = IncomingStreams(streams: stream)
         accepted = continuation

@@ -51,8 +51,11 @@ public final class DNSRegistration: Sendable {
         let machine = RegistrationStateMachine(
             registration: registration, hostLabel: label, addresses: Self.hostAddresses(), ownerToken: Self.ownerToken(label: label),
             server: server, signed: key != nil, settings: settings)
+        // Not bounded by a count: one answer per request the machine sent (it sends the next
+        // only after the last one's answer), one alarm's ticks, and the app's own calls.
         let (inputs, input) = AsyncStream<Input>.makeStream()
         let (events, eventSink) = AsyncStream<RegistrationEvent>.makeStream(bufferingPolicy: .bufferingNewest(8))
+        // The first outcome, yielded once.
         let (first, firstSink) = AsyncStream<RegistrationEvent>.makeStream()
         let state = Locked(State(name: registration.instance, hostName: machine.hostName))
         let task = Task {

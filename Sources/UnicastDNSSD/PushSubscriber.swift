@@ -137,6 +137,7 @@ package final class PushSubscriber: Sendable {
         self.logger = logger
         self.clock = clock
         (events, eventSink) = EventStream<Event>.makeStream(buffer: Event.buffer())
+        // Bounded by `maximumUnsentBytes` (see `outgoing`).
         (outgoing, writer) = AsyncStream<[UInt8]>.makeStream()
         state = Locked(State(machine: PushClient(now: clock.now)))
     }

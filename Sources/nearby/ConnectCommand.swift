@@ -83,6 +83,7 @@ struct ConnectCommand: AsyncParsableCommand {
         let who = connection.peerID?.description
         // Replies due: ids of the requests sent, until their answers arrive.
         let due = DueReplies()
+        // Bounded by its producers: stdin's end and the peer's, one each.
         let (endings, ending) = AsyncStream<RelayEnding>.makeStream()
         // stdin is read on a thread of its own and cannot be interrupted: when the peer goes
         // first, this task is left waiting and the process ends without it (unstructured on

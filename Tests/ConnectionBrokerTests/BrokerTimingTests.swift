@@ -31,7 +31,6 @@ struct BrokerTimingTests {
         let clock = ManualClock()
         let loop = try makeLoop(clock: clock)
         let runner = Task { await loop.run() }
-        await loop.browse()
         let waiting = Task { await call(loop) }
         await clock.waitForSleepers()
         for step in steps { clock.advance(by: step) }

@@ -67,4 +67,32 @@ struct ModuleRulesTests {
             """.write(to: file, atomically: true, encoding: .utf8)
         #expect(try Self.imports(of: file) == ["NIOPosix", "Logging", "NIOSSL", "PeerTrust"])
     }
+
+    /// Where a raw `AsyncStream` is made in `Sources/` without a buffering policy: file and line
+    /// of each, and whether a comment just above (or on the line) says what bounds it.
+    static func rawStreams() throws -> [(place: String, explained: Bool)] {
+        var found: [(place: String, explained: Bool)] = []
+        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        for file in files.sorted() {
+            let lines = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+            for (index, line) in lines.enumerated() {
+                let code = line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+                let makes = code.contains("AsyncStream") && (code.contains(".makeStream(") || code.contains("(unfolding") || (code.hasSuffix("> {") && !code.contains("func ")))
+                guard makes, !code.contains("bufferingPolicy") else { continue }
+                let above = lines[max(0, index - 4)...index].filter { $0.contains("//") }.joined(separator: " ").lowercased()
+                let explained = ["bound", "pulled", "once", "not an eventstream"].contains { above.contains($0) }
+                found.append(("\(file):\(index + 1)", explained))
+            }
+        }
+        return found
+    }
+
+    @Test("every stream from the network to its consumer is bounded: a raw AsyncStream without a buffering policy says, just above, what bounds it")
+    func rawStreamsSayWhatBoundsThem() throws {
+        let streams = try Self.rawStreams()
+        #expect(!streams.isEmpty, "the reader found no raw stream at all: it is broken, not the code perfect")
+        for stream in streams where !stream.explained {
+            Issue.record("\(stream.place) makes an AsyncStream without a buffering policy and without a comment just above saying what bounds it (use an EventStream with an EventBuffer policy, or say why none is needed)")
+        }
+    }
 }
