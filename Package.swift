@@ -146,6 +146,14 @@ let package = Package(
         // rewriting of link records into the zone, rate limits. Pure machines, no I/O.
         .target(name: "DiscoveryProxyCore", dependencies: ["DNSWire", "NearbyBasics"], swiftSettings: strict),
         .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxyCore", "DiscoveryProxy", "DNSWire", "SystemDNSSD", "UnicastDNSSD"], swiftSettings: strict),
+        // The SRP registrar's decisions (RFC 9665): validating an update (instructions, SIG(0)
+        // with an injected verifier), first come first served per key, leases (RFC 9664), limits,
+        // saved state. Pure machines, no I/O, no cryptography library.
+        .target(name: "SRPRegistrarCore", dependencies: ["DNSWire", "NearbyBasics"], swiftSettings: strict),
+        // Real SRP updates signed with P-256 keys through PeerTrust, checked by the machine.
+        .testTarget(
+            name: "SRPRegistrarCoreTests", dependencies: ["SRPRegistrarCore", "DNSWire", "PeerTrust", "NearbyBasics"],
+            swiftSettings: strict),
         // The discovery proxy on sockets: UDP and TCP answers, DNS Push over TLS, the links' mDNS
         // engine, time.
         .target(

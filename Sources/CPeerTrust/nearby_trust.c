@@ -635,3 +635,106 @@ done:
 }
 
 const char *nearby_verify_error_string(int code) { return X509_verify_cert_error_string(code); }
+
+// MARK: - ECDSA P-256 in DNSSEC's raw forms (RFC 6605 §4)
+
+#include <openssl/core_names.h>
+#include <openssl/ecdsa.h>
+#include <openssl/params.h>
+
+/// True when `key` is an EC key on P-256.
+static int key_is_p256(EVP_PKEY *key) {
+    char group[64] = {0};
+    size_t length = 0;
+    if (EVP_PKEY_get_base_id(key) != EVP_PKEY_EC) return 0;
+    if (EVP_PKEY_get_utf8_string_param(key, OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof group, &length) != 1) return 0;
+    return strcmp(group, "prime256v1") == 0 || strcmp(group, "P-256") == 0;
+}
+
+int nearby_p256_public_raw(const uint8_t *pkcs8, size_t key_count, uint8_t *point) {
+    EVP_PKEY *key = key_from_der(pkcs8, key_count);
+    if (!key) return -1;
+    unsigned char encoded[65];
+    size_t length = 0;
+    int ok = key_is_p256(key)
+        && EVP_PKEY_get_octet_string_param(key, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, encoded, sizeof encoded, &length) == 1
+        && length == 65 && encoded[0] == 0x04;
+    EVP_PKEY_free(key);
+    if (!ok) return -1;
+    memcpy(point, encoded + 1, 64);
+    return 0;
+}
+
+int nearby_p256_sign_raw(const uint8_t *pkcs8, size_t key_count, const uint8_t *bytes, size_t count,
+                         uint8_t *signature, char *error, size_t error_size) {
+    EVP_PKEY *key = key_from_der(pkcs8, key_count);
+    if (!key) return fail(error, error_size, "cannot read the private key");
+    if (!key_is_p256(key)) {
+        EVP_PKEY_free(key);
+        return fail(error, error_size, "the key is not a P-256 key");
+    }
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    unsigned char der[80];  // a P-256 ECDSA-Sig-Value in DER is at most 72 bytes
+    size_t der_length = sizeof der;
+    int ok = context && EVP_DigestSignInit(context, NULL, EVP_sha256(), NULL, key) == 1
+        && EVP_DigestSign(context, der, &der_length, bytes, count) == 1;
+    EVP_MD_CTX_free(context);
+    EVP_PKEY_free(key);
+    if (!ok) return fail(error, error_size, "cannot sign");
+    const unsigned char *cursor = der;
+    ECDSA_SIG *value = d2i_ECDSA_SIG(NULL, &cursor, (long)der_length);
+    if (!value) return fail(error, error_size, "cannot read the signature OpenSSL made");
+    const BIGNUM *r = NULL, *s = NULL;
+    ECDSA_SIG_get0(value, &r, &s);
+    ok = BN_bn2binpad(r, signature, 32) == 32 && BN_bn2binpad(s, signature + 32, 32) == 32;
+    ECDSA_SIG_free(value);
+    return ok ? 0 : fail(error, error_size, "cannot write the signature as r and s");
+}
+
+int nearby_p256_verify_raw(const uint8_t *point, const uint8_t *bytes, size_t count, const uint8_t *signature) {
+    if (!point || !signature || (!bytes && count > 0)) return 0;
+    // The public key from its encoded point (0x04 ‖ x ‖ y): OpenSSL checks it is on the curve.
+    unsigned char encoded[65];
+    encoded[0] = 0x04;
+    memcpy(encoded + 1, point, 64);
+    char group[] = "prime256v1";
+    OSSL_PARAM parameters[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, group, 0),
+        OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, encoded, sizeof encoded),
+        OSSL_PARAM_construct_end(),
+    };
+    EVP_PKEY_CTX *factory = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    EVP_PKEY *key = NULL;
+    int made = factory && EVP_PKEY_fromdata_init(factory) == 1
+        && EVP_PKEY_fromdata(factory, &key, EVP_PKEY_PUBLIC_KEY, parameters) == 1;
+    EVP_PKEY_CTX_free(factory);
+    if (!made || !key) {
+        EVP_PKEY_free(key);
+        ERR_clear_error();
+        return 0;
+    }
+    // The signature from r and s into the DER form OpenSSL verifies.
+    ECDSA_SIG *value = ECDSA_SIG_new();
+    BIGNUM *r = BN_bin2bn(signature, 32, NULL);
+    BIGNUM *s = BN_bin2bn(signature + 32, 32, NULL);
+    unsigned char *der = NULL;
+    int der_length = -1;
+    if (value && r && s && ECDSA_SIG_set0(value, r, s) == 1) {
+        r = NULL;  // owned by `value` now
+        s = NULL;
+        der_length = i2d_ECDSA_SIG(value, &der);
+    }
+    BN_free(r);
+    BN_free(s);
+    ECDSA_SIG_free(value);
+    int verified = 0;
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    if (der_length > 0 && context && EVP_DigestVerifyInit(context, NULL, EVP_sha256(), NULL, key) == 1) {
+        verified = EVP_DigestVerify(context, der, (size_t)der_length, bytes, count) == 1;
+    }
+    EVP_MD_CTX_free(context);
+    OPENSSL_free(der);
+    EVP_PKEY_free(key);
+    ERR_clear_error();
+    return verified;
+}

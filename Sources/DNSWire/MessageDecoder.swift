@@ -66,6 +66,9 @@ struct WireReader {
     /// Room to gather one name's labels from the pieces its pointers lead to.
     let scratch: UnsafeMutableRawBufferPointer
     var position = 0
+    /// True while reading a DNS UPDATE (OPCODE 5), whose prerequisites and deletions carry
+    /// class ANY or NONE with no data whatever their type (RFC 2136 §2.4, §2.5.2, §2.5.3).
+    var readingUpdate = false
     /// Pointer targets visited while reading the current name from its third jump on (the first
     /// two are held in locals); reused across names, so it allocates at most once per decode.
     private var visited: [Int] = []
@@ -131,6 +134,7 @@ struct WireReader {
                 .truncated, "packet of \(count) bytes is shorter than the 12-byte DNS header", at: 0)
         }
         let header = Header(id: uint16(0), flags: uint16(2))
+        readingUpdate = header.opcode == Header.updateOpcode
         let questionCount = Int(uint16(4))
         let answerCount = Int(uint16(6))
         let authorityCount = Int(uint16(8))
@@ -216,7 +220,16 @@ struct WireReader {
         }
         position = dataEnd
         do {
-            let data = try readData(type: type, from: dataStart, to: dataEnd)
+            let data: RecordData
+            if readingUpdate && length == 0 && type != .opt
+                && (rawClass == RecordClass.any.rawValue || rawClass == RecordClass.none.rawValue)
+            {
+                // "Delete an RRset", "delete all RRsets from a name" and the prerequisites:
+                // the type names what is meant, and there is no data to read as that type.
+                data = .unknown(type, [])
+            } else {
+                data = try readData(type: type, from: dataStart, to: dataEnd)
+            }
             records.append(
                 ResourceRecord(
                     name: name, data: data, ttl: ttl,

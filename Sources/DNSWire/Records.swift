@@ -34,6 +34,8 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, Comparable, Cust
         case .srv: "SRV"
         case .opt: "OPT"
         case .nsec: "NSEC"
+        case .sig: "SIG"
+        case .key: "KEY"
         case .tsig: "TSIG"
         case .any: "ANY"
         default: "TYPE\(rawValue)"  // RFC 3597 §5

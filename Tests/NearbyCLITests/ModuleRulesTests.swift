@@ -17,6 +17,7 @@ struct ModuleRulesTests {
         "NearbyBasics": ["Synchronization"],
         "NearbyCrypto": ["NearbyBasics"],
         "PeerProtocol": ["NearbyBasics", "NearbyCrypto", "NIOCore", "FoundationEssentials", "Foundation"],
+        "SRPRegistrarCore": ["DNSWire", "NearbyBasics"],
     ]
 
     /// Single files allowed more, each with its reason.

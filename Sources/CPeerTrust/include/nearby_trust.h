@@ -155,4 +155,21 @@ int nearby_crl_inspect(const uint8_t *der, size_t count, nearby_crl_info *info, 
 /// OpenSSL's words for an X509_V_ERR_* code.
 const char *nearby_verify_error_string(int code);
 
+/* ECDSA P-256 with SHA-256 in the raw forms DNSSEC uses (RFC 6605 §4): a public key is the
+   point's x and y (64 bytes, no 0x04 prefix), a signature is r and s (64 bytes), not DER. */
+
+/// Writes the raw public key (64 bytes) of a P-256 private key given as PKCS#8 DER into `point`.
+/// Returns 0, or -1 when the key is unreadable or not on P-256.
+int nearby_p256_public_raw(const uint8_t *pkcs8, size_t key_count, uint8_t *point);
+
+/// Signs the SHA-256 of `count` bytes with a P-256 private key (PKCS#8 DER) and writes r ‖ s
+/// (64 bytes) into `signature`. Returns 0, or -1 with the reason in `error`.
+int nearby_p256_sign_raw(const uint8_t *pkcs8, size_t key_count, const uint8_t *bytes, size_t count,
+                         uint8_t *signature, char *error, size_t error_size);
+
+/// 1 when `signature` (r ‖ s, 64 bytes) is a valid ECDSA P-256 SHA-256 signature of the `count`
+/// bytes under the raw public key `point` (64 bytes); 0 when it is not, or the point is not on
+/// the curve.
+int nearby_p256_verify_raw(const uint8_t *point, const uint8_t *bytes, size_t count, const uint8_t *signature);
+
 #endif
