@@ -154,6 +154,17 @@ let package = Package(
         .testTarget(
             name: "SRPRegistrarCoreTests", dependencies: ["SRPRegistrarCore", "DNSWire", "PeerTrust", "NearbyBasics"],
             swiftSettings: strict),
+        // The SRP registrar on sockets: updates over UDP and TCP, signatures checked with
+        // PeerTrust, registrations advertised on the link by the mDNS engine, a state file.
+        .target(
+            name: "SRPRegistrar",
+            dependencies: [
+                "SRPRegistrarCore", "DNSWire", "MulticastDNS", "MulticastDNSCore", "PeerTrust", "NearbyBasics", "UnicastDNSSD",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .testTarget(name: "SRPRegistrarTests", dependencies: ["SRPRegistrar", "MulticastDNSCore", "DNSWire"], swiftSettings: strict),
         // The discovery proxy on sockets: UDP and TCP answers, DNS Push over TLS, the links' mDNS
         // engine, time.
         .target(
@@ -257,7 +268,7 @@ let package = Package(
             name: "nearby",
             dependencies: [
                 "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "DNSPushTLS", "PeerTrust", "PeerConnection", "ConnectionBroker", "NearbyBasics", "NearbyQRCode", "FileTransfer", "CNearbySocket", "NetworkPlatform",
-                "PacketCapture", "DiscoveryProxy", "DiscoveryProxyCore",
+                "PacketCapture", "DiscoveryProxy", "DiscoveryProxyCore", "SRPRegistrar", "SRPRegistrarCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

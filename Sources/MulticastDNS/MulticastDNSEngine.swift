@@ -10,6 +10,10 @@ public enum RegistrationEvent: Sendable, Equatable {
     case registered(DomainName)
     /// A conflict made the engine give up a name and try another.
     case renamed(from: DomainName, to: DomainName)
+    /// Another device's registration (``MulticastDNSEngine/registerProxied(_:host:)``,
+    /// ``MulticastDNSEngine/registerProxiedHost(_:addresses:)``) met a rival on the link: it is
+    /// given up, never renamed. The stream ends after it.
+    case conflicted(DomainName)
 }
 
 /// What a continuous query learns.
@@ -383,6 +387,9 @@ public actor MulticastDNSEngine {
             switch event {
             case .registered(let id, let name): registrations[id]?.yield(.registered(name))
             case .renamed(let id, let from, let to): registrations[id]?.yield(.renamed(from: from, to: to))
+            case .conflicted(let id, let name):
+                registrations[id]?.yield(.conflicted(name))
+                registrations.removeValue(forKey: id)?.finish()
             case .hostNameRegistered: break
             case .recordAdded(let id, let record, let interface): deliver(id, .added(record, interface))
             case .recordRemoved(let id, let record, let interface): deliver(id, .removed(record, interface))
@@ -426,7 +433,29 @@ public actor MulticastDNSEngine {
         return (id, stream)
     }
 
-    /// Withdraws a service with goodbyes.
+    /// Publishes a service of another device (an advertising proxy) whose SRV names `host`;
+    /// a conflict gives it up (``RegistrationEvent/conflicted(_:)``) instead of renaming it.
+    public func registerProxied(_ registration: ServiceRegistration, host: DomainName) -> (RegistrationID, AsyncStream<RegistrationEvent>) {
+        core.advance(to: elapsed)
+        let (stream, continuation) = AsyncStream<RegistrationEvent>.makeStream(bufferingPolicy: .bufferingNewest(8))
+        let id = core.registerProxied(registration, host: host)
+        registrations[id] = continuation
+        flush()
+        return (id, stream)
+    }
+
+    /// Publishes another device's host name with `addresses` (an advertising proxy); a
+    /// conflict gives it up instead of renaming it.
+    public func registerProxiedHost(_ name: DomainName, addresses: [IPAddress]) -> (RegistrationID, AsyncStream<RegistrationEvent>) {
+        core.advance(to: elapsed)
+        let (stream, continuation) = AsyncStream<RegistrationEvent>.makeStream(bufferingPolicy: .bufferingNewest(8))
+        let id = core.registerProxiedHost(name, addresses: addresses)
+        registrations[id] = continuation
+        flush()
+        return (id, stream)
+    }
+
+    /// Withdraws a service (or a proxied host) with goodbyes.
     public func unregister(_ id: RegistrationID) {
         core.advance(to: elapsed)
         core.unregister(id)

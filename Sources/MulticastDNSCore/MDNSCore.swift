@@ -18,6 +18,9 @@ public enum EngineEvent: Sendable, Equatable {
     case registered(RegistrationID, name: DomainName)
     /// A conflict made a registration give up `from` and try `to`.
     case renamed(RegistrationID, from: DomainName, to: DomainName)
+    /// A registration that may not be renamed (another device's, published by an advertising
+    /// proxy) met a conflict: it is given up, and nothing is published under it.
+    case conflicted(RegistrationID, name: DomainName)
     /// The host name was won (`host.local.`).
     case hostNameRegistered(DomainName)
     /// A record matching a query entered the cache (or changed its data).

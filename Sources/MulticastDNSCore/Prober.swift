@@ -48,7 +48,7 @@ extension MDNSCore {
             set.state = .announcing(step: 0)
             switch set.kind {
             case .host: eventQueue.append(.hostNameRegistered(set.name))
-            case .service: eventQueue.append(.registered(RegistrationID(rawValue: id), name: set.name))
+            case .service, .proxiedHost: eventQueue.append(.registered(RegistrationID(rawValue: id), name: set.name))
             }
             announceStep(id, generation: generation)
             return
@@ -162,12 +162,22 @@ extension MDNSCore {
 
     func conflict(_ set: RecordSet, rename: Bool) {
         conflicts.note(at: now)
+        if rename, !set.renames {
+            // Another device's name (an advertising proxy): not ours to change. Given up, its
+            // owner told; nothing was announced under it while probing, so no goodbyes.
+            set.state = .withdrawn
+            set.generation += 1
+            recordSets[set.id] = nil
+            eventQueue.append(.conflicted(RegistrationID(rawValue: set.id), name: set.name))
+            return
+        }
         if rename {
             let old = set.name
             set.attempt += 1
             switch set.kind {
             case .host(let label): set.name = RecordSet.hostName(label, attempt: set.attempt)
             case .service(let registration): set.name = RecordSet.instanceName(registration, attempt: set.attempt)
+            case .proxiedHost: break  // never renamed (see above)
             }
             if set.isService { eventQueue.append(.renamed(RegistrationID(rawValue: set.id), from: old, to: set.name)) }
             // A renamed host changes the SRV targets of every service: re-announce them.

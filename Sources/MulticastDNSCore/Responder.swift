@@ -6,6 +6,9 @@ final class RecordSet {
     enum Kind {
         case host(label: String)
         case service(ServiceRegistration)
+        /// A host answered for on behalf of another device (an advertising proxy): its
+        /// addresses as given, the same on every interface.
+        case proxiedHost(addresses: [IPAddress])
     }
 
     enum State: Equatable {
@@ -32,11 +35,19 @@ final class RecordSet {
     var state: State = .probing(step: 0)
     /// Bumped whenever probing restarts, so that steps scheduled before are ignored.
     var generation = 0
+    /// For a service of another device: the host its SRV names (nil: this machine's).
+    let target: DomainName?
+    /// Whether a conflict renames the set ("Name (2)"); a set answered for on behalf of
+    /// another device is given up instead (``EngineEvent/conflicted(_:name:)``): its name is
+    /// its owner's to change.
+    let renames: Bool
 
-    init(id: Int, kind: Kind, name: DomainName) {
+    init(id: Int, kind: Kind, name: DomainName, target: DomainName? = nil, renames: Bool = true) {
         self.id = id
         self.kind = kind
         self.name = name
+        self.target = target
+        self.renames = renames
     }
 
     static func hostName(_ label: String, attempt: Int) -> DomainName {
@@ -54,6 +65,12 @@ final class RecordSet {
     var isService: Bool {
         if case .service = kind { return true }
         return false
+    }
+
+    /// A service or a proxied host: something an owner registered and may withdraw.
+    var isRegistration: Bool {
+        if case .host = kind { return false }
+        return true
     }
 }
 
@@ -82,9 +99,31 @@ extension MDNSCore {
         return RegistrationID(rawValue: id)
     }
 
-    /// Withdraws a service, sending goodbyes (TTL 0) for its records.
+    /// Publishes a service of another device (an advertising proxy): its SRV names `host`
+    /// (published with ``registerProxiedHost(_:addresses:)``), and a conflict gives the name
+    /// up instead of renaming it (``EngineEvent/conflicted(_:name:)``).
+    public func registerProxied(_ registration: ServiceRegistration, host: DomainName) -> RegistrationID {
+        let id = allocateID()
+        let set = RecordSet(
+            id: id, kind: .service(registration), name: RecordSet.instanceName(registration, attempt: 1), target: host, renames: false)
+        recordSets[id] = set
+        restartProbing(set, delay: true)
+        return RegistrationID(rawValue: id)
+    }
+
+    /// Publishes the address records of another device's host `name` (an advertising proxy):
+    /// probed like our own name, never renamed (a conflict gives it up).
+    public func registerProxiedHost(_ name: DomainName, addresses: [IPAddress]) -> RegistrationID {
+        let id = allocateID()
+        let set = RecordSet(id: id, kind: .proxiedHost(addresses: addresses), name: name, renames: false)
+        recordSets[id] = set
+        restartProbing(set, delay: true)
+        return RegistrationID(rawValue: id)
+    }
+
+    /// Withdraws a service (or a proxied host), sending goodbyes (TTL 0) for its records.
     public func unregister(_ id: RegistrationID) {
-        guard let set = recordSets[id.rawValue], set.isService else { return }
+        guard let set = recordSets[id.rawValue], set.isRegistration else { return }
         let wasPublic = !isProbing(set)
         set.state = .withdrawn
         set.generation += 1
@@ -106,7 +145,7 @@ extension MDNSCore {
 
     /// Sends goodbyes for everything and forgets all registrations (shutting down).
     public func unregisterAll() {
-        for id in recordSets.keys.sorted() where recordSets[id]?.isService == true {
+        for id in recordSets.keys.sorted() where recordSets[id]?.isRegistration == true {
             unregister(RegistrationID(rawValue: id))
         }
         // The host name goes too (§10.1), unless another responder here owns its records.
@@ -173,7 +212,9 @@ extension MDNSCore {
             if hostNameOwnedElsewhere { return [] }
             return PublishedRecords.host(set.name, addresses: interfaces[interface] ?? [])
         case .service(let registration):
-            return PublishedRecords.service(registration, instance: set.name, hostName: hostName)
+            return PublishedRecords.service(registration, instance: set.name, hostName: set.target ?? hostName)
+        case .proxiedHost(let addresses):
+            return PublishedRecords.host(set.name, addresses: addresses)
         }
     }
 
@@ -205,8 +246,9 @@ extension MDNSCore {
                 if let set = publicSet(named: target) {
                     let owned = ownedRecords(of: set, on: interface)
                     add(owned)
-                    if set.isService, let host = hostSetID.flatMap({ recordSets[$0] }), host.isActive, !isProbing(host) {
-                        add(ownedRecords(of: host, on: interface))
+                    // The host the SRV names: ours, or the device's a proxied service runs on.
+                    for case .srv(let srv) in owned.map(\.data) {
+                        if let host = publicSet(named: srv.target) { add(ownedRecords(of: host, on: interface)) }
                     }
                 }
             case .srv(let srv):

@@ -224,6 +224,22 @@ public struct RegistrarStateMachine: Sendable {
         a.algorithm == b.algorithm && a.publicKey == b.publicKey
     }
 
+    // MARK: - The link
+
+    /// A name of `host`'s registration is already in use on the link (the advertising proxy's
+    /// probe met a rival): nothing of it may be advertised, and the name is not this key's to
+    /// hold. Everything the host published is withdrawn and its names released; the shell
+    /// answers the update it was holding with YXDOMAIN (the advertising proxy draft's choice:
+    /// refuse rather than rename, since the name is the requestor's to change).
+    public mutating func conflictOnLink(_ host: DomainName) -> [RegistrarAction] {
+        guard var entry = entries[host] else { return [] }
+        statistics.linkConflicts += 1
+        let actions = withdrawAll(&entry)
+        release(entry)
+        entries[host] = nil
+        return actions
+    }
+
     // MARK: - Time
 
     /// The next time something runs out; nil when nothing is registered.

@@ -67,6 +67,8 @@ public struct RegistrarStatistics: Hashable, Sendable {
     public var leasesExpired = 0
     /// Key leases that ran out (names released).
     public var keyLeasesExpired = 0
+    /// Registrations given up because a name was already in use on the link (YXDOMAIN).
+    public var linkConflicts = 0
 
     public init() {}
 

@@ -39,7 +39,7 @@ struct Nearby: AsyncParsableCommand {
         version: "0.2.0",
         subcommands: [
             Advertise.self, Browse.self, Resolve.self, Types.self, DomainsCommand.self, Decode.self, Serve.self, ConnectCommand.self, SendCommand.self, ReceiveCommand.self, PipeCommand.self, InviteCommand.self, AcceptCommand.self, PairCommand.self, PeersCommand.self, IdentityCommand.self,
-            TrustCommand.self, ProxyCommand.self,
+            TrustCommand.self, ProxyCommand.self, RegistrarCommand.self,
         ]
     )
 

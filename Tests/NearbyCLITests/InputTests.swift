@@ -150,7 +150,7 @@ struct InputTests {
     @Test("a word that is no command names the nearest one, at any level")
     func unknownCommands() {
         #expect(refusal(["brwose", "_t._tcp"])
-            == "\"brwose\" is not a command of nearby; did you mean \"nearby browse\"? (the commands: advertise, browse, resolve, types, domains, decode, serve, connect, send, receive, pipe, invite, accept, pair, peers, identity, trust, proxy; see nearby --help)")
+            == "\"brwose\" is not a command of nearby; did you mean \"nearby browse\"? (the commands: advertise, browse, resolve, types, domains, decode, serve, connect, send, receive, pipe, invite, accept, pair, peers, identity, trust, proxy, registrar; see nearby --help)")
         #expect(refusal(["trust", "lsit"])?.hasPrefix("\"lsit\" is not a command of nearby trust; did you mean \"nearby trust list\"?") == true)
         #expect(refusal(["identity", "shwo"])?.contains("did you mean \"nearby identity show\"?") == true)
         #expect(refusal(["frobnicate"])?.hasPrefix("\"frobnicate\" is not a command of nearby (the commands:") == true)

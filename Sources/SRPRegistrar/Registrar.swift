@@ -1,0 +1,391 @@
+public import DNSWire
+public import Logging
+import MulticastDNS
+import MulticastDNSCore
+import NIOCore
+import NIOPosix
+package import NearbyBasics
+import PeerTrust
+public import SRPRegistrarCore
+import UnicastDNSSD
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// An SRP registrar (RFC 9665) and advertising proxy: devices that cannot reach the link with
+/// multicast (in a container, a VM, on another subnet) register their services with a signed
+/// DNS UPDATE over unicast, and the registrar publishes them on the link with mDNS, as if they
+/// were there: avahi, python-zeroconf and Apple devices see ordinary `.local` services.
+///
+/// The decisions are ``RegistrarStateMachine``'s (validation, SIG(0), first come first served,
+/// leases); this actor reads the sockets, verifies signatures with PeerTrust, publishes through
+/// the embedded mDNS engine (its probing and conflict rules), keeps the names in a state file,
+/// and waits for the machine's next deadline. An update's reply is held until the link has
+/// accepted its names (probing, about a second): a name already used on the link is refused
+/// with YXDOMAIN, never taken over or renamed behind the requestor's back.
+public actor Registrar {
+    /// How a registrar is set up.
+    public struct Configuration: Sendable {
+        /// The addresses to answer updates on (UDP and TCP).
+        public var listen: [IPAddress]
+        /// The port (53 is the DNS port RFC 9665 registrars use; 0: a free one).
+        public var port: UInt16 = 53
+        /// The interfaces to advertise registrations on (nil: every multicast-capable one).
+        public var interfaces: [String]?
+        /// The zones updates may name.
+        public var zones: [DomainName] = [RegistrarConfiguration.defaultZone]
+        public var leases = LeasePolicy()
+        public var limits = RegistrarLimits()
+        /// Where the names, keys and leases are kept across restarts (nil: nowhere).
+        public var stateFile: String?
+        /// How long an update's reply waits for the link to accept its names before it goes
+        /// anyway (probing takes 0.75–1 s).
+        public var probeWait: Duration = .seconds(3)
+
+        public init(listen: [IPAddress]) {
+            self.listen = listen
+        }
+    }
+
+    public let configuration: Configuration
+    /// The port updates are answered on.
+    public nonisolated let port: UInt16
+    private var machine: RegistrarStateMachine
+    private let engine: MulticastDNSEngine
+    private let sockets: Sockets
+    private var link: LinkPublications
+    private var held: HeldReplies<ReplyPath>
+    private let clock: any ShellClock
+    private let alarm = Alarm()
+    private let children = ChildTasks()
+    private let logger: Logger
+
+    /// Opens the sockets and the mDNS engine, and restores what the state file holds (its names
+    /// are advertised again once ``run()`` runs).
+    public static func prepare(_ configuration: Configuration, logger: Logger) async throws(RegistrarError) -> Registrar {
+        try await prepare(configuration, logger: logger, clock: SystemClock())
+    }
+
+    package static func prepare(_ configuration: Configuration, logger: Logger, clock: any ShellClock) async throws(RegistrarError) -> Registrar {
+        guard !configuration.listen.isEmpty else {
+            throw RegistrarError(.malformed, "no address to answer updates on: give the addresses devices reach this host at (--listen ADDRESS)")
+        }
+        let engine: MulticastDNSEngine
+        do {
+            engine = try await MulticastDNSEngine.prepare(interfaces: configuration.interfaces, logger: logger)
+        } catch {
+            throw RegistrarError(.malformed, "cannot advertise on the link: \(error)")
+        }
+        let sockets: Sockets
+        do {
+            sockets = try await Sockets.open(configuration.listen, port: Int(configuration.port))
+        } catch {
+            await engine.shutdown()
+            throw RegistrarError(
+                .malformed,
+                "cannot answer updates on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(configuration.port): \(error) (is the address this host's, the port free, and port 53 allowed: root or CAP_NET_BIND_SERVICE?)")
+        }
+        let verifier = SIG0Verifier { key, bytes, signature in P256Signature.verify(publicKey: key, message: bytes, signature: signature) }
+        let machine = RegistrarStateMachine(
+            configuration: RegistrarConfiguration(zones: configuration.zones, leases: configuration.leases, limits: configuration.limits, verifier: verifier))
+        return Registrar(configuration, port: UInt16(sockets.port), machine: machine, engine: engine, sockets: sockets, clock: clock, logger: logger)
+    }
+
+    private init(
+        _ configuration: Configuration, port: UInt16, machine: RegistrarStateMachine, engine: MulticastDNSEngine, sockets: Sockets,
+        clock: any ShellClock, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.port = port
+        self.machine = machine
+        self.engine = engine
+        self.sockets = sockets
+        self.clock = clock
+        self.logger = logger
+        link = LinkPublications()
+        held = HeldReplies()
+    }
+
+    /// What the registrar did and refused.
+    public var statistics: RegistrarStatistics { machine.statistics }
+
+    /// The hosts whose records are on the link, with their services.
+    public var published: [(host: SRPHost, services: [SRPService])] { machine.publishedHosts }
+
+    // MARK: Running
+
+    /// The registrar's work, until ``shutdown()`` or cancellation: the engine, the sockets,
+    /// and the alarm for leases that run out and replies held for probing.
+    public func run() async {
+        let (engine, alarm, clock, sockets) = (engine, alarm, clock, sockets)
+        children.spawn { await engine.run() }
+        children.spawn { await alarm.run(clock: clock) { await self.tick() } }
+        for channel in sockets.udp {
+            children.spawn {
+                _ = try? await channel.executeThenClose { inbound, outbound in
+                    for try await envelope in inbound {
+                        guard let source = IPAddress(envelope.remoteAddress) else { continue }
+                        let reply = ReplyPath.udp(outbound, envelope.remoteAddress)
+                        await self.received(Array(envelope.data.readableBytesView), from: source, reply: reply)
+                    }
+                }
+            }
+        }
+        for server in sockets.tcp {
+            children.spawn { await self.serve(server) }
+        }
+        restore()
+        logger.info(
+            "answering SRP updates for \(configuration.zones.map(\.description).joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(port), UDP and TCP; advertising on \(configuration.interfaces?.joined(separator: ", ") ?? "every interface")")
+        await children.run()
+    }
+
+    /// Withdraws every registration from the link (goodbyes; the names stay in the state file)
+    /// and closes the sockets; ``run()`` then returns.
+    public func shutdown() async {
+        alarm.set(nil)
+        for answer in held.takeAll() { await answer.path.send(answer.message) }
+        await sockets.close()
+        await engine.shutdown()
+        children.finish()
+    }
+
+    // MARK: Updates
+
+    /// TCP connections at once, in all: an update is one message, so a connection is short.
+    static let maximumTCPConnections = 64
+    /// How long a TCP connection may stay open (an update and its reply take well under a second).
+    static let tcpConnectionTime: Duration = .seconds(10)
+
+    private func serve(_ server: Sockets.Server) async {
+        let (open, clock) = (Locked(0), clock)
+        try? await server.executeThenClose { connections in
+            try await withThrowingDiscardingTaskGroup { group in
+                for try await connection in connections {
+                    guard let remote = connection.channel.remoteAddress, let source = IPAddress(remote),
+                        open.withLockedValue({ count in
+                            guard count < Self.maximumTCPConnections else { return false }
+                            count += 1
+                            return true
+                        })
+                    else {
+                        try? await connection.channel.close()
+                        continue
+                    }
+                    group.addTask {
+                        defer { open.withLockedValue { $0 -= 1 } }
+                        // Whichever ends first: the client's messages, or the time a connection may take.
+                        await withTaskGroup(of: Void.self) { lifetime in
+                            lifetime.addTask {
+                                _ = try? await connection.executeThenClose { inbound, outbound in
+                                    try await DNSOverTCP.messages(in: inbound) { bytes in
+                                        await self.received(bytes, from: source, reply: .tcp(outbound))
+                                        return true
+                                    }
+                                }
+                            }
+                            lifetime.addTask { try? await clock.sleep(for: Self.tcpConnectionTime) }
+                            await lifetime.next()
+                            lifetime.cancelAll()
+                            try? await connection.channel.close()
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One request: the machine's verdict, its records put on (or taken off) the link, and the
+    /// reply sent now, or once the link has accepted the new names.
+    private func received(_ bytes: [UInt8], from source: IPAddress, reply path: ReplyPath) async {
+        let actions = machine.handle(bytes, from: source, now: clock.now)
+        var reply: Message?
+        var host: DomainName?
+        var waiting: Set<RegistrationKey> = []
+        for action in actions {
+            switch action {
+            case .reply(let message): reply = message
+            case .publishHost(let srpHost):
+                host = srpHost.name
+                waiting.formUnion(await publish(host: srpHost))
+            case .publishService(let service):
+                host = host ?? service.srv.target
+                waiting.formUnion(await publish(service: service))
+            case .withdrawService(let name): await withdraw(name)
+            case .withdrawHost(let name): await withdraw(name)
+            }
+        }
+        if let code = reply.map({ ResponseCode(UInt16($0.header.responseCode)) }), code != .noError {
+            logger.info("refused an update from \(source): \(code)")
+        }
+        guard let reply else { return }
+        saveState()
+        guard let host, !waiting.isEmpty else {
+            await path.send(reply)
+            rearm()
+            return
+        }
+        held.hold(reply, path: path, host: host, waiting: waiting, until: clock.now + configuration.probeWait)
+        rearm()
+    }
+
+    // MARK: The link
+
+    /// The registration's names as the link knows them: `name.<zone>` → `name.local.`.
+    private func localName(_ name: DomainName) -> DomainName? {
+        for zone in configuration.zones where name.hasSuffix(zone) && name != zone {
+            let labels = Array(name.labels.dropLast(zone.labels.count)) + [Array("local".utf8)]
+            return try? DomainName(labels: labels)
+        }
+        return nil
+    }
+
+    private func publish(host: SRPHost) async -> Set<RegistrationKey> {
+        guard let local = localName(host.name) else { return [] }
+        let addresses = LinkPublications.advertisable(host.addresses)
+        if addresses.count < host.addresses.count {
+            logger.info("\(host.name): advertising \(addresses.count) of \(host.addresses.count) addresses (link-local and loopback ones cannot be used from the link)")
+        }
+        await withdraw(host.name)
+        let (id, events) = await engine.registerProxiedHost(local, addresses: addresses)
+        return watch(host.name, id: id, events: events, host: host.name)
+    }
+
+    private func publish(service: SRPService) async -> Set<RegistrationKey> {
+        guard let instance = localName(service.instance), let hostName = localName(service.srv.target),
+            let parsed = try? ServiceInstanceName(domainName: instance)
+        else {
+            logger.warning("\(service.instance): not a service instance name the link can use; not advertised")
+            return []
+        }
+        var registration = ServiceRegistration(
+            instance: parsed.instance, type: parsed.type, port: service.srv.port, txt: DiscoveryInfo(rdata: service.txt.rdata),
+            subtypes: service.subtypes.compactMap { $0.firstLabel.flatMap { String(validating: $0, as: UTF8.self) } }, ttl: service.ttl)
+        registration.ttl = min(service.ttl, 4500)
+        await withdraw(service.instance)
+        let (id, events) = await engine.registerProxied(registration, host: hostName)
+        return watch(service.instance, id: id, events: events, host: service.srv.target)
+    }
+
+    private func watch(_ name: DomainName, id: RegistrationID, events: AsyncStream<MulticastDNS.RegistrationEvent>, host: DomainName) -> Set<RegistrationKey> {
+        let key = link.published(name, id: id)
+        children.spawn {
+            for await event in events {
+                switch event {
+                case .registered: await self.accepted(key)
+                case .conflicted(let local): await self.conflicted(key, host: host, local: local)
+                case .renamed: break  // a proxied name is never renamed
+                }
+            }
+        }
+        return [key]
+    }
+
+    private func withdraw(_ name: DomainName) async {
+        guard let id = link.withdrawn(name) else { return }
+        await engine.unregister(id)
+    }
+
+    /// The link accepted a name: a reply waiting only for it goes out.
+    private func accepted(_ key: RegistrationKey) async {
+        for answer in held.accepted(key) { await answer.path.send(answer.message) }
+    }
+
+    /// A name is already in use on the link: the registration is given up and its held reply
+    /// becomes YXDOMAIN.
+    private func conflicted(_ key: RegistrationKey, host: DomainName, local: DomainName) async {
+        logger.notice("\(local) is already in use on the link: the registration of \(host) is refused (YXDOMAIN)")
+        link.forget(key)
+        for action in machine.conflictOnLink(host) {
+            switch action {
+            case .withdrawService(let name), .withdrawHost(let name): await withdraw(name)
+            default: break
+            }
+        }
+        saveState()
+        for answer in held.refused(host) {
+            var message = answer.message
+            message.header.responseCode = UInt8(truncatingIfNeeded: ResponseCode.nameExists.rawValue)
+            message.additionals = []
+            await answer.path.send(message)
+        }
+    }
+
+    // MARK: Time
+
+    private func rearm() {
+        alarm.set([machine.nextDeadline, held.nextDeadline].compactMap { $0 }.min())
+    }
+
+    private func tick() async {
+        let now = clock.now
+        for answer in held.due(at: now) {
+            logger.debug("a reply went out before the link confirmed every name (probing took longer than \(configuration.probeWait))")
+            await answer.path.send(answer.message)
+        }
+        for action in machine.expire(now: now) {
+            switch action {
+            case .withdrawService(let name), .withdrawHost(let name):
+                logger.info("\(name): the lease ran out; withdrawn from the link")
+                await withdraw(name)
+            default: break
+            }
+        }
+        saveState()
+        rearm()
+    }
+
+    // MARK: State
+
+    private static func wallClock() -> UInt64 { UInt64(max(0, Date().timeIntervalSince1970)) }
+
+    /// Writes the names, keys and leases: a whole new file, renamed over the old one, so a
+    /// crash leaves the old state or the new, never half of one.
+    private func saveState() {
+        guard let path = configuration.stateFile else { return }
+        let text = machine.savedState(now: clock.now, wallClock: Self.wallClock())
+        let temporary = path + ".new"
+        do {
+            try Array(text.utf8).withUnsafeBufferPointer { bytes in
+                try Data(buffer: bytes).write(to: URL(fileURLWithPath: temporary))
+            }
+            guard rename(temporary, path) == 0 else { throw StateFileError(path: path, errno: errno) }
+        } catch {
+            logger.error("cannot keep the registrations in \(path): \(error); a restart will forget them")
+        }
+    }
+
+    /// Reads the state file, and advertises again what it holds.
+    private func restore() {
+        guard let path = configuration.stateFile, let data = FileManager.default.contents(atPath: path) else { return }
+        guard let text = String(validating: Array(data), as: UTF8.self) else {
+            logger.error("\(path) is not text: starting with no registrations (the file is left as it is)")
+            return
+        }
+        do {
+            let actions = try machine.restore(text, now: clock.now, wallClock: Self.wallClock())
+            logger.info("restored \(machine.registrationCount) registration(s) from \(path)")
+            children.spawn {
+                for action in actions {
+                    switch action {
+                    case .publishHost(let host): _ = await self.publish(host: host)
+                    case .publishService(let service): _ = await self.publish(service: service)
+                    default: break
+                    }
+                }
+                await self.rearm()
+            }
+        } catch {
+            logger.error("cannot read \(path): \(error.message); starting with no registrations (the file is left as it is)")
+        }
+    }
+}
+
+struct StateFileError: Error, CustomStringConvertible {
+    var path: String
+    var errno: Int32
+    var description: String { "cannot rename the new state over \(path) (errno \(errno))" }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+
+/// Services of devices multicast cannot reach, found on the LAN: `nearby registrar` in the
+/// router h5 takes SRP updates (RFC 9665) on its LAN 2 address and advertises them on LAN 1;
+/// the requestors are in h6, on LAN 2, whose multicast never reaches LAN 1 (the stand-in for a
+/// container behind a routed bridge). They are Nearby's own (`nearby advertise --registrar`)
+/// and one written from the RFCs in Python (Tools/lab.d/peers/srp_client.py); the LAN's
+/// browsers are avahi-daemon (h2) and python-zeroconf (h3).
+extension LabTestSuite {
+@Suite("SRP registrar (RFC 9665): LAN 2's services advertised on LAN 1")
+struct RegistrarLabTests {
+    static var nearby: String { DiscoveryLabTests.nearby }
+    static let registrarAddress = "198.18.2.5"
+    static let deviceAddress = "198.18.2.6"
+    static var client: String { ConnectionLabTests.repository.appendingPathComponent("Tools/lab.d/peers/srp_client.py").path }
+
+    func routerLab() throws -> Lab {
+        let lab = try Lab.require(hosts: 6)
+        guard ProcessInfo.processInfo.environment["NEARBY_LAB_ROUTER"] == "h5" else {
+            throw LabError("the registrar test needs Tools/test's lab: h1-h4 on LAN 1, h5 the router, h6 on LAN 2")
+        }
+        return lab
+    }
+
+    func startRegistrar(_ lab: Lab, state: URL) async throws -> LabProcess {
+        let registrar = try lab.start([
+            "exec", "h5", "--", Self.nearby, "registrar", "--listen", Self.registrarAddress, "--interface", "lan1", "--state-file",
+            state.path, "--json", "--verbose",
+        ])
+        _ = try await registrar.waitForLine(containing: "\"registrar\"", timeout: .seconds(15))
+        return registrar
+    }
+
+    /// The Python requestor in h6: its one JSON line.
+    func python(_ lab: Lab, _ arguments: [String]) async throws -> [String: Any] {
+        let output = try await lab.run(
+            ["exec", "h6", "--", ConnectionLabTests.python, Self.client, "--registrar", Self.registrarAddress] + arguments, timeout: .seconds(20))
+        return try #require(jsonLines(output).last, "no answer from the requestor: \(output)")
+    }
+
+    /// What avahi-browse in h2 resolves of `_openagents._tcp` (lines `=;…`).
+    func avahiResolved(_ lab: Lab) async throws -> [String] {
+        let output = try await lab.run(["avahi", "exec", "h2", "--", "timeout", "6", "avahi-browse", "-rpt", "_openagents._tcp"], timeout: .seconds(20))
+        return output.split(separator: "\n").map(String.init).filter { $0.hasPrefix("=") }
+    }
+
+    @Test("registrations from LAN 2 (nearby advertise --registrar and an RFC-only Python requestor) are resolved by avahi and python-zeroconf on LAN 1; refusals (another key, a bad signature, a name in use on the link, a flood) reach the requestor and never the link; goodbyes on exit; names survive a registrar restart")
+    func registrarAdvertises() async throws {
+        let lab = try routerLab()
+        let directory = try Lab.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let state = directory.appendingPathComponent("srp.state")
+        let keyA = directory.appendingPathComponent("a.pem").path
+        let keyB = directory.appendingPathComponent("b.pem").path
+        let identity = directory.appendingPathComponent("identity").path
+        try await lab.withAvahi(in: ["h2"]) {
+            let registrar = try await startRegistrar(lab, state: state)
+            // A service already on LAN 1, advertised with mDNS by h1.
+            let onLink = try lab.start(["exec", "h1", "--", Self.nearby, "advertise", "Taken Box", "_openagents._tcp", "9700", "--backend", "embedded", "--json"])
+            _ = try await onLink.waitForLine(containing: "\"advertising\"", timeout: .seconds(15))
+            let advertiser = try lab.start([
+                "exec", "h6", "--", Self.nearby, "advertise", "Boxed", "_openagents._tcp", "9099", "from=srp", "--registrar", Self.registrarAddress,
+                "--address", Self.deviceAddress, "--host", "boxed", "--state-dir", identity, "--json",
+            ])
+            try await lab.withProcesses([registrar, onLink, advertiser]) {
+                let registered = try await advertiser.waitForLine(containing: "\"registered\"", timeout: .seconds(15))
+                #expect(registered.contains("\"lease\":7200"))
+
+                // The RFC-only requestor, with its own key.
+                let accepted = try await python(lab, ["--host", "pybox", "--instance", "Py Box", "--address", Self.deviceAddress, "--service-port", "9100", "--key", keyA, "--txt", "from=python"])
+                #expect(accepted["rcode"] as? String == "NOERROR", "\(accepted)")
+                #expect(accepted["lease"] as? Int == 7200)
+
+                // Seen on LAN 1 as ordinary local services, at the device's address on LAN 2.
+                let resolved = try await avahiResolved(lab)
+                let boxed = resolved.first { $0.contains(";Boxed;") }
+                #expect(boxed?.contains("boxed.local;\(Self.deviceAddress);9099;") == true, "avahi-browse: \(resolved)")
+                #expect(boxed?.contains("from=srp") == true)
+                #expect(resolved.contains { $0.contains(";Py Box;") && $0.contains("pybox.local;\(Self.deviceAddress);9100;") }, "avahi-browse: \(resolved)")
+                let zeroconf = try await lab.run(["zeroconf", "h3", "--", "resolve", "Py Box", "_openagents._tcp", "--timeout", "5"], timeout: .seconds(20))
+                #expect(zeroconf.contains(Self.deviceAddress) && zeroconf.contains("9100"), "python-zeroconf: \(zeroconf)")
+
+                // Another key for the same names: YXDOMAIN (first come, first served).
+                let other = try await python(lab, ["--host", "pybox", "--instance", "Py Box", "--address", "198.18.2.7", "--key", keyB])
+                #expect(other["rcode"] as? String == "YXDOMAIN", "\(other)")
+                // A signature that does not verify: NOTAUTH, nothing published.
+                let tampered = try await python(lab, ["--host", "forged", "--instance", "Forged", "--address", Self.deviceAddress, "--key", keyB, "--tamper"])
+                #expect(tampered["rcode"] as? String == "NOTAUTH", "\(tampered)")
+                // A name already in use on the link: YXDOMAIN, and the link keeps its owner's.
+                let taken = try await python(lab, ["--host", "taker", "--instance", "Taken Box", "--address", Self.deviceAddress, "--key", keyB])
+                #expect(taken["rcode"] as? String == "YXDOMAIN", "\(taken)")
+                // A flood from one source: the first are answered, the rest refused (5/s, burst 20).
+                let flood = try await python(lab, ["--host", "flood", "--instance", "Flood", "--address", Self.deviceAddress, "--key", keyB, "--burst", "60"])
+                let counts = flood["replies"] as? [String: Int] ?? [:]
+                #expect((counts["REFUSED"] ?? 0) >= 30, "\(flood)")
+                let after = try await avahiResolved(lab)
+                #expect(!after.contains { $0.contains(";Forged;") })
+                #expect(after.filter { $0.contains(";Taken Box;") }.allSatisfy { $0.contains(";9700;") }, "\(after)")
+
+                // nearby's requestor exits: its goodbyes leave the link within 2 s.
+                advertiser.signal(SIGINT)
+                #expect(try await advertiser.wait(timeout: .seconds(10)) == 0)
+                try await Task.sleep(for: .seconds(2))
+                let gone = try await lab.run(["avahi", "exec", "h2", "--", "timeout", "3", "avahi-browse", "-pt", "_openagents._tcp"], timeout: .seconds(10))
+                #expect(!gone.contains(";Boxed;"), "still on the link after the goodbyes: \(gone)")
+
+                // A restart keeps the names: Py Box is advertised again, and still refused to key B.
+                registrar.signal(SIGTERM)
+                _ = try await registrar.wait(timeout: .seconds(10))
+                let restarted = try await startRegistrar(lab, state: state)
+                try await lab.withProcesses([restarted]) {
+                    let again = try await python(lab, ["--host", "pybox", "--instance", "Py Box", "--address", "198.18.2.7", "--key", keyB])
+                    #expect(again["rcode"] as? String == "YXDOMAIN", "after a restart: \(again)")
+                    try await Task.sleep(for: .seconds(2))
+                    let restored = try await avahiResolved(lab)
+                    #expect(restored.contains { $0.contains(";Py Box;") }, "after a restart: \(restored)")
+                    // Removal by the key that holds it: goodbyes.
+                    let removed = try await python(lab, ["--host", "pybox", "--instance", "Py Box", "--address", Self.deviceAddress, "--key", keyA, "--remove"])
+                    #expect(removed["rcode"] as? String == "NOERROR", "\(removed)")
+                    restarted.signal(SIGTERM)
+                    #expect(try await restarted.wait(timeout: .seconds(10)) == 0)
+                }
+            }
+        }
+    }
+}
+}

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""An SRP requestor (RFC 9665) written from the RFCs, independent of Nearby's Swift code: the lab's
+second client for `nearby registrar`, beside `nearby advertise --registrar`.
+
+It builds one DNS UPDATE with dnspython (service discovery, service description and host
+description instructions, the KEY, the EDNS(0) Update Lease option of RFC 9664), signs it with
+SIG(0) (RFC 2931) using an ECDSA P-256 key from `cryptography` (RFC 6605: r and s, 32 bytes each),
+sends it over UDP, and prints the registrar's answer as one JSON line:
+{"rcode": "NOERROR", "lease": 7200, "keyLease": 604800}.
+
+  srp_client.py --registrar 198.18.2.5 --host boxed --instance Boxed --address 198.18.2.6
+                [--port 53] [--type _openagents._tcp] [--service-port 9099] [--txt k=v ...]
+                [--lease 7200] [--key-lease 604800] [--key FILE] [--remove] [--tamper]
+                [--zone default.service.arpa.] [--burst N]
+
+--key keeps the private key in FILE (PEM; made when missing), so a second run is the same key.
+--tamper flips one byte of the signed message (the registrar must refuse it: NOTAUTH).
+--remove sends the same registration with lease 0 (goodbyes on the link).
+--burst N sends N updates as fast as it can (one JSON line with the rcodes counted).
+"""
+
+import argparse
+import json
+import os
+import socket
+import struct
+import sys
+import time
+
+import dns.edns
+import dns.message
+import dns.name
+import dns.opcode
+import dns.rdata
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+import dns.update
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+UPDATE_LEASE = 2  # EDNS(0) option code (RFC 9664)
+ECDSAP256SHA256 = 13
+
+
+def load_key(path):
+    if path and os.path.exists(path):
+        with open(path, "rb") as f:
+            return serialization.load_pem_private_key(f.read(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    if path:
+        with open(path, "wb") as f:
+            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return key
+
+
+def key_rdata(key):
+    numbers = key.public_key().public_numbers()
+    point = numbers.x.to_bytes(32, "big") + numbers.y.to_bytes(32, "big")
+    # Flags 0 (a key that may sign), protocol 3 (DNSSEC), algorithm 13, then x and y (RFC 6605 §4).
+    return struct.pack("!HBB", 0, 3, ECDSAP256SHA256) + point
+
+
+def key_tag(rdata):
+    # RFC 4034 appendix B.
+    total = 0
+    for index, byte in enumerate(rdata):
+        total += byte if index & 1 else byte << 8
+    total += (total >> 16) & 0xFFFF
+    return total & 0xFFFF
+
+
+def build(args, key):
+    zone = dns.name.from_text(args.zone)
+    host = dns.name.from_text(args.host, zone)
+    stype = dns.name.from_text(args.type, zone)
+    instance = dns.name.Name((args.instance.encode(),) + stype.labels)
+    removing = args.lease == 0
+    update = dns.update.UpdateMessage(zone, id=int.from_bytes(os.urandom(2), "big"))
+    ttl = min(args.lease or 7200, 7200)
+    # Service discovery instruction: add (or, removing, delete) the PTR.
+    if removing:
+        update.delete(stype, dns.rdatatype.PTR, instance.to_text())
+    else:
+        update.add(stype, ttl, dns.rdatatype.PTR, instance.to_text())
+    # Service description instruction: delete all RRsets of the instance, add SRV and TXT.
+    update.delete(instance)
+    if not removing:
+        update.add(instance, ttl, dns.rdatatype.SRV, f"0 0 {args.service_port} {host.to_text()}")
+        txt = " ".join('"%s"' % entry.replace('"', '\\"') for entry in (args.txt or [""]))
+        update.add(instance, ttl, dns.rdatatype.TXT, txt)
+    # Host description instruction: delete all RRsets of the host, add its addresses and KEY.
+    update.delete(host)
+    if not removing:
+        for address in args.address:
+            rdtype = dns.rdatatype.AAAA if ":" in address else dns.rdatatype.A
+            update.add(host, ttl, rdtype, address)
+    rdata = key_rdata(key)
+    key_record = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.KEY, rdata, 0, len(rdata))
+    update.add(host, 0 if removing else ttl, key_record)
+    lease = struct.pack("!II", args.lease, args.key_lease)
+    update.use_edns(0, payload=1232, options=[dns.edns.GenericOption(UPDATE_LEASE, lease)])
+    wire = update.to_wire()
+    return sign(wire, key, host, rdata)
+
+
+def sign(wire, key, signer, keyrdata):
+    now = int(time.time())
+    # SIG RDATA without the signature (RFC 2931 §3; RFC 2535 §4.1): type covered 0, algorithm,
+    # labels 0, original TTL 0, expiration, inception, key tag, signer's name (uncompressed).
+    sig_fixed = struct.pack("!HBBIIIH", 0, ECDSAP256SHA256, 0, 0, now + 300, now - 300, key_tag(keyrdata))
+    sig_fixed += signer.canonicalize().to_wire()
+    # Signed: that RDATA, then the message as it is without the SIG record (RFC 2931 §3.1).
+    der = key.sign(sig_fixed + wire, ec.ECDSA(hashes.SHA256()))
+    r, s = decode_dss_signature(der)
+    signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    sig_rdata = sig_fixed + signature
+    # The SIG record: owner the root, type SIG, class ANY, TTL 0; appended last, ARCOUNT + 1.
+    record = b"\x00" + struct.pack("!HHIH", dns.rdatatype.SIG, dns.rdataclass.ANY, 0, len(sig_rdata)) + sig_rdata
+    header = bytearray(wire[:12])
+    arcount = struct.unpack("!H", header[10:12])[0] + 1
+    header[10:12] = struct.pack("!H", arcount)
+    return bytes(header) + wire[12:] + record
+
+
+def exchange(args, payload):
+    family = socket.AF_INET6 if ":" in args.registrar else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(args.timeout)
+        for _ in range(3):
+            sock.sendto(payload, (args.registrar, args.port))
+            try:
+                reply, _ = sock.recvfrom(65535)
+                return reply
+            except socket.timeout:
+                continue
+    return None
+
+
+def describe(reply):
+    if reply is None:
+        return {"rcode": "TIMEOUT"}
+    message = dns.message.from_wire(reply)
+    result = {"rcode": dns.rcode.to_text(message.rcode())}
+    for option in message.options:
+        if option.otype == UPDATE_LEASE:
+            data = option.to_wire() if hasattr(option, "to_wire") else option.data
+            if len(data) >= 4:
+                result["lease"] = struct.unpack("!I", data[:4])[0]
+            if len(data) >= 8:
+                result["keyLease"] = struct.unpack("!I", data[4:8])[0]
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--registrar", required=True)
+    parser.add_argument("--port", type=int, default=53)
+    parser.add_argument("--zone", default="default.service.arpa.")
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--instance", required=True)
+    parser.add_argument("--type", default="_openagents._tcp")
+    parser.add_argument("--service-port", type=int, default=9099)
+    parser.add_argument("--address", action="append", default=[])
+    parser.add_argument("--txt", action="append", default=[])
+    parser.add_argument("--lease", type=int, default=7200)
+    parser.add_argument("--key-lease", type=int, default=604800)
+    parser.add_argument("--key")
+    parser.add_argument("--remove", action="store_true")
+    parser.add_argument("--tamper", action="store_true")
+    parser.add_argument("--burst", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=3.0)
+    args = parser.parse_args()
+    if args.remove:
+        args.lease = 0
+    key = load_key(args.key)
+    if args.burst:
+        counts = {}
+        family = socket.AF_INET6 if ":" in args.registrar else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(args.timeout)
+            for _ in range(args.burst):
+                sock.sendto(build(args, key), (args.registrar, args.port))
+            deadline = time.time() + args.timeout
+            while time.time() < deadline:
+                try:
+                    reply, _ = sock.recvfrom(65535)
+                except socket.timeout:
+                    break
+                code = describe(reply)["rcode"]
+                counts[code] = counts.get(code, 0) + 1
+        print(json.dumps({"burst": args.burst, "replies": counts}), flush=True)
+        return 0
+    payload = build(args, key)
+    if args.tamper:
+        # A byte of the signed part changed after signing: the port in the SRV record's data.
+        index = payload.find(struct.pack("!H", args.service_port))
+        payload = payload[:index] + bytes([payload[index] ^ 0x01]) + payload[index + 1:]
+    print(json.dumps(describe(exchange(args, payload))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
