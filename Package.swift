@@ -149,7 +149,7 @@ let package = Package(
         // The SRP registrar's decisions (RFC 9665): validating an update (instructions, SIG(0)
         // with an injected verifier), first come first served per key, leases (RFC 9664), limits,
         // saved state. Pure machines, no I/O, no cryptography library.
-        .target(name: "SRPRegistrarCore", dependencies: ["DNSWire", "NearbyBasics"], swiftSettings: strict),
+        .target(name: "SRPRegistrarCore", dependencies: ["DNSWire", "NearbyBasics", "NearbyCrypto"], swiftSettings: strict),
         // Real SRP updates signed with P-256 keys through PeerTrust, checked by the machine.
         .testTarget(
             name: "SRPRegistrarCoreTests", dependencies: ["SRPRegistrarCore", "DNSWire", "PeerTrust", "NearbyBasics"],

@@ -33,6 +33,8 @@ extension OpenKind where Owner == RegistrarError {
     /// No SIG(0), a SIG(0) that does not verify with the update's KEY, or a key SRP does not
     /// support (NOTAUTH).
     public static var badSignature: Self { Self("badSignature") }
+    /// A service's TXT `id` names a peer whose key did not sign the update (NOTAUTH).
+    public static var wrongPeerID: Self { Self("wrongPeerID") }
     /// A name is held by another key (YXDOMAIN).
     public static var nameHeld: Self { Self("nameHeld") }
     /// Too many registrations, from this source or in all, or too many services for one host

@@ -79,6 +79,12 @@ public struct RegistrarStateMachine: Sendable {
     }
 
     private mutating func apply(_ update: SRPUpdate, from source: IPAddress, now: Duration, request: RequestHeader) -> [RegistrarAction] {
+        for instruction in update.services {
+            guard let description = instruction.description,
+                let why = PeerIDBinding.mismatch(description.txt, key: update.key, instance: instruction.instance)
+            else { continue }
+            return refuse(RegistrarError(.wrongPeerID, why, responseCode: .notAuthoritative), request)
+        }
         // First come, first served: every name the update touches must be free, or held by
         // this update's key.
         for name in update.names {

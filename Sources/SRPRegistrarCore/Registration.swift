@@ -55,6 +55,8 @@ public struct RegistrarStatistics: Hashable, Sendable {
     public var badSignature = 0
     /// YXDOMAIN: a name held by another key.
     public var nameHeld = 0
+    /// NOTAUTH: a TXT id that names another peer than the key that signed.
+    public var wrongPeerID = 0
     /// REFUSED: a registration or service count limit.
     public var limitReached = 0
     /// REFUSED: more updates per second than a source may send.
@@ -73,13 +75,14 @@ public struct RegistrarStatistics: Hashable, Sendable {
     public init() {}
 
     /// Every refusal, of whatever kind.
-    public var refused: Int { malformed + zoneNotServed + badSignature + nameHeld + limitReached + rateLimited + notImplemented }
+    public var refused: Int { malformed + zoneNotServed + badSignature + wrongPeerID + nameHeld + limitReached + rateLimited + notImplemented }
 
     mutating func count(_ error: RegistrarError) {
         switch error.code {
         case .malformed, .outsideZone: malformed += 1
         case .zoneNotServed: zoneNotServed += 1
         case .badSignature: badSignature += 1
+        case .wrongPeerID: wrongPeerID += 1
         case .nameHeld: nameHeld += 1
         case .limitReached: limitReached += 1
         case .rateLimited: rateLimited += 1

@@ -17,7 +17,7 @@ struct ModuleRulesTests {
         "NearbyBasics": ["Synchronization"],
         "NearbyCrypto": ["NearbyBasics"],
         "PeerProtocol": ["NearbyBasics", "NearbyCrypto", "NIOCore", "FoundationEssentials", "Foundation"],
-        "SRPRegistrarCore": ["DNSWire", "NearbyBasics"],
+        "SRPRegistrarCore": ["DNSWire", "NearbyBasics", "NearbyCrypto"],
     ]
 
     /// Single files allowed more, each with its reason.

@@ -1,4 +1,5 @@
 import DNSWire
+import NearbyCrypto
 import PeerTrust
 import SRPRegistrarCore
 import Testing
@@ -7,10 +8,11 @@ import Testing
 /// checked by the registrar's machine; and a name the link already uses.
 @Suite("SRP requestor: SRPRequest through the registrar")
 struct RequestBuilderTests {
-    func request(_ identity: PeerIdentity, lease: UInt32 = 3600) throws -> SRPRequest {
+    func request(_ identity: PeerIdentity, lease: UInt32 = 3600, id: String? = nil) throws -> SRPRequest {
         let type = try #require(ServiceType("_openagents._tcp"))
         var info = DiscoveryInfo()
         try info.set("version", to: "0.2.2")
+        if let id { try info.set("id", to: id) }
         return SRPRequest(
             hostLabel: "boxed", addresses: [.v4(IPv4Address(198, 18, 2, 6))], key: .p256(try identity.rawPublicKey()),
             services: [SRPRequest.Service(instance: "Boxed", type: type, port: 9099, info: info, subtypes: ["_bridge"])],
@@ -50,5 +52,27 @@ struct RequestBuilderTests {
         #expect(registrar.statistics.linkConflicts == 1)
         let other = try PeerIdentity.generate(displayName: "other")
         #expect(registrar.handle(try signed(try request(other), other), from: source, now: .seconds(1)).rcode == .noError)
+    }
+
+    @Test("the KEY's peer ID is the identity's: the SHA-256 of the same SubjectPublicKeyInfo")
+    func peerIDOfKey() throws {
+        let identity = try PeerIdentity.generate(displayName: "boxed")
+        #expect(PeerIDBinding.peerID(of: .p256(try identity.rawPublicKey())) == identity.peerID)
+        #expect(PeerIDBinding.peerID(of: KEYData(algorithm: DNSSECAlgorithm(8), publicKey: [1, 2, 3])) == nil)
+    }
+
+    @Test("a TXT id is accepted only from the peer it names: its own ID passes, another peer's or garbage is NOTAUTH, counted, nothing published")
+    func peerIDBoundToKey() throws {
+        let identity = try PeerIdentity.generate(displayName: "boxed")
+        let other = try PeerIdentity.generate(displayName: "other")
+        var registrar = makeRegistrar()
+        let own = registrar.handle(try signed(try request(identity, id: identity.peerID.description), identity), from: source, now: .zero)
+        #expect(own.rcode == .noError)
+        let impostor = registrar.handle(try signed(try request(other, id: identity.peerID.description), other, id: 9), from: source, now: .seconds(1))
+        #expect(impostor.rcode == .notAuthoritative)
+        #expect(impostor.lan.isEmpty)
+        let garbage = registrar.handle(try signed(try request(other, id: "not-a-peer"), other, id: 10), from: source, now: .seconds(2))
+        #expect(garbage.rcode == .notAuthoritative)
+        #expect(registrar.statistics.wrongPeerID == 2)
     }
 }

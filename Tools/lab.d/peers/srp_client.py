@@ -17,6 +17,9 @@ sends it over UDP, and prints the registrar's answer as one JSON line:
 --tamper flips one byte of the signed message (the registrar must refuse it: NOTAUTH).
 --remove sends the same registration with lease 0 (goodbyes on the link).
 --burst N sends N updates as fast as it can (one JSON line with the rcodes counted).
+--write FILE writes the update to FILE instead of sending it; with --fake-signature its SIG(0)
+carries 64 bytes of 0x01 (the fuzz target's stand-in verifier accepts exactly that): how
+Tools/fuzz/seeds-registrar/ was made.
 """
 
 import argparse
@@ -71,6 +74,9 @@ def key_tag(rdata):
     return total & 0xFFFF
 
 
+FAKE_SIGNATURE = False
+
+
 def build(args, key):
     zone = dns.name.from_text(args.zone)
     host = dns.name.from_text(args.host, zone)
@@ -112,9 +118,12 @@ def sign(wire, key, signer, keyrdata):
     sig_fixed = struct.pack("!HBBIIIH", 0, ECDSAP256SHA256, 0, 0, now + 300, now - 300, key_tag(keyrdata))
     sig_fixed += signer.canonicalize().to_wire()
     # Signed: that RDATA, then the message as it is without the SIG record (RFC 2931 §3.1).
-    der = key.sign(sig_fixed + wire, ec.ECDSA(hashes.SHA256()))
-    r, s = decode_dss_signature(der)
-    signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    if FAKE_SIGNATURE:
+        signature = b"\x01" * 64
+    else:
+        der = key.sign(sig_fixed + wire, ec.ECDSA(hashes.SHA256()))
+        r, s = decode_dss_signature(der)
+        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
     sig_rdata = sig_fixed + signature
     # The SIG record: owner the root, type SIG, class ANY, TTL 0; appended last, ARCOUNT + 1.
     record = b"\x00" + struct.pack("!HHIH", dns.rdatatype.SIG, dns.rdataclass.ANY, 0, len(sig_rdata)) + sig_rdata
@@ -171,7 +180,11 @@ def main():
     parser.add_argument("--tamper", action="store_true")
     parser.add_argument("--burst", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3.0)
+    parser.add_argument("--write")
+    parser.add_argument("--fake-signature", action="store_true")
     args = parser.parse_args()
+    global FAKE_SIGNATURE
+    FAKE_SIGNATURE = args.fake_signature
     if args.remove:
         args.lease = 0
     key = load_key(args.key)
@@ -193,6 +206,10 @@ def main():
         print(json.dumps({"burst": args.burst, "replies": counts}), flush=True)
         return 0
     payload = build(args, key)
+    if args.write:
+        with open(args.write, "wb") as f:
+            f.write(payload)
+        return 0
     if args.tamper:
         # A byte of the signed part changed after signing: the port in the SRV record's data.
         index = payload.find(struct.pack("!H", args.service_port))
