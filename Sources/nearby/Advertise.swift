@@ -74,17 +74,7 @@ struct Advertise: AsyncParsableCommand {
     var txtFile: String?
     @Flag(name: .customLong("dry-run"), help: "Check everything and print the records that would be published; send nothing.")
     var dryRun = false
-    @Option(name: .customLong("registrar"), help: ArgumentHelp(
-        "Register with this SRP registrar (RFC 9665) instead of advertising with mDNS: ADDRESS or ADDRESS:PORT (default port 53).",
-        valueName: "address"))
-    var registrar: String?
-    @Option(name: .customLong("address"), help: ArgumentHelp(
-        "With --registrar: an address to register for this host (repeatable; default: every address of this host but loopback and link-local).",
-        valueName: "address"))
-    var registeredAddresses: [String] = []
-    @Option(name: .customLong("lease"), help: ArgumentHelp("With --registrar: the lease to ask for, in seconds (the registrar grants 30 s to 24 h).", valueName: "seconds"),
-            transform: NumberInput.integer("--lease", 30...86_400, use: "30-86400 seconds"))
-    var lease: Int = 7200
+    @OptionGroup(title: "SRP REGISTRATION (where multicast does not reach the LAN)") var srp: RegistrarOptions
     @OptionGroup var state: StateDirectory
     @OptionGroup var network: NetworkOptions
 
@@ -117,12 +107,7 @@ struct Advertise: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         if let host { try checkHostLabel(host) }
-        if let registrar {
-            do { _ = try DNSServer(parsing: registrar) } catch { throw ValidationError("--registrar \(registrar): \(error.message)") }
-            _ = try srpAddresses()
-        } else if !registeredAddresses.isEmpty {
-            throw ValidationError("--address is for --registrar: the addresses the registrar advertises for this host")
-        }
+
         if network.backend == .system, let option = embeddedOnlyOption {
             throw ValidationError("\(option) needs --backend embedded: with the system backend avahi-daemon chooses host name and TTLs")
         }
@@ -142,8 +127,8 @@ struct Advertise: AsyncParsableCommand {
                             network: network, hostName: host)
             return
         }
-        if let registrar {
-            try await registerWithSRP(registrar, type: serviceType, info: info)
+        if srp.registrar != nil {
+            try await registerWithSRP(type: serviceType, info: info)
             return
         }
         // Prepared, and run as a child of this command: the engine's work lives in this task group.
@@ -219,52 +204,14 @@ struct Advertise: AsyncParsableCommand {
         await discovery.shutdown()
     }
 
-    /// The addresses to register: those given, else every address of this host the registrar's
-    /// link could use (not loopback, not link-local).
-    func srpAddresses() throws -> [IPAddress] {
-        if !registeredAddresses.isEmpty {
-            return try registeredAddresses.map { text in
-                if let v4 = IPv4Address(text) { return .v4(v4) }
-                if let v6 = IPv6Address(text) { return .v6(v6) }
-                throw ValidationError("--address \(text) is not an IP address; give one the registrar's link can reach, such as 172.17.0.2")
-            }
-        }
-        var found: [IPAddress] = []
-        for interface in NetworkPlatform.interfaceAddresses() where interface.kind != .loopback && interface.isRunning {
-            guard let address = IPAddress(bytes: interface.address, linkScope: nil) else { continue }
-            switch address {
-            case .v4(let v4) where !v4.isLinkLocal: found.append(address)
-            case .v6(let v6, _) where !v6.isLinkLocal: found.append(address)
-            default: continue
-            }
-        }
-        return found
-    }
-
     /// Registers with an SRP registrar, keeps the registration refreshed until SIGINT or
     /// SIGTERM, then removes it.
-    private func registerWithSRP(_ registrarText: String, type serviceType: ServiceType, info: DiscoveryInfo) async throws {
-        let server = try DNSServer(parsing: registrarText)
-        let addresses = try srpAddresses()
-        guard !addresses.isEmpty else {
-            throw RuntimeFailure("this host has no address the registrar's link could use (only loopback or link-local ones); give one with --address")
-        }
+    private func registerWithSRP(type serviceType: ServiceType, info: DiscoveryInfo) async throws {
         let identity = try state.identityMadeIfMissing()
-        let key = KEYData.p256(try identity.rawPublicKey())
-        let label = host ?? NetworkPlatform.hostLabel() ?? "nearby"
-        let request = SRPRequest(
-            hostLabel: label, addresses: addresses, key: key,
-            services: [SRPRequest.Service(instance: name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes)],
-            lease: UpdateLease(lease: UInt32(lease), keyLease: UInt32(max(lease, 7 * 86_400))), ttl: ttl.map(UInt32.init))
-        let client = DNSClient(servers: [server], timeout: .seconds(2), attempts: 3, logger: network.logger)
-        let signer: SRPSigner = { bytes in try identity.signRaw(bytes) }
-        let registration: SRPRegistration
-        do {
-            registration = try await SRPRegistration.register(request, signer: signer, registrar: server, client: client)
-        } catch {
-            throw RuntimeFailure(error.message)
-        }
+        let service = SRPRequest.Service(instance: name, type: serviceType, port: UInt16(port), info: info, subtypes: subtypes)
+        let (registration, label, addresses) = try await srp.register(service, hostLabel: host, identity: identity, logger: network.logger)
         let granted = registration.granted
+        let server = registration.registrar
         if network.json {
             printLine(JSONText.object([
                 ("event", .string("registered")), ("name", .string(name)), ("type", .string(serviceType.description)),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CNearbySocket
 import ConnectionBroker
+import DNSWire
 import FileTransfer
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -110,6 +111,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "TRUST") var trust: TrustOptions
     @OptionGroup(title: "STRANGERS (connections that have not proven who they are)") var strangers: AdmissionOptions
     @OptionGroup var channel: ChannelOptions
+    @OptionGroup(title: "SRP REGISTRATION (where multicast does not reach the LAN)") var srp: RegistrarOptions
     @OptionGroup var state: StateDirectory
     @OptionGroup var network: NetworkOptions
 
@@ -131,6 +133,10 @@ struct Serve: AsyncParsableCommand {
             guard network.backend != .system else {
                 throw ValidationError("--host needs --backend embedded: with the system backend avahi-daemon chooses the host name")
             }
+        }
+        if srp.registrar != nil {
+            guard !autoInvite else { throw ValidationError("--registrar does not go with --auto-invite yet: register a plain serve, or let the broker advertise with mDNS") }
+            guard !channel.insecure else { throw ValidationError("--registrar needs TLS: the registration is signed with this peer's identity key") }
         }
         if autoInvite {
             guard !noAdvertise else { throw ValidationError("--auto-invite advertises and browses; it does not go with --no-advertise") }
@@ -243,12 +249,35 @@ struct Serve: AsyncParsableCommand {
                 throw error
             }
         }
+        // Registered with an SRP registrar too (--registrar): the same TXT, id and pv included, so
+        // the registrar holds the name for this peer's key and checks the id is that key's.
+        var registered: [any Service] = []
+        if srp.registrar != nil, let identity = configuration.identity {
+            let serviceType = try parseType(type)
+            let info = try announcedInfo(peerID: peerID, version: configuration.protocolVersion)
+            do {
+                let (registration, label, addresses) = try await srp.register(
+                    SRPRequest.Service(instance: name, type: serviceType, port: UInt16(listener.port), info: info), hostLabel: host,
+                    identity: identity, logger: network.logger)
+                printEvent(
+                    json,
+                    [("event", .string("registered")), ("name", .string(name)), ("registrar", .string(registration.registrar.description)),
+                     ("host", .string(label)), ("addresses", .array(addresses.map { .string($0.description) })),
+                     ("lease", .number(Double(registration.granted.lease)))],
+                    text: "Registered \"\(name)\" with the registrar at \(registration.registrar) (host \(label) at \(addresses.map(\.description).joined(separator: ", ")), lease \(registration.granted.lease) s)")
+                registered.append(RegistrationService(registration: registration, logger: network.logger))
+            } catch {
+                await listener.close()
+                await discovery?.shutdown()
+                throw error
+            }
+        }
         let serving = ServingLoop(
             events: listener.events, logger: network.logger, handle: { printListenerEvent(json, $0) },
             serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Discovery first: a group shuts down in reverse order, so the listener closes its
         // connections (1001) before the loop serving them ends and the goodbyes go out.
-        try await Self.runUntilSignalled((discovery.map { [$0] } ?? []) + [serving, listener], logger: network.logger)
+        try await Self.runUntilSignalled((discovery.map { [$0] } ?? []) + registered + [serving, listener], logger: network.logger)
     }
 
     /// The TXT record serve advertises: the entries given, then `id=<peer ID>` (with TLS) and

@@ -45,7 +45,7 @@ struct RegistrarLabTests {
         return output.split(separator: "\n").map(String.init).filter { $0.hasPrefix("=") }
     }
 
-    @Test("registrations from LAN 2 (nearby advertise --registrar and an RFC-only Python requestor) are resolved by avahi and python-zeroconf on LAN 1; refusals (another key, a bad signature, a name in use on the link, a flood) reach the requestor and never the link; goodbyes on exit; names survive a registrar restart")
+    @Test("registrations from LAN 2 (nearby advertise --registrar and an RFC-only Python requestor) are resolved by avahi and python-zeroconf on LAN 1; a registered serve is connected to by name from LAN 1; refusals (another key, a bad signature, a name in use on the link, a flood) reach the requestor and never the link; goodbyes on exit; names survive a registrar restart")
     func registrarAdvertises() async throws {
         let lab = try routerLab()
         let directory = try Lab.temporaryDirectory()
@@ -61,7 +61,7 @@ struct RegistrarLabTests {
             _ = try await onLink.waitForLine(containing: "\"advertising\"", timeout: .seconds(15))
             let advertiser = try lab.start([
                 "exec", "h6", "--", Self.nearby, "advertise", "Boxed", "_openagents._tcp", "9099", "from=srp", "--registrar", Self.registrarAddress,
-                "--address", Self.deviceAddress, "--host", "boxed", "--state-dir", identity, "--json",
+                "--register-address", Self.deviceAddress, "--host", "boxed", "--state-dir", identity, "--json",
             ])
             try await lab.withProcesses([registrar, onLink, advertiser]) {
                 let registered = try await advertiser.waitForLine(containing: "\"registered\"", timeout: .seconds(15))
@@ -98,6 +98,22 @@ struct RegistrarLabTests {
                 #expect(!after.contains { $0.contains(";Forged;") })
                 let taken = after.filter { $0.contains(";Taken\\032Box;") }
                 #expect(!taken.isEmpty && taken.allSatisfy { $0.contains(";9700;") }, "the link's own Taken Box, and only it: \(after)")
+
+                // A peer that serves from LAN 2, registered (not advertised: it has no multicast to
+                // LAN 1): a client on LAN 1 finds it by name and connects, its certificate checked
+                // against the TXT id the registrar accepted only from that key.
+                let served = try lab.start([
+                    "exec", "h6", "--", Self.nearby, "serve", "Served Box", "_openagents._tcp", "9600", "--no-advertise", "--accept", "all", "--registrar", Self.registrarAddress,
+                    "--register-address", Self.deviceAddress, "--host", "served", "--state-dir", directory.appendingPathComponent("served").path, "--json",
+                ])
+                try await lab.withProcesses([served]) {
+                    _ = try await served.waitForLine(containing: "\"registered\"", timeout: .seconds(15))
+                    let ping = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"
+                    let connect = try lab.start(["exec", "h1", "--", "sh", "-c",
+                        "echo '\(ping)' | '\(Self.nearby)' connect _openagents._tcp --name 'Served Box' --trust-on-first-use --backend embedded --state-dir '\(directory.appendingPathComponent("client").path)'"])
+                    let connected = try await connect.wait(timeout: .seconds(30))
+                    #expect(connected == 0 && connect.output.contains("\"result\""), "\(connect.output)\(connect.errorOutput)")
+                }
 
                 // nearby's requestor exits: its goodbyes leave the link within 2 s.
                 advertiser.signal(SIGINT)
