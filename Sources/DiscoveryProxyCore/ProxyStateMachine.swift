@@ -1,4 +1,5 @@
 public import DNSWire
+import NearbyBasics
 
 /// The discovery proxy's decisions (RFC 8766), as a pure state machine: DNS questions and what
 /// the link's mDNS queriers learn go in, with the time; replies and the link questions to

@@ -1,4 +1,5 @@
 import DNSWire
+import NearbyBasics
 
 /// A limit on the questions one source (an IPv4 /24, an IPv6 /56) may ask per second over UDP,
 /// where a source address can be forged: a token bucket of `burst` questions, refilled at
@@ -14,26 +15,10 @@ public struct RateLimit: Sendable, Hashable {
     }
 }
 
-/// One token bucket: `burst` tokens, refilled at `perSecond`.
-struct TokenBucket: Sendable {
-    let limit: RateLimit
-    private(set) var tokens: Double
-    private(set) var updated: Duration
-
+extension TokenBucket {
+    /// A full bucket of `limit` at `now`.
     init(_ limit: RateLimit, now: Duration) {
-        self.limit = limit
-        tokens = Double(limit.burst)
-        updated = now
-    }
-
-    /// Takes a token if there is one.
-    mutating func take(now: Duration) -> Bool {
-        let elapsed = max(0, RateLimiter.seconds(now - updated))
-        tokens = min(Double(limit.burst), tokens + elapsed * Double(limit.perSecond))
-        updated = max(updated, now)
-        guard tokens >= 1 else { return false }
-        tokens -= 1
-        return true
+        self.init(perSecond: Double(limit.perSecond), burst: Double(limit.burst), now: now)
     }
 }
 
@@ -167,8 +152,5 @@ struct RateLimiter: Sendable {
         return bucket.overruns % 2 == 0 ? .slip : .drop
     }
 
-    static func seconds(_ duration: Duration) -> Double {
-        let parts = duration.components
-        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
-    }
+    static func seconds(_ duration: Duration) -> Double { TokenBucket.seconds(duration) }
 }

@@ -1,4 +1,5 @@
 import DNSWire
+import NearbyBasics
 
 /// How many updates one source may send: a token bucket of ``burst`` updates, refilled at
 /// ``perSecond``. A registrar verifies a signature for every update it reads, so the bucket is
@@ -18,14 +19,9 @@ public struct UpdateRate: Sendable, Hashable {
 /// source arrives and the table is full, the source seen longest ago is forgotten (it gets a
 /// full bucket if it comes back: forgetting only ever errs towards admitting).
 struct SourceLimiter: Sendable {
-    private struct Bucket: Sendable {
-        var tokens: Double
-        var updated: Duration
-    }
-
     let rate: UpdateRate
     let capacity: Int
-    private var buckets: [IPAddress: Bucket] = [:]
+    private var buckets: [IPAddress: TokenBucket] = [:]
 
     init(rate: UpdateRate, capacity: Int) {
         self.rate = rate
@@ -34,12 +30,8 @@ struct SourceLimiter: Sendable {
 
     /// Takes a token for `source` if it has one.
     mutating func admit(_ source: IPAddress, now: Duration) -> Bool {
-        var bucket = buckets[source] ?? Bucket(tokens: rate.burst, updated: now)
-        let elapsed = max(0, seconds(now - bucket.updated))
-        bucket.tokens = min(rate.burst, bucket.tokens + elapsed * rate.perSecond)
-        bucket.updated = max(bucket.updated, now)
-        let admitted = bucket.tokens >= 1
-        if admitted { bucket.tokens -= 1 }
+        var bucket = buckets[source] ?? TokenBucket(perSecond: rate.perSecond, burst: rate.burst, now: now)
+        let admitted = bucket.take(now: now)
         if buckets[source] == nil && buckets.count >= capacity, let oldest = buckets.min(by: { $0.value.updated < $1.value.updated })?.key {
             buckets[oldest] = nil
         }
@@ -48,10 +40,4 @@ struct SourceLimiter: Sendable {
     }
 
     var trackedSources: Int { buckets.count }
-}
-
-/// A duration in seconds, as a Double.
-func seconds(_ duration: Duration) -> Double {
-    let parts = duration.components
-    return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
 }
