@@ -259,7 +259,7 @@ extension ProxyStateMachine {
             }
             return encode(reply, for: query, transport: transport)
         }
-        if let push = pushServiceRecords(question, zone: zone) {
+        if let push = pushServiceRecords(question, zone: zone) ?? registrarServiceRecords(question, zone: zone) {
             reply.answers = push
             if push.isEmpty {
                 reply.authorities = [zone.soaRecord]

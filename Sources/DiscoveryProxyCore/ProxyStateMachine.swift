@@ -70,6 +70,10 @@ public struct ProxyStateMachine: Sendable {
         /// `_dns-push-tls._tcp.<zone>` has an SRV record naming the zone's first name server
         /// and this port; without it, that name has no records and clients poll.
         public var pushPort: UInt16?
+        /// The port of the SRP registrar (RFC 9665) that runs beside this proxy, when one does:
+        /// then `_dnssd-srp._udp.<zone>` has an SRV record naming the zone's first name server
+        /// and this port, which is how a requestor on another subnet finds where to register.
+        public var registrarPort: UInt16?
         /// At most this many encoded UDP replies kept for questions asked again (see
         /// ``ProxyStateMachine/statistics``' `cachedReplies`); 0 keeps none.
         public var maximumCachedReplies = 4096

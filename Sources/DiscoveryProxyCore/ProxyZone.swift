@@ -65,6 +65,12 @@ public struct ProxyZone: Hashable, Sendable, CustomStringConvertible {
         (try? name.prepending(Array("_tcp".utf8)).prepending(Array("_dns-push-tls".utf8))) ?? name
     }
 
+    /// `_dnssd-srp._udp.<zone>`: where an SRP requestor looks for the zone's registrar
+    /// (RFC 9665 §3.1).
+    public var registrarServiceName: DomainName {
+        (try? name.prepending(Array("_udp".utf8)).prepending(Array("_dnssd-srp".utf8))) ?? name
+    }
+
     /// True when `candidate` is the zone's name or a name under it.
     public func contains(_ candidate: DomainName) -> Bool { candidate.hasSuffix(name) }
 

@@ -116,6 +116,17 @@ extension ProxyStateMachine {
         return [ResourceRecord(name: question.name, data: .srv(SRVData(priority: 0, weight: 0, port: port, target: server.name)), ttl: zone.oneShotTTL)]
     }
 
+    /// `_dnssd-srp._udp.<zone>`'s records when an SRP registrar runs beside the proxy (RFC 9665
+    /// §3.1): an SRV naming the zone's first name server and the registrar's port; nil for other
+    /// names, and when there is none (the name is then the link's, where nobody answers it).
+    func registrarServiceRecords(_ question: Question, zone: ProxyZone) -> [ResourceRecord]? {
+        guard let port = configuration.registrarPort, let server = zone.nameServers.first,
+            question.name == zone.registrarServiceName
+        else { return nil }
+        guard question.type == .srv || question.type == .any else { return [] }
+        return [ResourceRecord(name: question.name, data: .srv(SRVData(priority: 0, weight: 0, port: port, target: server.name)), ttl: zone.oneShotTTL)]
+    }
+
     /// The records the zone holds for a question about its own names (apex, name servers,
     /// browse domains, administrative names); nil for a name of the link.
     func zoneRecords(_ question: Question, zone: ProxyZone) -> [ResourceRecord]? {
@@ -131,6 +142,7 @@ extension ProxyStateMachine {
             return zone.glueRecords.filter { $0.name == name && $0.type == question.type }
         }
         if let push = pushServiceRecords(question, zone: zone) { return push }
+        if let registrar = registrarServiceRecords(question, zone: zone) { return registrar }
         if let label = Self.enumerationLabel(of: name, in: zone) {
             return question.type == .ptr && ["b", "db", "lb"].contains(label) ? [ResourceRecord(name: name, data: .ptr(zone.name), ttl: zone.oneShotTTL)] : []
         }

@@ -72,6 +72,39 @@ public final class SRPRegistration: Sendable {
         _ = try await Self.send(removal, signer: signer, to: registrar, client: client)
     }
 
+    /// The registrar of `domain`, as RFC 9665 §3.1 finds it: the SRV record of
+    /// `_dnssd-srp._udp.<domain>` (a discovery proxy with `--registrar-port` answers it), its
+    /// target's address, and its port.
+    /// - Throws: ``UnicastDNSError`` when the domain names no registrar, or its name has no address.
+    public static func findRegistrar(in domain: DomainName, client: DNSClient) async throws(UnicastDNSError) -> DNSServer {
+        let name: DomainName
+        do {
+            name = try domain.prepending(Array("_udp".utf8)).prepending(Array("_dnssd-srp".utf8))
+        } catch {
+            throw UnicastDNSError(.invalidInput, "\(domain) is too long to hold a registrar's name")
+        }
+        let answer = try await client.query(name, .srv)
+        let found = answer.answers.compactMap { record -> SRVData? in
+            if case .srv(let srv) = record.data, record.name == name { return srv }
+            return nil
+        }.sorted { $0.priority < $1.priority }
+        guard let srv = found.first else {
+            throw UnicastDNSError(
+                .noSuchZone, "\(domain.description.dropLast()) names no SRP registrar (no SRV record for \(name)); give the registrar's address instead")
+        }
+        for type in [RecordType.a, .aaaa] {
+            let addresses = try await client.query(srv.target, type).answers.compactMap { record -> IPAddress? in
+                switch record.data {
+                case .a(let v4) where record.name == srv.target: .v4(v4)
+                case .aaaa(let v6) where record.name == srv.target: .v6(v6)
+                default: nil
+                }
+            }
+            if let address = addresses.first { return DNSServer(address, port: srv.port) }
+        }
+        throw UnicastDNSError(.unreachable, "the registrar \(srv.target) of \(domain.description.dropLast()) has no address")
+    }
+
     /// When to refresh a lease: at 80 % of it, never sooner than 1 s.
     static func refreshDelay(_ lease: UpdateLease) -> Duration {
         max(.seconds(1), .milliseconds(Int64(lease.lease) * 800))

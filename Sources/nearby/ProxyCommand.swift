@@ -4,6 +4,7 @@ import DiscoveryProxy
 import DiscoveryProxyCore
 import NearbyDiscovery
 import PeerTrust
+import SRPRegistrar
 
 // MARK: - proxy
 
@@ -102,6 +103,14 @@ struct ProxyCommand: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: ArgumentHelp("The private key of --tls-certificate, PEM (PKCS#8 or SEC1, unencrypted).", valueName: "file"))
     var tlsKey: String?
 
+    @Option(name: .customLong("registrar-port"), help: ArgumentHelp(
+        "Also take SRP registrations (RFC 9665) on the --listen addresses at this port, advertise them on the links, and name the registrar in each zone (_dnssd-srp._udp SRV): devices on other subnets register with `nearby advertise --registrar ZONE`.",
+        valueName: "port"))
+    var registrarPort: UInt16?
+
+    @Option(name: .customLong("registrar-state-file"), help: ArgumentHelp("With --registrar-port: keep the registrations here across restarts.", valueName: "file"))
+    var registrarStateFile: String?
+
     @OptionGroup var output: OutputOptions
 
     struct Parsed {
@@ -179,6 +188,12 @@ struct ProxyCommand: AsyncParsableCommand {
         guard (tlsCertificate == nil) == (tlsKey == nil) else {
             throw ValidationError("--tls-certificate and --tls-key go together: the certificate chain and its private key, both PEM")
         }
+        if registrarStateFile != nil, registrarPort == nil {
+            throw ValidationError("--registrar-state-file goes with --registrar-port: the registrar it keeps registrations for")
+        }
+        if let registrarPort, registrarPort == port || (!noPush && registrarPort == pushPort) {
+            throw ValidationError("--registrar-port \(registrarPort) is the proxy's own port; give the registrar a port of its own (e.g. 8053)")
+        }
         if noPush, tlsCertificate != nil {
             throw ValidationError("--tls-certificate is for DNS Push, which --no-push turns off; give one or the other")
         }
@@ -209,11 +224,27 @@ struct ProxyCommand: AsyncParsableCommand {
         case .system: configuration.backend = .system
         case .automatic: configuration.backend = await SystemBackend.daemonAnswers() ? .system : .embedded
         }
+        configuration.answering.registrarPort = registrarPort
         let proxy: DiscoveryProxy
         do {
             proxy = try await DiscoveryProxy.prepare(configuration, logger: logger)
         } catch {
             throw RuntimeFailure("\(error)")
+        }
+        // One daemon on the router: the registrar advertises on the links the proxy answers
+        // for, so its registrations are on the links' mDNS and, through the proxy, in the zones.
+        var registrar: Registrar?
+        if let registrarPort {
+            var settings = Registrar.Configuration(listen: parsed.listen)
+            settings.port = registrarPort
+            settings.interfaces = parsed.links.map(\.interface)
+            settings.stateFile = registrarStateFile
+            do {
+                registrar = try await Registrar.prepare(settings, logger: output.logger("nearby.registrar"))
+            } catch {
+                await proxy.shutdown()
+                throw RuntimeFailure(error.message)
+            }
         }
         let where_ = parsed.listen.map(\.description).joined(separator: ", ")
         if output.json {
@@ -231,7 +262,24 @@ struct ProxyCommand: AsyncParsableCommand {
                 status("Answering for \(link.zone.name.description.dropLast()) (the link on \(link.interface), \(configuration.backend == .system ? "through the system's mDNS daemon" : "with the embedded mDNS engine")) on \(where_) port \(proxy.port), UDP and TCP\(proxy.pushPort.map { ", DNS Push on TLS port \($0)" } ?? ""); Ctrl-C to stop")
             }
         }
-        _ = await untilTermination { await proxy.run() }
+        let beside = registrar
+        if let registrar {
+            if output.json {
+                printLine(JSONText.object([
+                    ("event", .string("registrar")), ("listen", .array(parsed.listen.map { .string($0.description) })),
+                    ("port", .number(Double(registrar.port))),
+                ]))
+            } else {
+                status("Taking SRP registrations on \(where_) port \(registrar.port) (named in each zone by _dnssd-srp._udp SRV)")
+            }
+        }
+        _ = await untilTermination {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await proxy.run() }
+                if let beside { group.addTask { await beside.run() } }
+            }
+        }
+        await registrar?.shutdown()
         await proxy.shutdown()
         let counts = await proxy.statistics
         if output.json {

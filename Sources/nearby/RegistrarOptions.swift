@@ -10,7 +10,7 @@ import UnicastDNSSD
 /// (advertise) or beside (serve) mDNS, signed with this peer's identity key.
 struct RegistrarOptions: ParsableArguments {
     @Option(name: .customLong("registrar"), help: ArgumentHelp(
-        "Register with this SRP registrar (RFC 9665), e.g. `nearby registrar` on a container's host: ADDRESS or ADDRESS:PORT (default port 53).",
+        "Register with this SRP registrar (RFC 9665), e.g. `nearby registrar` on a container's host: ADDRESS or ADDRESS:PORT (default port 53), or a DOMAIN whose _dnssd-srp._udp SRV names one (asked of this host's resolver).",
         valueName: "address"))
     var registrar: String?
 
@@ -25,7 +25,11 @@ struct RegistrarOptions: ParsableArguments {
 
     func validate() throws {
         if let registrar {
-            do { _ = try DNSServer(parsing: registrar) } catch { throw ValidationError("--registrar \(registrar): \(error.message)") }
+            if (try? DNSServer(parsing: registrar)) == nil {
+                guard let domain = try? DomainName(parsing: registrar), domain.labelCount >= 1, !domain.hasSuffix("local.") else {
+                    throw ValidationError("--registrar \(registrar) is neither an address (192.0.2.1, 192.0.2.1:53, [2001:db8::1]:53) nor a domain whose registrar to look up")
+                }
+            }
             _ = try registeredAddresses()
         } else if !addresses.isEmpty {
             throw ValidationError("--register-address is for --registrar: the addresses the registrar advertises for this host")
@@ -60,7 +64,19 @@ struct RegistrarOptions: ParsableArguments {
         _ service: SRPRequest.Service, hostLabel: String?, identity: PeerIdentity, logger: Logger
     ) async throws -> (SRPRegistration, hostLabel: String, addresses: [IPAddress]) {
         guard let registrar else { throw RuntimeFailure("no --registrar given") }
-        let server = try DNSServer(parsing: registrar)
+        let server: DNSServer
+        if let address = try? DNSServer(parsing: registrar) {
+            server = address
+        } else {
+            // A domain: its registrar is the target of _dnssd-srp._udp.DOMAIN SRV (RFC 9665 §3.1).
+            let domain = try DomainName(parsing: registrar)
+            let resolver = DNSClient(configuration: .system(), logger: logger)
+            do {
+                server = try await SRPRegistration.findRegistrar(in: domain, client: resolver)
+            } catch {
+                throw RuntimeFailure(error.message)
+            }
+        }
         let addresses = try registeredAddresses()
         guard !addresses.isEmpty else {
             throw RuntimeFailure("this host has no address the registrar's link could use (only loopback or link-local ones); give one with --register-address")

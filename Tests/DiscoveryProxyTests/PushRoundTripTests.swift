@@ -140,4 +140,18 @@ struct PushRoundTripTests {
         #expect(none.responseCode == .noError && none.answers.isEmpty)
         #expect(plain.linkQuestions.isEmpty && offered.linkQuestions.isEmpty)
     }
+
+    @Test("beside a registrar the zone names it: _dnssd-srp._udp SRV to the first name server and the registrar's port (RFC 9665 §3.1); without one the name is the link's")
+    func registrarServiceRecord() throws {
+        var beside = ProxyStateMachineTests.machine { $0.registrarPort = 8053 }
+        let srv = try ProxyStateMachineTests.reply(ProxyStateMachineTests.ask(&beside, "_dnssd-srp._udp.lan1.example.test.", .srv))
+        #expect(srv.responseCode == .noError && srv.header.isAuthoritative)
+        #expect(srv.answers.map(\.data) == [.srv(SRVData(port: 8053, target: "proxy-lan1.example.test."))])
+        let txt = try ProxyStateMachineTests.reply(ProxyStateMachineTests.ask(&beside, "_dnssd-srp._udp.lan1.example.test.", .txt))
+        #expect(txt.answers.isEmpty && txt.authorities.first?.type == .soa)
+        #expect(beside.linkQuestions.isEmpty)
+        var plain = ProxyStateMachineTests.machine()
+        _ = ProxyStateMachineTests.ask(&plain, "_dnssd-srp._udp.lan1.example.test.", .srv)
+        #expect(!plain.linkQuestions.isEmpty)
+    }
 }

@@ -141,5 +141,48 @@ struct RegistrarLabTests {
             }
         }
     }
+
+    @Test("one daemon on the router: nearby proxy --registrar-port names its registrar in the zone (_dnssd-srp._udp SRV); a requestor on LAN 2 that knows only the zone finds it, registers, and its service is answered in the zone from LAN 1's mDNS")
+    func proxyAndRegistrar() async throws {
+        let lab = try routerLab()
+        let directory = try Lab.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let zone = "lan1.lab.example.test"
+        let proxy = try lab.start([
+            "exec", "h5", "--", Self.nearby, "proxy", "lan1=\(zone)", "--listen", "198.18.1.5", "--name-server", "ns.\(zone)", "--no-push",
+            "--registrar-port", "8053", "--json",
+        ])
+        try await lab.run(["dns", "resolv", "h6", "--nameserver", "198.18.1.5", "--search", zone])
+        do {
+            try await lab.withProcesses([proxy]) {
+                let ready = try await proxy.waitForLine(containing: "\"registrar\"", timeout: .seconds(15))
+                #expect(ready.contains("\"port\":8053"), "\(ready)")
+                let srv = try await lab.run(["exec", "h6", "--", "dig", "@198.18.1.5", "_dnssd-srp._udp.\(zone)", "SRV", "+short"])
+                #expect(srv.contains("0 0 8053 ns.\(zone)."), "\(srv)")
+                let advertiser = try lab.start([
+                    "exec", "h6", "--", Self.nearby, "advertise", "Routed Box", "_openagents._tcp", "9400", "--registrar", zone,
+                    "--register-address", Self.deviceAddress, "--host", "routed", "--state-dir", directory.appendingPathComponent("routed").path, "--json",
+                ])
+                try await lab.withProcesses([advertiser]) {
+                    let registered = try await advertiser.waitForLine(containing: "\"registered\"", timeout: .seconds(15))
+                    #expect(registered.contains("198.18.1.5:8053"), "\(registered)")
+                    // The proxy answers for it in the zone, from what its own registrar told LAN 1.
+                    var found = ""
+                    for _ in 0..<10 {
+                        found = try await lab.run(["exec", "h6", "--", "dig", "@198.18.1.5", "_openagents._tcp.\(zone)", "PTR", "+short"])
+                        if found.contains("Routed") { break }
+                        try await Task.sleep(for: .milliseconds(300))
+                    }
+                    #expect(found.contains("Routed\\032Box._openagents._tcp.\(zone)."), "\(found)")
+                    let address = try await lab.run(["exec", "h6", "--", "dig", "@198.18.1.5", "routed.\(zone)", "A", "+short"])
+                    #expect(address.contains(Self.deviceAddress), "\(address)")
+                }
+            }
+        } catch {
+            _ = try? await lab.run(["dns", "resolv", "h6"])
+            throw error
+        }
+        try await lab.run(["dns", "resolv", "h6"])
+    }
 }
 }
