@@ -137,6 +137,7 @@ public actor Registrar {
         for server in sockets.tcp {
             children.spawn { await self.serve(server) }
         }
+        children.spawn { await self.summarize(every: .seconds(30)) }
         restore()
         logger.info(
             "answering SRP updates for \(configuration.zones.map(\.description).joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(port), UDP and TCP; advertising on \(configuration.interfaces?.joined(separator: ", ") ?? "every interface")")
@@ -219,7 +220,9 @@ public actor Registrar {
             }
         }
         if let code = reply.map({ ResponseCode(UInt16($0.header.responseCode)) }), code != .noError {
-            logger.info("refused an update from \(source): \(code)")
+            // One line each at debug; the refusals are summed up every 30 s (``summarize()``),
+            // so a flood costs the log one line.
+            logger.debug("refused an update from \(source): \(code)")
         }
         guard let reply else { return }
         saveState()
@@ -336,6 +339,25 @@ public actor Registrar {
         }
         saveState()
         rearm()
+    }
+
+    /// Every `interval`, when something changed: what was accepted and refused since the last
+    /// summary, by kind, in one line (as the listener sums up strangers turned away).
+    private func summarize(every interval: Duration) async {
+        var last = machine.statistics
+        while (try? await clock.sleep(for: interval)) != nil {
+            let now = machine.statistics
+            guard now != last else { continue }
+            let refused = now.refused - last.refused
+            let line =
+                "\(now.accepted - last.accepted) updates accepted, \(refused) refused in the last \(interval)"
+                + (refused == 0
+                    ? ""
+                    : ": \(now.malformed - last.malformed) malformed, \(now.badSignature - last.badSignature) bad signatures, \(now.wrongPeerID - last.wrongPeerID) TXT ids of another key, \(now.nameHeld - last.nameHeld) names held by another key, \(now.rateLimited - last.rateLimited) over a source's rate, \(now.limitReached - last.limitReached) over a limit, \(now.zoneNotServed - last.zoneNotServed) for zones not served")
+                + "; \(machine.registrationCount) registrations held, \(now.linkConflicts) refused for names in use on the link in all"
+            if refused > 0 { logger.notice("\(line)") } else { logger.info("\(line)") }
+            last = now
+        }
     }
 
     // MARK: State
