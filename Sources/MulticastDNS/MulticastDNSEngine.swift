@@ -16,6 +16,14 @@ public enum RegistrationEvent: Sendable, Equatable {
     case conflicted(DomainName)
 }
 
+/// What happened to a registration of another device (``MulticastDNSEngine/registerProxied(_:host:)``,
+/// ``MulticastDNSEngine/registerProxiedHost(_:addresses:)``).
+public struct ProxiedEvent: Sendable, Equatable {
+    public var id: RegistrationID
+    /// `registered` (probing won the name) or `conflicted` (another device holds it: given up).
+    public var event: RegistrationEvent
+}
+
 /// What a continuous query learns.
 public enum QueryEvent: Sendable, Equatable {
     case added(ResourceRecord, NetworkInterface)
@@ -59,6 +67,15 @@ public actor MulticastDNSEngine {
     /// interface of ours on the same link hears it once more. None of them is news.
     var recentlySent = SentPackets()
     var registrations: [RegistrationID: AsyncStream<RegistrationEvent>.Continuation] = [:]
+    /// Registrations of other devices (an advertising proxy's), whose events go to
+    /// ``proxiedEvents`` instead of a stream each: a registrar holding a thousand of them reads
+    /// one stream, with one task, rather than a thousand.
+    var proxiedIDs: Set<RegistrationID> = []
+    /// What happens to the proxied registrations (won after probing, given up on a conflict),
+    /// for their one reader. A reader that falls behind reads the newest event of each
+    /// registration (bounded by the registrations).
+    public nonisolated let proxiedEvents: EventStream<ProxiedEvent>
+    let proxied: EventStream<ProxiedEvent>.Source
     var queries: [QueryID: EventStream<QueryEvent>.Source] = [:]
     /// Query groups: the events of all their queries arrive together, one batch per flush.
     var groups: [QueryGroup: EventStream<[QueryEvent]>.Source] = [:]
@@ -80,6 +97,7 @@ public actor MulticastDNSEngine {
         self.logger = logger
         // Never yields (its element is Never): finishing it is the stop signal; nothing to bound.
         (stopped, stop) = AsyncStream.makeStream()
+        (proxiedEvents, proxied) = EventStream<ProxiedEvent>.makeStream(buffer: LatestPerKeyBuffer(key: \.id))
     }
 
     /// Starts the engine on every multicast-capable interface but loopback, or on those named,
@@ -385,11 +403,16 @@ public actor MulticastDNSEngine {
         }
         for event in core.takeEvents() {
             switch event {
-            case .registered(let id, let name): registrations[id]?.yield(.registered(name))
+            case .registered(let id, let name):
+                if proxiedIDs.contains(id) {
+                    proxied.yield(ProxiedEvent(id: id, event: .registered(name)))
+                } else {
+                    registrations[id]?.yield(.registered(name))
+                }
             case .renamed(let id, let from, let to): registrations[id]?.yield(.renamed(from: from, to: to))
             case .conflicted(let id, let name):
-                registrations[id]?.yield(.conflicted(name))
-                registrations.removeValue(forKey: id)?.finish()
+                proxiedIDs.remove(id)
+                proxied.yield(ProxiedEvent(id: id, event: .conflicted(name)))
             case .hostNameRegistered: break
             case .recordAdded(let id, let record, let interface): deliver(id, .added(record, interface))
             case .recordRemoved(let id, let record, let interface): deliver(id, .removed(record, interface))
@@ -435,28 +458,28 @@ public actor MulticastDNSEngine {
 
     /// Publishes a service of another device (an advertising proxy) whose SRV names `host`;
     /// a conflict gives it up (``RegistrationEvent/conflicted(_:)``) instead of renaming it.
-    public func registerProxied(_ registration: ServiceRegistration, host: DomainName) -> (RegistrationID, AsyncStream<RegistrationEvent>) {
+    /// What happens to it is told on ``proxiedEvents``, with every other proxied registration's.
+    public func registerProxied(_ registration: ServiceRegistration, host: DomainName) -> RegistrationID {
         core.advance(to: elapsed)
-        let (stream, continuation) = AsyncStream<RegistrationEvent>.makeStream(bufferingPolicy: .bufferingNewest(8))
         let id = core.registerProxied(registration, host: host)
-        registrations[id] = continuation
+        proxiedIDs.insert(id)
         flush()
-        return (id, stream)
+        return id
     }
 
     /// Publishes another device's host name with `addresses` (an advertising proxy); a
-    /// conflict gives it up instead of renaming it.
-    public func registerProxiedHost(_ name: DomainName, addresses: [IPAddress]) -> (RegistrationID, AsyncStream<RegistrationEvent>) {
+    /// conflict gives it up instead of renaming it. Told on ``proxiedEvents``.
+    public func registerProxiedHost(_ name: DomainName, addresses: [IPAddress]) -> RegistrationID {
         core.advance(to: elapsed)
-        let (stream, continuation) = AsyncStream<RegistrationEvent>.makeStream(bufferingPolicy: .bufferingNewest(8))
         let id = core.registerProxiedHost(name, addresses: addresses)
-        registrations[id] = continuation
+        proxiedIDs.insert(id)
         flush()
-        return (id, stream)
+        return id
     }
 
     /// Withdraws a service (or a proxied host) with goodbyes.
     public func unregister(_ id: RegistrationID) {
+        proxiedIDs.remove(id)
         core.advance(to: elapsed)
         core.unregister(id)
         registrations.removeValue(forKey: id)?.finish()
@@ -552,6 +575,7 @@ public actor MulticastDNSEngine {
         isShutDown = true
         alarm.set(nil)
         for continuation in registrations.values { continuation.finish() }
+        proxied.finish()
         for continuation in queries.values { continuation.finish() }
         for continuation in groups.values { continuation.finish() }
         groups.removeAll()

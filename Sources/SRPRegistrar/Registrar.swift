@@ -62,6 +62,8 @@ public actor Registrar {
     private let alarm = Alarm()
     private let children = ChildTasks()
     private let logger: Logger
+    /// When the state file was last written, and whether a change waits for the next write.
+    private var stateWrite = (last: Duration?.none, pending: false)
 
     /// Opens the sockets and the mDNS engine, and restores what the state file holds (its names
     /// are advertised again once ``run()`` runs).
@@ -122,6 +124,12 @@ public actor Registrar {
     public func run() async {
         let (engine, alarm, clock, sockets) = (engine, alarm, clock, sockets)
         children.spawn { await engine.run() }
+        // What the link says of every registration, on one stream.
+        children.spawn {
+            for await told in engine.proxiedEvents {
+                await self.linkSaid(told)
+            }
+        }
         children.spawn { await alarm.run(clock: clock) { await self.tick() } }
         for channel in sockets.udp {
             children.spawn {
@@ -148,6 +156,7 @@ public actor Registrar {
     /// and closes the sockets; ``run()`` then returns.
     public func shutdown() async {
         alarm.set(nil)
+        writePendingState()
         for answer in held.takeAll() { await answer.path.send(answer.message) }
         await sockets.close()
         await engine.shutdown()
@@ -253,8 +262,8 @@ public actor Registrar {
             logger.info("\(host.name): advertising \(addresses.count) of \(host.addresses.count) addresses (link-local and loopback ones cannot be used from the link)")
         }
         await withdraw(host.name)
-        let (id, events) = await engine.registerProxiedHost(local, addresses: addresses)
-        return watch(host.name, id: id, events: events, host: host.name)
+        let id = await engine.registerProxiedHost(local, addresses: addresses)
+        return [link.published(host.name, id: id, host: host.name)]
     }
 
     private func publish(service: SRPService) async -> Set<RegistrationKey> {
@@ -269,22 +278,18 @@ public actor Registrar {
             subtypes: service.subtypes.compactMap { $0.firstLabel.flatMap { String(validating: $0, as: UTF8.self) } }, ttl: service.ttl)
         registration.ttl = min(service.ttl, 4500)
         await withdraw(service.instance)
-        let (id, events) = await engine.registerProxied(registration, host: hostName)
-        return watch(service.instance, id: id, events: events, host: service.srv.target)
+        let id = await engine.registerProxied(registration, host: hostName)
+        return [link.published(service.instance, id: id, host: service.srv.target)]
     }
 
-    private func watch(_ name: DomainName, id: RegistrationID, events: AsyncStream<MulticastDNS.RegistrationEvent>, host: DomainName) -> Set<RegistrationKey> {
-        let key = link.published(name, id: id)
-        children.spawn {
-            for await event in events {
-                switch event {
-                case .registered: await self.accepted(key)
-                case .conflicted(let local): await self.conflicted(key, host: host, local: local)
-                case .renamed: break  // a proxied name is never renamed
-                }
-            }
+    /// The engine's word on one of the registrations: its names won, or one in use on the link.
+    private func linkSaid(_ told: ProxiedEvent) async {
+        guard let (key, host) = link.registration(told.id) else { return }
+        switch told.event {
+        case .registered: await accepted(key)
+        case .conflicted(let local): await conflicted(told.id, host: host, local: local)
+        case .renamed: break  // a proxied name is never renamed
         }
-        return [key]
     }
 
     private func withdraw(_ name: DomainName) async {
@@ -299,9 +304,9 @@ public actor Registrar {
 
     /// A name is already in use on the link: the registration is given up and its held reply
     /// becomes YXDOMAIN.
-    private func conflicted(_ key: RegistrationKey, host: DomainName, local: DomainName) async {
+    private func conflicted(_ id: RegistrationID, host: DomainName, local: DomainName) async {
         logger.notice("\(local) is already in use on the link: the registration of \(host) is refused (YXDOMAIN)")
-        link.forget(key)
+        link.forget(id)
         for action in machine.conflictOnLink(host) {
             switch action {
             case .withdrawService(let name), .withdrawHost(let name): await withdraw(name)
@@ -364,10 +369,38 @@ public actor Registrar {
 
     private static func wallClock() -> UInt64 { UInt64(max(0, Date().timeIntervalSince1970)) }
 
+    /// At most once a second (a thousand registrations arriving at once would otherwise write
+    /// the whole file a thousand times): at once when the last write is older, else once the
+    /// second is up. A crash loses at most that second's changes.
+    static let stateWriteInterval: Duration = .seconds(1)
+
+    private func saveState() {
+        guard configuration.stateFile != nil, !stateWrite.pending else { return }
+        let now = clock.now
+        if let last = stateWrite.last, now - last < Self.stateWriteInterval {
+            stateWrite.pending = true
+            let wait = last + Self.stateWriteInterval
+            let clock = clock
+            children.spawn {
+                try? await clock.sleep(until: wait)
+                await self.writePendingState()
+            }
+            return
+        }
+        writeState()
+    }
+
+    private func writePendingState() {
+        guard stateWrite.pending else { return }
+        stateWrite.pending = false
+        writeState()
+    }
+
     /// Writes the names, keys and leases: a whole new file, renamed over the old one, so a
     /// crash leaves the old state or the new, never half of one.
-    private func saveState() {
+    private func writeState() {
         guard let path = configuration.stateFile else { return }
+        stateWrite.last = clock.now
         let text = machine.savedState(now: clock.now, wallClock: Self.wallClock())
         let temporary = path + ".new"
         do {

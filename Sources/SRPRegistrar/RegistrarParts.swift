@@ -13,26 +13,35 @@ struct RegistrationKey: Hashable, Sendable {
     var serial: Int
 }
 
-/// Which engine registration publishes each name of the zone, as a pure value.
+/// Which engine registration publishes each name of the zone, and for which host, as a pure
+/// value.
 struct LinkPublications: Sendable {
     private var byName: [DomainName: (id: RegistrationID, key: RegistrationKey)] = [:]
+    private var byID: [RegistrationID: (key: RegistrationKey, host: DomainName)] = [:]
     private var serial = 0
 
-    /// `name` is now published as `id`.
-    mutating func published(_ name: DomainName, id: RegistrationID) -> RegistrationKey {
+    /// `name` (of `host`'s registration) is now published as `id`.
+    mutating func published(_ name: DomainName, id: RegistrationID, host: DomainName) -> RegistrationKey {
         serial += 1
         let key = RegistrationKey(name: name, serial: serial)
         byName[name] = (id, key)
+        byID[id] = (key, host)
         return key
     }
 
+    /// The registration the engine knows as `id`, and its host; nil once withdrawn.
+    func registration(_ id: RegistrationID) -> (key: RegistrationKey, host: DomainName)? { byID[id] }
+
     /// `name` comes off the link: the engine registration to withdraw, if any.
     mutating func withdrawn(_ name: DomainName) -> RegistrationID? {
-        byName.removeValue(forKey: name)?.id
+        guard let id = byName.removeValue(forKey: name)?.id else { return nil }
+        byID[id] = nil
+        return id
     }
 
-    /// The engine gave `key`'s registration up (a conflict): nothing to withdraw any more.
-    mutating func forget(_ key: RegistrationKey) {
+    /// The engine gave `id` up (a conflict): nothing to withdraw any more.
+    mutating func forget(_ id: RegistrationID) {
+        guard let (key, _) = byID.removeValue(forKey: id) else { return }
         if byName[key.name]?.key == key { byName[key.name] = nil }
     }
 
@@ -133,6 +142,9 @@ struct Sockets: Sendable {
                 let socket = try NIOCore.SocketAddress(ipAddress: address.withoutScope.description, port: sockets.port)
                 let udp = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                     .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                    // Room for a burst (a thousand devices after a power cut): the default 208 KiB
+                    // held about 500 updates, and the kernel dropped the rest unread.
+                    .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
                     .bind(to: socket) { channel in
                         channel.eventLoop.makeCompletedFuture { try Datagrams(wrappingChannelSynchronously: channel) }
                     }

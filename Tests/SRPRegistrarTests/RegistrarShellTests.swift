@@ -43,14 +43,17 @@ struct RegistrarShellTests {
         #expect(LinkPublications.advertisable(addresses) == [.v4(IPv4Address(198, 18, 2, 6)), .v6(try #require(IPv6Address("fd6e:6272:2::6")))])
     }
 
-    @Test("a name published again is a new registration; the old one's conflict forgets nothing of the new")
+    @Test("a name published again is a new registration; the old one's conflict forgets nothing of the new; the engine's IDs lead back to the name and its host")
     func publications() {
         var link = LinkPublications()
-        let first = link.published(Self.host, id: RegistrationID(rawValue: 1))
-        let second = link.published(Self.host, id: RegistrationID(rawValue: 2))
+        let first = link.published(Self.host, id: RegistrationID(rawValue: 1), host: Self.host)
+        let second = link.published(Self.host, id: RegistrationID(rawValue: 2), host: Self.host)
         #expect(first != second)
-        link.forget(first)
+        #expect(link.registration(RegistrationID(rawValue: 2))?.key == second)
+        link.forget(RegistrationID(rawValue: 1))
+        #expect(link.registration(RegistrationID(rawValue: 2))?.host == Self.host)
         #expect(link.withdrawn(Self.host) == RegistrationID(rawValue: 2))
         #expect(link.withdrawn(Self.host) == nil)
+        #expect(link.registration(RegistrationID(rawValue: 2)) == nil)
     }
 }
