@@ -10,10 +10,10 @@ import PeerTrust
 /// questions for the link's zone from a continuous mDNS querier on that link, over UDP and TCP
 /// on the configured addresses.
 ///
-/// The decisions are the pure machines' (``ProxyStateMachine``, ``LinkQuerySharing``,
-/// ``PushSessionTable``, ``TCPConnectionState``); this actor only wires the shells that carry
-/// them out: UDP answered on its event loop (``UDPAnswering``), TCP (``TCPAnswering``), DNS Push
-/// (``PushSessions``), the link side (``ProxyLinks``), and the machine's one deadline.
+/// The decisions are the pure machines' (`ProxyStateMachine`, `LinkQuerySharing`,
+/// `PushSessionTable`, `TCPConnectionState`); this actor only wires the shells that carry
+/// them out: UDP answered on its event loop (`UDPAnswering`), TCP (`TCPAnswering`), DNS Push
+/// (`PushSessions`), the link side (`ProxyLinks`), and the machine's one deadline.
 ///
 /// ```swift
 /// let zone = try ProxyZone("lan1.example.test.", nameServers: [.init(name: "proxy1.example.test.", addresses: [])])

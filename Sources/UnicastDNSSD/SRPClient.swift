@@ -8,7 +8,7 @@ public typealias SRPSigner = @Sendable ([UInt8]) throws -> [UInt8]
 
 /// A host's services kept registered with an SRP registrar (RFC 9665): the first update is
 /// sent by ``register(_:signer:registrar:client:)``, which returns once the registrar has
-/// accepted it (or throws why not); ``keepRefreshed(clock:)`` sends it again before each
+/// accepted it (or throws why not); ``keepRefreshed(logger:)`` sends it again before each
 /// lease runs out, until cancelled; ``remove()`` withdraws everything (lease 0) and keeps the
 /// names held for the key lease, as RFC 9665 §3.2.5.5 describes.
 public final class SRPRegistration: Sendable {
