@@ -183,12 +183,7 @@ public struct SIGData: Hashable, Sendable {
     /// Appends this SIG(0) record to an encoded message, whose additional count goes up by
     /// one: owner the root, class ANY, TTL 0 (RFC 2931 §3).
     public func appended(to message: [UInt8]) -> [UInt8] {
-        guard message.count >= 12 else { return message }
-        var bytes = message
-        let count = UInt16(bytes[10]) << 8 | UInt16(bytes[11])
-        let next = count &+ 1
-        bytes[10] = UInt8(next >> 8)
-        bytes[11] = UInt8(truncatingIfNeeded: next)
+        guard var bytes = TSIGRecord.countingOneMoreAdditional(message) else { return message }
         bytes.append(0)  // the root name
         appendUInt16(RecordType.sig.rawValue, to: &bytes)
         appendUInt16(RecordClass.any.rawValue, to: &bytes)

@@ -105,12 +105,7 @@ public struct TSIGRecord: Hashable, Sendable {
 
     /// Appends this record to an encoded message, whose additional count goes up by one.
     public func appended(to message: [UInt8]) -> [UInt8] {
-        guard message.count >= 12 else { return message }
-        var bytes = message
-        let count = UInt16(bytes[10]) << 8 | UInt16(bytes[11])
-        let next = count &+ 1
-        bytes[10] = UInt8(next >> 8)
-        bytes[11] = UInt8(truncatingIfNeeded: next)
+        guard var bytes = Self.countingOneMoreAdditional(message) else { return message }
         bytes += keyName.storage + [0]
         appendUInt16(RecordType.tsig.rawValue, to: &bytes)
         appendUInt16(RecordClass.any.rawValue, to: &bytes)
@@ -206,5 +201,18 @@ extension WireReader {
             throw DNSWireError(.truncated, "the last record claims \(length) bytes of data that are not there", at: end + 8)
         }
         return (start, name, Array(bytes[(end + 10)..<(end + 10 + length)]))
+    }
+}
+
+extension TSIGRecord {
+    /// `message` with its additional count (ARCOUNT) one higher, for a record appended last
+    /// (TSIG, SIG(0)); nil when it is shorter than a header.
+    static func countingOneMoreAdditional(_ message: [UInt8]) -> [UInt8]? {
+        guard message.count >= 12 else { return nil }
+        var bytes = message
+        let next = (UInt16(bytes[10]) << 8 | UInt16(bytes[11])) &+ 1
+        bytes[10] = UInt8(next >> 8)
+        bytes[11] = UInt8(truncatingIfNeeded: next)
+        return bytes
     }
 }
