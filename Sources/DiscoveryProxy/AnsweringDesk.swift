@@ -185,18 +185,3 @@ final class UDPAnswering: ChannelInboundHandler, Sendable {
         // socket itself goes on.
     }
 }
-
-extension IPAddress {
-    /// The address of a socket address, without going through text.
-    init?(_ address: NIOCore.SocketAddress) {
-        switch address {
-        case .v4(let v4):
-            self = .v4(IPv4Address(UInt32(bigEndian: v4.address.sin_addr.s_addr)))
-        case .v6(let v6):
-            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-            guard let address = IPv6Address(bytes: bytes) else { return nil }
-            self = .v6(address)
-        case .unixDomainSocket: return nil
-        }
-    }
-}

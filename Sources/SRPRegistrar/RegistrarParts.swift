@@ -170,17 +170,3 @@ struct Sockets: Sendable {
         for server in tcp { try? await server.channel.close() }
     }
 }
-
-extension IPAddress {
-    /// The address of a NIO socket address (nil for a Unix socket).
-    init?(_ address: NIOCore.SocketAddress) {
-        guard let text = address.ipAddress else { return nil }
-        if let v4 = IPv4Address(text) {
-            self = .v4(v4)
-        } else if let v6 = IPv6Address(String(text.split(separator: "%").first ?? "")) {
-            self = .v6(v6)
-        } else {
-            return nil
-        }
-    }
-}

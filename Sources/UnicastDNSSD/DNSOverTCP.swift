@@ -1,3 +1,4 @@
+package import DNSWire
 public import NIOCore
 
 /// DNS messages on a byte stream (RFC 1035 §4.2.2, RFC 7766 §8; DSO and DNS Push use the same,
@@ -34,5 +35,21 @@ public enum DNSOverTCP {
             pending.discardReadBytes()
         }
         return pending.readableBytes
+    }
+}
+
+extension IPAddress {
+    /// The address of a socket address, without going through text (the one home of this
+    /// conversion: the proxy's and the registrar's listeners).
+    package init?(_ address: NIOCore.SocketAddress) {
+        switch address {
+        case .v4(let v4):
+            self = .v4(IPv4Address(UInt32(bigEndian: v4.address.sin_addr.s_addr)))
+        case .v6(let v6):
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            guard let address = IPv6Address(bytes: bytes) else { return nil }
+            self = .v6(address)
+        case .unixDomainSocket: return nil
+        }
     }
 }

@@ -184,7 +184,7 @@ public final class DNSRegistration: Sendable {
     /// The addresses other hosts can reach: every running interface's, but loopback and
     /// link-local (which mean nothing off the link) and container bridges (which no other
     /// machine reaches), IPv4 first.
-    static func hostAddresses() -> [IPAddress] {
+    package static func hostAddresses() -> [IPAddress] {
         var v4: [IPAddress] = []
         var v6: [IPAddress] = []
         for entry in NetworkPlatform.interfaceAddresses() where entry.isRunning && entry.reachableFromElsewhere {

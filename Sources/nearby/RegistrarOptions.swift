@@ -36,8 +36,8 @@ struct RegistrarOptions: ParsableArguments {
         }
     }
 
-    /// The addresses to register: those given, else every address of this host the registrar's
-    /// link could use (not loopback, not link-local).
+    /// The addresses to register: those given, else every address of this host that other hosts
+    /// can reach (not loopback, not link-local, not a container bridge of this host).
     func registeredAddresses() throws -> [IPAddress] {
         if !addresses.isEmpty {
             return try addresses.map { text in
@@ -46,16 +46,9 @@ struct RegistrarOptions: ParsableArguments {
                 throw ValidationError("--register-address \(text) is not an IP address; give one the registrar's link can reach, such as 172.17.0.2")
             }
         }
-        var found: [IPAddress] = []
-        for interface in NetworkPlatform.interfaceAddresses() where interface.kind != .loopback && interface.isRunning {
-            guard let address = IPAddress(bytes: interface.address, linkScope: nil) else { continue }
-            switch address {
-            case .v4(let v4) where !v4.isLinkLocal: found.append(address)
-            case .v6(let v6, _) where !v6.isLinkLocal: found.append(address)
-            default: continue
-            }
-        }
-        return found
+        // Those other hosts can reach, as a DNS registration gives them (no loopback, no
+        // link-local, no container bridge of this host).
+        return DNSRegistration.hostAddresses()
     }
 
     /// Registers `service` for this host with the registrar, signed by `identity`; throws a
