@@ -114,7 +114,14 @@ public struct IdentityStore: Sendable {
 }
 
 /// Small, careful file operations.
-enum Storage {
+package enum Storage {
+    /// Replaces the file at `url` with `bytes`, readable by its owner only, as
+    /// ``writeFile(_:to:mode:exclusive:)`` writes: whole, flushed, renamed over the old one, so
+    /// a crash leaves the old file or the new (the SRP registrar's state file uses it too).
+    package static func replace(_ url: URL, with bytes: [UInt8]) throws(PeerTrustError) {
+        try writeFile(bytes, to: url, mode: 0o600, exclusive: false)
+    }
+
     /// The file's bytes, or nil when it does not exist.
     static func readFile(_ url: URL) throws(PeerTrustError) -> [UInt8]? {
         let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)

@@ -63,7 +63,7 @@ public actor Registrar {
     private let children = ChildTasks()
     private let logger: Logger
     /// When the state file was last written, and whether a change waits for the next write.
-    private var stateWrite = (last: Duration?.none, pending: false)
+    private var stateWrite = (last: Duration?.none, pending: false, busy: false)
 
     /// Opens the sockets and the mDNS engine, and restores what the state file holds (its names
     /// are advertised again once ``run()`` runs).
@@ -156,7 +156,12 @@ public actor Registrar {
     /// and closes the sockets; ``run()`` then returns.
     public func shutdown() async {
         alarm.set(nil)
-        writePendingState()
+        // What is pending is written now: by the writer child when one runs (cancelled, it
+        // writes at once; run() waits for it), else here.
+        if stateWrite.pending, !stateWrite.busy {
+            stateWrite.busy = true
+            await writeState()
+        }
         for answer in held.takeAll() { await answer.path.send(answer.message) }
         await sockets.close()
         await engine.shutdown()
@@ -374,43 +379,37 @@ public actor Registrar {
     /// second is up. A crash loses at most that second's changes.
     static let stateWriteInterval: Duration = .seconds(1)
 
+    /// A change to keep: written by one writer child, at most once a second (a thousand
+    /// registrations at once would otherwise write the whole file a thousand times).
     private func saveState() {
-        guard configuration.stateFile != nil, !stateWrite.pending else { return }
-        let now = clock.now
-        if let last = stateWrite.last, now - last < Self.stateWriteInterval {
-            stateWrite.pending = true
-            let wait = last + Self.stateWriteInterval
-            let clock = clock
-            children.spawn {
-                try? await clock.sleep(until: wait)
-                await self.writePendingState()
-            }
-            return
-        }
-        writeState()
+        guard configuration.stateFile != nil else { return }
+        stateWrite.pending = true
+        guard !stateWrite.busy else { return }
+        stateWrite.busy = true
+        children.spawn { await self.writeState() }
     }
 
-    private func writePendingState() {
-        guard stateWrite.pending else { return }
-        stateWrite.pending = false
-        writeState()
-    }
-
-    /// Writes the names, keys and leases: a whole new file, renamed over the old one, so a
-    /// crash leaves the old state or the new, never half of one.
-    private func writeState() {
-        guard let path = configuration.stateFile else { return }
-        stateWrite.last = clock.now
-        let text = machine.savedState(now: clock.now, wallClock: Self.wallClock())
-        let temporary = path + ".new"
-        do {
-            try Array(text.utf8).withUnsafeBufferPointer { bytes in
-                try Data(buffer: bytes).write(to: URL(fileURLWithPath: temporary))
+    /// Writes the names, keys and leases while changes are pending, one write at a time, a
+    /// second apart; cancelled (shutting down) it writes what is pending at once. Each write is
+    /// a whole new file, flushed and renamed over the old (PeerTrust's safe write, on NIO's
+    /// thread pool: never on the cooperative pool), so a crash leaves the old state or the new.
+    private func writeState() async {
+        while stateWrite.pending, let path = configuration.stateFile {
+            if let last = stateWrite.last, clock.now < last + Self.stateWriteInterval {
+                try? await clock.sleep(until: last + Self.stateWriteInterval)
             }
-            guard rename(temporary, path) == 0 else { throw StateFileError(path: path, errno: errno) }
-        } catch {
-            logger.error("cannot keep the registrations in \(path): \(error); a restart will forget them")
+            stateWrite.pending = false
+            stateWrite.last = clock.now
+            let bytes = Array(machine.savedState(now: clock.now, wallClock: Self.wallClock()).utf8)
+            do {
+                try await NIOThreadPool.singleton.runIfActive {
+                    try Storage.replace(URL(fileURLWithPath: path), with: bytes)
+                }
+            } catch {
+                logger.error("cannot keep the registrations in \(path): \(error); a restart will forget them")
+            }
         }
+        stateWrite.busy = false
     }
 
     /// Reads the state file, and advertises again what it holds.
@@ -437,10 +436,4 @@ public actor Registrar {
             logger.error("cannot read \(path): \(error.message); starting with no registrations (the file is left as it is)")
         }
     }
-}
-
-struct StateFileError: Error, CustomStringConvertible {
-    var path: String
-    var errno: Int32
-    var description: String { "cannot rename the new state over \(path) (errno \(errno))" }
 }
