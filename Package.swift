@@ -16,7 +16,7 @@ let package = Package(
     // takes no `platforms:` minimum; no Apple minimum is declared, since nothing is built or
     // tested there.
     products: [
-        // The front door: advertise, browse, connect to the nearest or a named peer, each a call.
+        // The front door: advertise, browse, connect to the nearest or a named peer, serve, each a call.
         .library(name: "Nearby", targets: ["Nearby"]),
         // The full modules, for those who need more than the front door. The engines under
         // NearbyDiscovery (MulticastDNSCore, MulticastDNS, SystemDNSSD) are not products: their
@@ -252,12 +252,19 @@ let package = Package(
         .testTarget(
             name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", "DNSWire"],
             swiftSettings: strict),
-        // The front door: the three jobs (advertise, browse, connect to the nearest or a named
-        // peer) as calls with safe defaults, over the full modules below.
+        // The front door: the everyday jobs (advertise, also through a registrar; browse; connect
+        // to the nearest or a named peer; serve) as calls with safe defaults, over the full
+        // modules below.
         .target(
             name: "Nearby",
-            dependencies: ["ConnectionBroker", "DNSPushTLS", "DNSWire", "NearbyBasics", "NearbyDiscovery", "PeerConnection", "PeerTrust"],
+            dependencies: [
+                "ConnectionBroker", "DNSPushTLS", "DNSWire", "NearbyBasics", "NearbyDiscovery", "NetworkPlatform", "PeerConnection", "PeerTrust",
+                "UnicastDNSSD", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
+        // The front door's own logic without the network: its errors, its events' bound, and a
+        // server answering requests over loopback TCP.
+        .testTarget(name: "NearbyTests", dependencies: ["Nearby", "PeerConnection", "PeerTrust", "NearbyBasics"], swiftSettings: strict),
         // libqrencode, for QR codes of invitation links.
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         // A text as a QR code, drawn for a terminal (half blocks or ASCII) or as a PNG; C kept inside.
@@ -298,6 +305,8 @@ let package = Package(
         .executableTarget(name: "readme-advertise", dependencies: ["Nearby"], path: "Tools/examples/Advertise", swiftSettings: strict),
         .executableTarget(name: "readme-browse", dependencies: ["Nearby"], path: "Tools/examples/Browse", swiftSettings: strict),
         .executableTarget(name: "readme-nearest", dependencies: ["Nearby"], path: "Tools/examples/Nearest", swiftSettings: strict),
+        .executableTarget(name: "readme-serve", dependencies: ["Nearby"], path: "Tools/examples/Serve", swiftSettings: strict),
+        .executableTarget(name: "readme-register", dependencies: ["Nearby"], path: "Tools/examples/Register", swiftSettings: strict),
         .executableTarget(
             name: "readme-discovery", dependencies: ["NearbyDiscovery"], path: "Tools/examples/Discovery", swiftSettings: strict),
         .executableTarget(

@@ -1,6 +1,11 @@
 #if canImport(Dispatch)
 import Dispatch
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -12,14 +17,19 @@ import ConnectionBroker
 import DNSPushTLS
 import DNSWire
 import NearbyBasics
+import Logging
 import NearbyDiscovery
+import NetworkPlatform
 public import PeerConnection
 import PeerTrust
+import UnicastDNSSD
 
-// The front door: the three jobs Nearby exists for, each a call, with safe defaults (the link
-// through avahi-daemon when it runs, else the embedded engine; the identity and pins that
-// `nearby identity` and `nearby trust` keep; connecting as a client only). The full modules
-// (NearbyDiscovery, ConnectionBroker, PeerConnection, PeerTrust) are there for everything else.
+// The front door: the jobs Nearby exists for, each a call, with safe defaults (the link through
+// avahi-daemon when it runs, else the embedded engine; the identity and pins that `nearby
+// identity` and `nearby trust` keep, in the state directory a call names or the one `nearby`
+// uses). Advertise, browse, connect to the nearest or a named peer, and serve (Server.swift).
+// The full modules (NearbyDiscovery, ConnectionBroker, PeerConnection, PeerTrust) are there for
+// everything else.
 
 /// Why a front-door call failed, in words a person can act on (what was wrong, what to do).
 public struct NearbyError: Error, Sendable, CustomStringConvertible {
@@ -139,48 +149,76 @@ public func browse(_ type: String, domains: [String]? = nil) async throws(Nearby
     return ServiceChanges(events: events)
 }
 
-/// A service this program advertises, from ``advertise(_:type:port:info:)``.
+/// A service this program advertises, from ``advertise(_:type:port:info:registrar:stateDirectory:)``.
 public final class Advertising: Sendable {
-    /// The name won on the network, e.g. `Build Box (2)` when `Build Box` was taken.
+    /// The name won on the network, e.g. `Build Box (2)` when `Build Box` was taken on the link.
+    /// (A registrar never renames: a name taken is refused, and `advertise` throws.)
     public let name: String
-    private let advertisement: Advertisement
-    private let discovery: NearbyDiscovery
+    private let withdrawal: @Sendable () async -> Void
 
-    init(advertisement: Advertisement, discovery: NearbyDiscovery) {
-        self.advertisement = advertisement
-        self.discovery = discovery
-        name = advertisement.name
+    init(name: String, withdrawal: @escaping @Sendable () async -> Void) {
+        self.name = name
+        self.withdrawal = withdrawal
     }
 
-    /// Takes the service off the network (goodbyes) and stops discovery.
+    /// Takes the service off the network: goodbyes on the link, or the registration removed
+    /// (the registrar says the goodbyes, and keeps the name for this key). Then discovery stops.
     public func withdraw() async {
-        await advertisement.cancel()
-        await discovery.shutdown()
+        await withdrawal()
     }
 }
 
-/// Advertises `name` as a `type` service on `port` with TXT `info`, on the link, until
-/// ``Advertising/withdraw()``.
-/// - Throws: ``NearbyError`` for a bad name, type, port or TXT entry, or when advertising fails.
-public func advertise(_ name: String, type: String, port: Int, info: [String: String] = [:]) async throws(NearbyError) -> Advertising {
+/// Advertises `name` as a `type` service on `port` with TXT `info` until
+/// ``Advertising/withdraw()``: on the link with mDNS, or, with a `registrar`, by registering
+/// with an SRP registrar (RFC 9665), which advertises it on its LAN.
+///
+/// A registrar is for a program whose network carries no multicast to the LAN (a container, a
+/// VM, another subnet): `nearby registrar` on the container's host or the router. The
+/// registration is one DNS UPDATE signed with this peer's identity key (made in the state
+/// directory when there is none); the name then belongs to that key, and is refreshed before
+/// its lease runs out until ``Advertising/withdraw()``.
+/// - Parameters:
+///   - registrar: nil (the default): the link. Else the registrar's `ADDRESS` or
+///     `ADDRESS:PORT` (port 53 by default), or a DNS domain whose `_dnssd-srp._udp` SRV record
+///     names it (RFC 9665 §3.1). Every address of this host but loopback, link-local and
+///     container bridges is registered.
+///   - stateDirectory: with a registrar, where the identity that signs lives (nil: the one
+///     `nearby` uses, `$NEARBY_STATE_DIR`, else `~/.local/state/nearby`).
+/// - Throws: ``NearbyError`` for a bad name, type, port or TXT entry, or when advertising fails;
+///   with a registrar, when none is found or it refuses (a name held by another key or in use
+///   on its LAN, a signature it does not accept), in words that say which.
+public func advertise(
+    _ name: String, type: String, port: Int, info: [String: String] = [:], registrar: String? = nil, stateDirectory: String? = nil
+) async throws(NearbyError) -> Advertising {
     let serviceType = try parse(type)
     guard let port = UInt16(exactly: port), port > 0 else { throw NearbyError("port \(port) is out of range; use 1-65535") }
-    var txt = DiscoveryInfo()
-    for (key, value) in info.sorted(by: { $0.key < $1.key }) {
-        do { try txt.set(key, to: value) } catch { throw NearbyError("TXT entry \(key)=\(value): \(error)") }
+    let txt = try discoveryInfo(info)
+    if let registrar {
+        let identity = try loadIdentity(stateDirectory, creating: true)
+        let registration = try await register(
+            SRPRequest.Service(instance: name, type: serviceType, port: port, info: txt), identity: identity, registrar: registrar)
+        let refreshing = Task { await registration.keepRefreshed() }
+        return Advertising(name: name) {
+            refreshing.cancel()
+            await refreshing.value
+            try? await registration.remove()
+        }
     }
     let discovery = try await startDiscovery()
     do {
         let advertisement = try await discovery.advertise(name, type: serviceType, port: port, info: txt)
-        return Advertising(advertisement: advertisement, discovery: discovery)
+        return Advertising(name: advertisement.name) {
+            await advertisement.cancel()
+            await discovery.shutdown()
+        }
     } catch {
         await discovery.shutdown()
-        throw NearbyError("cannot advertise \"\(name)\": \(error)")
+        throw NearbyError("cannot advertise: \(error)")
     }
 }
 
-/// A connection to a peer, authenticated both ways and initialized, from ``connectNearest(_:timeout:)``
-/// or ``connect(named:type:timeout:)``.
+/// A connection to a peer, authenticated both ways and initialized, from
+/// ``connectNearest(_:timeout:stateDirectory:)`` or ``connect(named:type:timeout:stateDirectory:)``.
 public final class NearbyPeer: Sendable {
     /// The peer's instance name.
     public let name: String
@@ -226,13 +264,15 @@ public final class NearbyPeer: Sendable {
 
 /// Connects to the nearest peer offering `type`: every compatible peer found is measured (a
 /// round trip each) and the fastest is dialed, over TLS with the identity and pins `nearby`
-/// keeps ($NEARBY_STATE_DIR, else ~/.local/state/nearby). Client only: nothing is advertised or
-/// listened on.
+/// keeps. Client only: nothing is advertised or listened on.
+/// - Parameter stateDirectory: the folder of the identity and pins, as `nearby --state-dir`
+///   names it (nil: `$NEARBY_STATE_DIR`, else `~/.local/state/nearby`). Two programs on one
+///   machine that should be two peers each need their own.
 /// - Throws: ``NearbyError`` when there is no identity or nobody is pinned (with the commands
 ///   that fix it), when nobody compatible was found (with what was skipped, and why), or when
 ///   the connection failed.
-public func connectNearest(_ type: String, timeout: Duration = .seconds(10)) async throws(NearbyError) -> NearbyPeer {
-    let (broker, discovery) = try await startBroker(type)
+public func connectNearest(_ type: String, timeout: Duration = .seconds(10), stateDirectory: String? = nil) async throws(NearbyError) -> NearbyPeer {
+    let (broker, discovery) = try await startBroker(type, stateDirectory: stateDirectory)
     do {
         let (connection, measured) = try await broker.connectNearest(timeout: timeout)
         let chosen = measured.first { $0.peerID == connection.peerID }
@@ -244,9 +284,9 @@ public func connectNearest(_ type: String, timeout: Duration = .seconds(10)) asy
     }
 }
 
-/// Connects to the peer advertised as `name`, as ``connectNearest(_:timeout:)`` does.
-public func connect(named name: String, type: String, timeout: Duration = .seconds(10)) async throws(NearbyError) -> NearbyPeer {
-    let (broker, discovery) = try await startBroker(type)
+/// Connects to the peer advertised as `name`, as ``connectNearest(_:timeout:stateDirectory:)`` does.
+public func connect(named name: String, type: String, timeout: Duration = .seconds(10), stateDirectory: String? = nil) async throws(NearbyError) -> NearbyPeer {
+    let (broker, discovery) = try await startBroker(type, stateDirectory: stateDirectory)
     do {
         let connection = try await broker.connect(name: name, timeout: timeout)
         return NearbyPeer(name: name, rtt: nil, connection: connection, broker: broker, discovery: discovery)
@@ -263,41 +303,38 @@ public func interrupted() async {
     await SignalWait.shared.wait()
 }
 
+/// Writes `message` to standard error and ends the program with exit status 1, so that a shell
+/// or a script sees that it failed (a `print` and a normal end would say it succeeded). What was
+/// printed before is written out first.
+public func fail(_ message: String) -> Never {
+    fflush(nil)  // every stdio stream: what was printed is written before the message
+    let line = Array((message + "\n").utf8)
+    var written = 0
+    while written < line.count {
+        let result = line[written...].withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        guard result > 0 else { break }
+        written += result
+    }
+    exit(1)
+}
+
 // MARK: Behind the door
 
-private func parse(_ type: String) throws(NearbyError) -> ServiceType {
+func parse(_ type: String) throws(NearbyError) -> ServiceType {
     do { return try ServiceType(parsing: type) } catch { throw NearbyError("\"\(type)\" is not a service type: \(error)") }
 }
 
-private func startDiscovery() async throws(NearbyError) -> NearbyDiscovery {
+func startDiscovery() async throws(NearbyError) -> NearbyDiscovery {
     // Browses in DNS zones use DNS Push where the zone offers it, over TLS.
     var wideArea = WideAreaSettings()
     wideArea.pushTransport = TLSPushTransport()
     do { return try await NearbyDiscovery.start(wideArea: wideArea) } catch { throw NearbyError("cannot start discovery: \(error)") }
 }
 
-private func startBroker(_ type: String) async throws(NearbyError) -> (ConnectionBroker, NearbyDiscovery) {
+private func startBroker(_ type: String, stateDirectory: String?) async throws(NearbyError) -> (ConnectionBroker, NearbyDiscovery) {
     let serviceType = try parse(type)
-    let state = IdentityStore.defaultDirectory
-    let identity: PeerIdentity
-    let trust: TrustEvaluator
-    do {
-        guard let loaded = try IdentityStore(directory: state).load() else {
-            throw NearbyError("there is no identity in \(state.path): make one with `nearby identity create --name NAME`")
-        }
-        identity = loaded
-        let pins = TrustStore(directory: state.appendingPathComponent("trust"))
-        guard try !pins.pins().isEmpty else {
-            throw NearbyError(
-                "nobody is pinned in \(pins.directory.path), so no peer would be trusted: pin the peers to connect to "
-                    + "(`nearby trust pin PEER-ID` or `nearby pair`), and have them pin this one: `nearby trust pin \(identity.peerID)`")
-        }
-        trust = TrustEvaluator(policy: try .pinned(pins))
-    } catch let error as NearbyError {
-        throw error
-    } catch {
-        throw NearbyError("cannot use the identity and pins in \(state.path): \(error)")
-    }
+    let identity = try loadIdentity(stateDirectory, creating: false)
+    let trust = try pinnedTrust(stateDirectory, identity: identity)
     var configuration = BrokerConfiguration(connection: PeerConnectionConfiguration(identity: identity, trust: trust), serviceType: serviceType)
     configuration.advertises = false
     let discovery = try await startDiscovery()
@@ -306,6 +343,71 @@ private func startBroker(_ type: String) async throws(NearbyError) -> (Connectio
     } catch {
         await discovery.shutdown()
         throw NearbyError(error.message)
+    }
+}
+
+/// The state directory a call names, else the one `nearby` uses.
+func stateFolder(_ path: String?) -> URL {
+    guard let path, !path.isEmpty else { return IdentityStore.defaultDirectory }
+    return URL(fileURLWithPath: path)
+}
+
+/// The identity in the state directory; made there first when `creating` and there is none.
+func loadIdentity(_ stateDirectory: String?, creating: Bool) throws(NearbyError) -> PeerIdentity {
+    let folder = stateFolder(stateDirectory)
+    let store = IdentityStore(directory: folder)
+    let loaded: PeerIdentity?
+    do throws(PeerTrustError) {
+        loaded = creating ? try store.loadOrCreate().identity : try store.load()
+    } catch {
+        throw NearbyError(error.message)
+    }
+    guard let loaded else { throw NearbyError("there is no identity in \(folder.path): make one with `nearby identity create --name NAME`") }
+    return loaded
+}
+
+/// Trust in the peers pinned in the state directory (read again at each connection, so a peer
+/// pinned meanwhile counts). With `required`, throws (saying what to do) when nobody is pinned.
+func pinnedTrust(_ stateDirectory: String?, identity: PeerIdentity, required: Bool = true) throws(NearbyError) -> TrustEvaluator {
+    let pins = TrustStore(directory: stateFolder(stateDirectory).appendingPathComponent("trust"))
+    let pinned: Int
+    let policy: TrustPolicy
+    do throws(PeerTrustError) {
+        pinned = try pins.pins().count
+        policy = try .pinned(pins)
+    } catch {
+        throw NearbyError(error.message)
+    }
+    if required, pinned == 0 {
+        throw NearbyError(
+            "nobody is pinned in \(pins.directory.path), so no peer would be trusted: pin the peers to connect to "
+                + "(`nearby trust pin PEER-ID` or `nearby pair`), and have them pin this one: `nearby trust pin \(identity.peerID)`")
+    }
+    return TrustEvaluator(policy: policy)
+}
+
+/// TXT discovery info from a dictionary, in key order.
+func discoveryInfo(_ info: [String: String]) throws(NearbyError) -> DiscoveryInfo {
+    var txt = DiscoveryInfo()
+    for (key, value) in info.sorted(by: { $0.key < $1.key }) {
+        do { try txt.set(key, to: value) } catch { throw NearbyError("\(error)") }
+    }
+    return txt
+}
+
+/// Registers `service` for this host with `registrar` (an address or a domain), signed with
+/// `identity`'s key.
+func register(_ service: SRPRequest.Service, identity: PeerIdentity, registrar: String) async throws(NearbyError) -> SRPRegistration {
+    let logger = Logger(label: "nearby.registration", factory: { _ in SwiftLogNoOpLogHandler() })
+    do {
+        let server = try await SRPRegistration.locate(registrar, logger: logger)
+        return try await SRPRegistration.register(
+            [service], hostLabel: NetworkPlatform.hostLabel() ?? "nearby", addresses: DNSRegistration.hostAddresses(), publicKey: try identity.rawPublicKey(),
+            lease: 7200, signer: { bytes in try identity.signRaw(bytes) }, registrar: server, logger: logger)
+    } catch let error as UnicastDNSError {
+        throw NearbyError(error.message)
+    } catch {
+        throw NearbyError("cannot sign the registration with the identity's key: \(error)")
     }
 }
 

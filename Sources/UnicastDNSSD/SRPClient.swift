@@ -1,4 +1,5 @@
 public import DNSWire
+package import Logging
 package import NearbyBasics
 
 /// Signs the bytes SIG(0) covers with the private key of the request's KEY, returning the
@@ -166,5 +167,40 @@ public final class SRPRegistration: Sendable {
         default:
             return UnicastDNSError(.serverFailure, "\(registrar) answered \(code)", responseCode: code)
         }
+    }
+}
+
+extension SRPRegistration {
+    /// The registrar a person named: `ADDRESS` or `ADDRESS:PORT` (port 53 by default), or a
+    /// DOMAIN whose `_dnssd-srp._udp` SRV record names it, asked of this host's resolver (RFC
+    /// 9665 §3.1). What `nearby advertise --registrar` and the front door's `registrar:` take.
+    /// - Throws: ``UnicastDNSError`` when the text is neither, or the domain names no registrar.
+    package static func locate(_ text: String, logger: Logger) async throws(UnicastDNSError) -> DNSServer {
+        if let address = try? DNSServer(parsing: text) { return address }
+        guard let domain = try? DomainName(parsing: text), domain.labelCount >= 1, !domain.hasSuffix("local.") else {
+            throw UnicastDNSError(
+                .invalidInput,
+                "the registrar \"\(text.prefix(60))\" is neither an address (192.0.2.1, 192.0.2.1:53, [2001:db8::1]:53) nor a domain whose registrar to look up")
+        }
+        return try await findRegistrar(in: domain, client: DNSClient(configuration: .system(), logger: logger))
+    }
+
+    /// Registers `services` for this host (`hostLabel` at `addresses`) with `registrar`, under
+    /// the P-256 key `publicKey` whose private half `signer` holds: the lease asked for, and a key
+    /// lease of at least a week, so the names stay this key's across restarts of the requestor.
+    package static func register(
+        _ services: [SRPRequest.Service], hostLabel: String, addresses: [IPAddress], publicKey: [UInt8], lease: UInt32,
+        signer: @escaping SRPSigner, registrar: DNSServer, logger: Logger
+    ) async throws(UnicastDNSError) -> SRPRegistration {
+        guard !addresses.isEmpty else {
+            throw UnicastDNSError(
+                .invalidInput,
+                "this host has no address the registrar's link could use (only loopback or link-local ones); name one to register")
+        }
+        let request = SRPRequest(
+            hostLabel: hostLabel, addresses: addresses, key: .p256(publicKey), services: services,
+            lease: UpdateLease(lease: lease, keyLease: max(lease, 7 * 86_400)))
+        let client = DNSClient(servers: [registrar], timeout: .seconds(2), attempts: 3, logger: logger)
+        return try await register(request, signer: signer, registrar: registrar, client: client)
     }
 }

@@ -57,33 +57,18 @@ struct RegistrarOptions: ParsableArguments {
         _ service: SRPRequest.Service, hostLabel: String?, identity: PeerIdentity, logger: Logger
     ) async throws -> (SRPRegistration, hostLabel: String, addresses: [IPAddress]) {
         guard let registrar else { throw RuntimeFailure("no --registrar given") }
-        let server: DNSServer
-        if let address = try? DNSServer(parsing: registrar) {
-            server = address
-        } else {
-            // A domain: its registrar is the target of _dnssd-srp._udp.DOMAIN SRV (RFC 9665 §3.1).
-            let domain = try DomainName(parsing: registrar)
-            let resolver = DNSClient(configuration: .system(), logger: logger)
-            do {
-                server = try await SRPRegistration.findRegistrar(in: domain, client: resolver)
-            } catch {
-                throw RuntimeFailure(error.message)
-            }
-        }
         let addresses = try registeredAddresses()
         guard !addresses.isEmpty else {
             throw RuntimeFailure("this host has no address the registrar's link could use (only loopback or link-local ones); give one with --register-address")
         }
         let label = hostLabel ?? NetworkPlatform.hostLabel() ?? "nearby"
-        let request = SRPRequest(
-            hostLabel: label, addresses: addresses, key: .p256(try identity.rawPublicKey()), services: [service],
-            lease: UpdateLease(lease: UInt32(lease), keyLease: UInt32(max(lease, 7 * 86_400))))
-        let client = DNSClient(servers: [server], timeout: .seconds(2), attempts: 3, logger: logger)
         do {
+            let server = try await SRPRegistration.locate(registrar, logger: logger)
             let registration = try await SRPRegistration.register(
-                request, signer: { bytes in try identity.signRaw(bytes) }, registrar: server, client: client)
+                [service], hostLabel: label, addresses: addresses, publicKey: try identity.rawPublicKey(), lease: UInt32(lease),
+                signer: { bytes in try identity.signRaw(bytes) }, registrar: server, logger: logger)
             return (registration, label, addresses)
-        } catch {
+        } catch let error as UnicastDNSError {
             throw RuntimeFailure(error.message)
         }
     }

@@ -326,7 +326,7 @@ struct BrokerLabTests {
         }
     }
 
-    @Test("README's front-door programs: advertise and browse end on SIGINT with their output written; nearest connects and pings")
+    @Test("README's front-door programs: advertise and browse end on SIGINT with their output written; nearest finds README's server and pings it; the server answers a pinned peer with its closure and turns a stranger away with its whole peer ID and the pin command")
     func frontDoorExamples() async throws {
         let lab = try Lab.require(hosts: 2)
         let folder = URL(fileURLWithPath: Self.nearby).deletingLastPathComponent()
@@ -349,13 +349,34 @@ struct BrokerLabTests {
             #expect(browser.output.contains("9099 [\"version\": \"0.2.2\"]"), "\(browser.output)")
             #expect(try await advertiser.wait(timeout: .seconds(20)) == 0, "\(advertiser.output)\(advertiser.errorOutput)")
         }
+        // README's server (readme-serve, port 9099) with Peer 1's identity: README's nearest
+        // program finds it and pings it, a pinned peer's request reaches the closure, and a peer
+        // nobody pinned is turned away with its whole ID and the command that lets it in.
         let peers = try await peers(lab, 2)
-        let server = try serve(lab, "h1", peers[0], name: "Front Door", port: 9551)
+        let server = try lab.start([
+            "exec", "h1", "--", "env", "NEARBY_STATE_DIR=\(peers[0].directory)", "timeout", "--preserve-status", "-s", "INT", "40", "stdbuf", "-oL",
+            example("readme-serve"),
+        ])
         try await lab.withProcesses([server]) {
-            _ = try await server.waitForLine(containing: "listening", timeout: .seconds(20))
+            _ = try await server.waitForLine(containing: "serving as Build Box on port 9099; peers pin \(peers[0].id)", timeout: .seconds(20))
             let output = try await lab.run(["exec", "h2", "--", "env", "NEARBY_STATE_DIR=\(peers[1].directory)", example("readme-nearest")], timeout: .seconds(30))
-            #expect(output.contains("nearest: Front Door, ") && output.contains(" ms away"), "\(output)")
+            #expect(output.contains("nearest: Build Box, ") && output.contains(" ms away"), "\(output)")
             #expect(output.contains("ping: {}"), "\(output)")
+            _ = try await server.waitForLine(containing: "connected: Peer ", timeout: .seconds(5))
+            let hello = try await lab.run(["exec", "h2", "--", "sh", "-c",
+                "echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\"}' | '\(Self.nearby)' connect --host 198.18.1.1 --port 9099 --state-dir '\(peers[1].directory)'"],
+                timeout: .seconds(30))
+            #expect(hello.contains("\"greeting\":\"hello, Peer "), "\(hello)")
+            let stranger = try Lab.temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: stranger) }
+            let refused = try lab.start(["exec", "h3", "--", Self.nearby, "connect", "--host", "198.18.1.1", "--port", "9099", "--trust-on-first-use", "--state-dir", stranger.path])
+            _ = try await refused.wait(timeout: .seconds(30))
+            let strangerID = try await lab.run(["exec", "h3", "--", Self.nearby, "identity", "show", "--id", "--state-dir", stranger.path])
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let line = try await server.waitForLine(containing: "turned away 198.18.1.3", timeout: .seconds(10))
+            #expect(line.contains("(peer ID \(strangerID))") && line.contains("nearby trust pin \(strangerID)"), "\(line)")
+            server.signal(SIGINT)
+            #expect(try await server.wait(timeout: .seconds(15)) == 0, "\(server.output)\(server.errorOutput)")
         }
     }
 

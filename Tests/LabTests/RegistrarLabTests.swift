@@ -14,6 +14,8 @@ struct RegistrarLabTests {
     static let registrarAddress = "198.18.2.5"
     static let deviceAddress = "198.18.2.6"
     static var client: String { ConnectionLabTests.repository.appendingPathComponent("Tools/lab.d/peers/srp_client.py").path }
+    /// A README example program, built beside nearby.
+    static func example(_ name: String) -> String { URL(fileURLWithPath: nearby).deletingLastPathComponent().appendingPathComponent(name).path }
 
     func routerLab() throws -> Lab {
         let lab = try Lab.require(hosts: 6)
@@ -45,7 +47,7 @@ struct RegistrarLabTests {
         return output.split(separator: "\n").map(String.init).filter { $0.hasPrefix("=") }
     }
 
-    @Test("registrations from LAN 2 (nearby advertise --registrar and an RFC-only Python requestor) are resolved by avahi and python-zeroconf on LAN 1; a registered serve is connected to by name from LAN 1; refusals (another key, a bad signature, a name in use on the link, a flood) reach the requestor and never the link; goodbyes on exit; names survive a registrar restart")
+    @Test("registrations from LAN 2 (nearby advertise --registrar and an RFC-only Python requestor) are resolved by avahi and python-zeroconf on LAN 1; a registered serve is connected to by name from LAN 1; README's Swift program registers through the front door; refusals (another key, a bad signature, a name in use on the link, a flood) reach the requestor and never the link; goodbyes on exit; names survive a registrar restart")
     func registrarAdvertises() async throws {
         let lab = try routerLab()
         let directory = try Lab.temporaryDirectory()
@@ -115,12 +117,24 @@ struct RegistrarLabTests {
                     #expect(connected == 0 && connect.output.contains("\"result\""), "\(connect.output)\(connect.errorOutput)")
                 }
 
-                // nearby's requestor exits: its goodbyes leave the link within 2 s.
+                // README's Swift program registers through the front door (its own host name: the
+                // machine's is in use on LAN 1 by h1), signed with the identity it makes.
+                let frontDoor = try lab.start([
+                    "exec", "h6", "--", "unshare", "--uts", "sh", "-c",
+                    "hostname front-door; exec env NEARBY_STATE_DIR='\(directory.appendingPathComponent("front").path)' stdbuf -oL '\(Self.example("readme-register"))' \(Self.registrarAddress)",
+                ])
+                _ = try await frontDoor.waitForLine(containing: "registered as Container with \(Self.registrarAddress)", timeout: .seconds(15))
+                let both = try await avahiResolved(lab)
+                #expect(both.contains { $0.contains(";Container;") && $0.contains("front-door.local;\(Self.deviceAddress);9099;") }, "avahi-browse: \(both)")
+
+                // The requestors exit: their goodbyes leave the link within 2 s.
                 advertiser.signal(SIGINT)
+                frontDoor.signal(SIGINT)
                 #expect(try await advertiser.wait(timeout: .seconds(10)) == 0)
+                #expect(try await frontDoor.wait(timeout: .seconds(10)) == 0, "\(frontDoor.output)\(frontDoor.errorOutput)")
                 try await Task.sleep(for: .seconds(2))
                 let gone = try await lab.run(["avahi", "exec", "h2", "--", "timeout", "3", "avahi-browse", "-pt", "_openagents._tcp"], timeout: .seconds(10))
-                #expect(!gone.contains(";Boxed;"), "still on the link after the goodbyes: \(gone)")
+                #expect(!gone.contains(";Boxed;") && !gone.contains(";Container;"), "still on the link after the goodbyes: \(gone)")
 
                 // A restart keeps the names: Py Box is advertised again, and still refused to key B.
                 registrar.signal(SIGTERM)

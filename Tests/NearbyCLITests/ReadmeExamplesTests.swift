@@ -35,7 +35,7 @@ struct ReadmeExamplesTests {
         return blocks
     }
 
-    static let examples = ["Advertise", "Browse", "Nearest", "Broker", "Streams", "Discovery", "Trust", "Connection", "Pairing", "Wire"]
+    static let examples = ["Advertise", "Browse", "Nearest", "Serve", "Register", "Broker", "Streams", "Discovery", "Trust", "Connection", "Pairing", "Wire"]
 
     /// A ```swift block that is a package manifest (a consumer's Package.swift), not a program.
     static func isManifest(_ block: String) -> Bool { block.hasPrefix("// swift-tools-version") }

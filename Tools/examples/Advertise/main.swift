@@ -6,5 +6,5 @@ do {
     await interrupted()                                      // SIGINT or SIGTERM
     await service.withdraw()                                 // goodbyes, so browsers see it leave at once
 } catch {
-    print("cannot advertise: \(error)")
+    fail("cannot advertise: \(error)")                      // on stderr, exit status 1
 }

@@ -8,5 +8,5 @@ do {
         }
     }
 } catch {
-    print("cannot browse: \(error)")
+    fail("cannot browse: \(error)")
 }

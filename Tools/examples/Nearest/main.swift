@@ -6,5 +6,5 @@ do {
     print("ping:", try await peer.request("ping"))
     await peer.close()
 } catch {
-    print("no connection: \(error)")
+    fail("no connection: \(error)")
 }
