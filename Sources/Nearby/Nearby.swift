@@ -197,6 +197,8 @@ public func advertise(
         let identity = try loadIdentity(stateDirectory, creating: true)
         let registration = try await register(
             SRPRequest.Service(instance: name, type: serviceType, port: port, info: txt), identity: identity, registrar: registrar)
+        // Unstructured: the registration outlives this call, as the Advertising value does;
+        // withdraw() cancels the refresh and waits for it before removing the registration.
         let refreshing = Task { await registration.keepRefreshed() }
         return Advertising(name: name) {
             refreshing.cancel()
