@@ -26,6 +26,12 @@ public struct RegistrarStateMachine: Sendable {
 
         var published: Bool { leaseExpiry != nil }
         var instanceNames: [DomainName] { Array(services.keys) + Array(heldInstances) }
+
+        /// The bytes of records this entry holds, as they go on the wire (the byte limits).
+        var size: Int {
+            RegistrarStateMachine.hostSize(name: host.name, addresses: host.addresses, key: host.key)
+                + services.values.reduce(0) { $0 + RegistrarStateMachine.serviceSize(instance: $1.instance, type: $1.serviceType, subtypes: $1.subtypes, txt: $1.txt) }
+        }
     }
 
     public let configuration: RegistrarConfiguration
@@ -117,6 +123,33 @@ public struct RegistrarStateMachine: Sendable {
             return refuse(
                 RegistrarError(.limitReached, "\(serviceCount) services; a host may register \(limits.servicesPerHost)", responseCode: .refused),
                 request)
+        }
+
+        if update.lease.lease != 0 {
+            // What the registrar would hold for this host after the update, against what the
+            // source and everyone already hold (the host's old records replaced by the new).
+            var after = Self.hostSize(name: update.hostName, addresses: update.addresses, key: update.key)
+            for service in existing.map({ Array($0.services.values) }) ?? [] where !added.contains(service.instance) && !removed.contains(service.instance) {
+                after += Self.serviceSize(instance: service.instance, type: service.serviceType, subtypes: service.subtypes, txt: service.txt)
+            }
+            for instruction in update.services {
+                guard let description = instruction.description else { continue }
+                after += Self.serviceSize(instance: instruction.instance, type: instruction.serviceType, subtypes: instruction.subtypes, txt: description.txt)
+            }
+            var fromSource = 0
+            var inAll = 0
+            for (name, entry) in entries where name != update.hostName {
+                let size = entry.size
+                inAll += size
+                if entry.source == source { fromSource += size }
+            }
+            guard fromSource + after <= limits.bytesPerSource, inAll + after <= limits.bytes else {
+                return refuse(
+                    RegistrarError(
+                        .limitReached,
+                        "no room for \(after) more bytes of records (\(inAll) held in all, of \(limits.bytes); \(fromSource) from \(source), of \(limits.bytesPerSource))",
+                        responseCode: .refused), request)
+            }
         }
 
         let granted = configuration.leases.grant(update.lease)
@@ -293,4 +326,23 @@ public struct RegistrarStateMachine: Sendable {
 
     /// Source addresses whose update rate is being tracked.
     public var trackedSources: Int { limiter.trackedSources }
+}
+
+extension RegistrarStateMachine {
+    /// About the bytes of a host's records on the wire: an address record each, and its KEY.
+    static func hostSize(name: DomainName, addresses: [IPAddress], key: KEYData) -> Int {
+        let perRecord = name.wireLength + 10  // owner, type, class, TTL, RDLENGTH
+        let addressBytes = addresses.reduce(0) { total, address in
+            if case .v4 = address { return total + perRecord + 4 }
+            return total + perRecord + 16
+        }
+        return addressBytes + perRecord + 4 + key.publicKey.count
+    }
+
+    /// About the bytes of a service's records on the wire (names in full, the SRV target as a
+    /// compression pointer): PTR under its type and each subtype, SRV, TXT.
+    static func serviceSize(instance: DomainName, type: DomainName, subtypes: [DomainName], txt: TXTData) -> Int {
+        let pointers = ([type] + subtypes).reduce(0) { $0 + $1.wireLength + 10 + instance.wireLength }
+        return pointers + (instance.wireLength + 10 + 6 + 2) + (instance.wireLength + 10 + txt.rdata.count)
+    }
 }

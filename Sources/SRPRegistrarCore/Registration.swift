@@ -106,11 +106,19 @@ public struct RegistrarLimits: Sendable, Hashable {
     public var updateRate: UpdateRate
     /// Source addresses whose update rate is tracked at once.
     public var trackedSources: Int
+    /// Bytes of records held for one source address (names, addresses, keys, SRV and TXT, as
+    /// they go on the wire): what one sender can make the registrar keep and the LAN carry.
+    public var bytesPerSource: Int
+    /// Bytes of records held in all.
+    public var bytes: Int
 
     public init(
         registrationsPerSource: Int = 32, registrations: Int = 4096, servicesPerHost: Int = 32, addressesPerHost: Int = 16,
-        updateRate: UpdateRate = UpdateRate(perSecond: 5, burst: 20), trackedSources: Int = 4096
+        updateRate: UpdateRate = UpdateRate(perSecond: 5, burst: 20), trackedSources: Int = 4096, bytesPerSource: Int = 256 << 10,
+        bytes: Int = 16 << 20
     ) {
+        self.bytesPerSource = bytesPerSource
+        self.bytes = bytes
         self.registrationsPerSource = registrationsPerSource
         self.registrations = registrations
         self.servicesPerHost = servicesPerHost

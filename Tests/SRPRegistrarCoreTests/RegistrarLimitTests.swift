@@ -42,6 +42,33 @@ struct RegistrarLimitTests {
         #expect(registrar.handle(try requestors[0].update(services: three, id: 8), from: source, now: .seconds(2)).rcode == .refused)
     }
 
+    @Test("bytes of records held per source and in all are limited with REFUSED; a refresh replaces its host's bytes instead of adding them; a removal always passes")
+    func byteLimits() throws {
+        // 812 bytes each: 404 of TXT, the PTR, SRV and TXT records' names, the host's two
+        // address records and its KEY (202 of them stay held after a removal: the host's names).
+        let txt = ["a=" + String(repeating: "x", count: 250), "b=" + String(repeating: "y", count: 148)]
+        func service(_ name: String) -> [Requestor.Service] { [Requestor.Service(instance: name, txt: txt)] }
+        let first = try Requestor(host: "first")
+        let second = try Requestor(host: "second")
+        // Room for one such registration per source, and for two in all (and a removed host's names).
+        var registrar = makeRegistrar(limits: RegistrarLimits(bytesPerSource: 1000, bytes: 1900))
+        #expect(registrar.handle(try first.update(services: service("One")), from: source, now: .zero).rcode == .noError)
+        // The same host again, with as much: it replaces its own bytes.
+        #expect(registrar.handle(try first.update(services: service("One"), id: 2), from: source, now: .seconds(1)).rcode == .noError)
+        // Another host from the same source: over the source's budget.
+        #expect(registrar.handle(try second.update(services: service("Two")), from: source, now: .seconds(1)).rcode == .refused)
+        #expect(registrar.statistics.limitReached == 1)
+        let elsewhere = IPAddress.v4(IPv4Address(198, 51, 100, 1))
+        #expect(registrar.handle(try second.update(services: service("Two")), from: elsewhere, now: .seconds(1)).rcode == .noError)
+        // A third host from a third source: over the budget in all.
+        let third = try Requestor(host: "third")
+        #expect(registrar.handle(try third.update(services: service("Three")), from: .v4(IPv4Address(198, 51, 100, 2)), now: .seconds(1)).rcode == .refused)
+        #expect(registrar.statistics.limitReached == 2)
+        // Removing frees no more than it held, and is never refused for room.
+        #expect(registrar.handle(try first.update(services: service("One"), lease: UpdateLease(lease: 0, keyLease: 3600), id: 3), from: source, now: .seconds(2)).rcode == .noError)
+        #expect(registrar.handle(try third.update(services: service("Three")), from: .v4(IPv4Address(198, 51, 100, 2)), now: .seconds(2)).rcode == .noError)
+    }
+
     @Test("saved state round-trips: names, keys and leases restored, time away taken off, the live ones published again")
     func savedStateRoundTrip() throws {
         let live = try Requestor(host: "live")
