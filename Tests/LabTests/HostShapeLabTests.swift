@@ -97,7 +97,7 @@ struct HostShapeLabTests {
         }
     }
 
-    @Test("a container bridge: no mDNS is sent into it and invitations leave its address out; NEARBY_VIRTUAL_LINKS takes it in")
+    @Test("a container bridge: no mDNS is sent into it and invitations leave its address out; NEARBY_VIRTUAL_LINKS takes it in; a registrar on its address advertises on the LAN")
     func containerBridge() async throws {
         let lab = try Lab.require(hosts: 4)
         let state = try await helpers.identity(lab, "Docker Host")
@@ -115,6 +115,23 @@ struct HostShapeLabTests {
                 #expect(link.contains("198.18.1.4") && !link.contains("172.17.0.1"), "\(link)")
                 let included = try await named.waitForLine(containing: "\"addresses\"", timeout: .seconds(20))
                 #expect(included.contains("172.17.0.1"), "\(included)")
+            }
+
+            // The registrar where a container's update arrives (the bridge's address), advertising
+            // on the LAN: a registration sent there is resolved from h2.
+            let stateFile = try Lab.temporaryDirectory().appendingPathComponent("srp.state").path
+            let registrar = try start(lab, "h4", ["registrar", "--listen", "172.17.0.1", "--interface", "lan1", "--state-file", stateFile])
+            try await lab.withProcesses([registrar]) {
+                _ = try await registrar.waitForLine(containing: "\"registrar\"", timeout: .seconds(15))
+                let requestor = try start(lab, "h4", [
+                    "advertise", "Boxed In", "_dock._tcp", "9623", "--registrar", "172.17.0.1", "--register-address", Self.h4, "--host", "boxedin",
+                    "--state-dir", state.directory,
+                ])
+                try await lab.withProcesses([requestor]) {
+                    _ = try await requestor.waitForLine(containing: "\"registered\"", timeout: .seconds(15))
+                    let found = try await lab.run(["exec", "h2", "--", Self.nearby, "resolve", "Boxed In", "_dock._tcp", "--json", "--timeout", "5"])
+                    #expect(found.contains(Self.h4) && found.contains("9623"), "\(found)")
+                }
             }
         }
     }
