@@ -178,6 +178,10 @@ public final class Advertising: Sendable {
 /// directory when there is none); the name then belongs to that key, and is refreshed before
 /// its lease runs out until ``Advertising/withdraw()``.
 /// - Parameters:
+///   - name: the instance name people see, e.g. `Build Box` (UTF-8, up to 63 bytes).
+///   - type: the service type, e.g. `_openagents._tcp`.
+///   - port: the TCP or UDP port the service listens on, 1-65535.
+///   - info: TXT entries, e.g. `["version": "0.2.2"]` (each `key=value` at most 255 bytes).
 ///   - registrar: nil (the default): the link. Else the registrar's `ADDRESS` or
 ///     `ADDRESS:PORT` (port 53 by default), or a DNS domain whose `_dnssd-srp._udp` SRV record
 ///     names it (RFC 9665 §3.1). Every address of this host but loopback, link-local and
@@ -267,9 +271,12 @@ public final class NearbyPeer: Sendable {
 /// Connects to the nearest peer offering `type`: every compatible peer found is measured (a
 /// round trip each) and the fastest is dialed, over TLS with the identity and pins `nearby`
 /// keeps. Client only: nothing is advertised or listened on.
-/// - Parameter stateDirectory: the folder of the identity and pins, as `nearby --state-dir`
-///   names it (nil: `$NEARBY_STATE_DIR`, else `~/.local/state/nearby`). Two programs on one
-///   machine that should be two peers each need their own.
+/// - Parameters:
+///   - type: the service type, e.g. `_openagents._tcp`.
+///   - timeout: how long to look, measure and connect before giving up.
+///   - stateDirectory: the folder of the identity and pins, as `nearby --state-dir`
+///     names it (nil: `$NEARBY_STATE_DIR`, else `~/.local/state/nearby`). Two programs on one
+///     machine that should be two peers each need their own.
 /// - Throws: ``NearbyError`` when there is no identity or nobody is pinned (with the commands
 ///   that fix it), when nobody compatible was found (with what was skipped, and why), or when
 ///   the connection failed.

@@ -122,11 +122,15 @@ public final class NearbyServer: Sendable {
 /// every peer is turned away, and each ``ServerEvent/turnedAway(address:peerID:reason:)`` names
 /// the command that lets it in.
 /// - Parameters:
+///   - name: the instance name people see, e.g. `Build Box`.
+///   - type: the service type, e.g. `_openagents._tcp`.
 ///   - port: the TCP port, 1-65535, or 0 for any free one (``NearbyServer/port`` says which).
+///   - info: more TXT entries (`id` and `pv` are the server's own).
 ///   - registrar: also register with this SRP registrar, for a server in a container or on a
 ///     subnet the LAN's multicast does not reach (see ``advertise(_:type:port:info:registrar:stateDirectory:)``).
 ///   - stateDirectory: the folder of the identity and pins (nil: `$NEARBY_STATE_DIR`, else
 ///     `~/.local/state/nearby`, as `nearby` uses).
+///   - answer: answers one request: its result as JSON text, nil for "method not found".
 /// - Throws: ``NearbyError`` for a bad name, type, port or TXT entry, or when the identity,
 ///   the port, advertising or the registrar fails, saying which.
 public func serve(
