@@ -1,3 +1,5 @@
+import NearbyBasics
+
 /// Why a TXT entry or record was refused. The description names the key, the size and the limit.
 public struct DiscoveryInfoError: Error, Hashable, Sendable, CustomStringConvertible {
     public enum Kind: Hashable, Sendable {
@@ -102,7 +104,7 @@ public struct DiscoveryInfo: Hashable, Sendable {
             if let earlier = seen[key.lowercased()] {
                 throw DiscoveryInfoError(
                     .duplicateKey, key: key,
-                    "TXT entry \"\(string)\" repeats the key of \"\(earlier)\" (keys are case-insensitive, and a record holds each key once); keep one of them")
+                    "TXT entry \(string.quotedPrefix()) repeats the key of \(earlier.quotedPrefix()) (keys are case-insensitive, and a record holds each key once); keep one of them")
             }
             seen[key.lowercased()] = string
             if let equals = string.firstIndex(of: "=") {
@@ -213,10 +215,14 @@ public struct DiscoveryInfo: Hashable, Sendable {
         try Self.check(key: key)
         let entry = Entry(key: key, value: value)
         guard entry.encodedLength <= Self.maximumEntryLength else {
+            let text = switch value {
+            case .flag: key
+            case .bytes(let bytes): key + "=" + String(decoding: bytes.prefix(64), as: UTF8.self)
+            }
             throw DiscoveryInfoError(
                 .entryTooLong, key: key,
-                "TXT entry \"\(key)\" is \(entry.encodedLength) bytes (key, \"=\" and value); "
-                    + "each entry can be at most \(Self.maximumEntryLength) bytes")
+                "TXT entry \(text.quotedPrefix()) is \(entry.encodedLength) bytes; "
+                    + "an entry (key, \"=\" and value) holds at most \(Self.maximumEntryLength)")
         }
         var updated = entries
         if let existing = index(of: key) { updated[existing] = entry } else { updated.append(entry) }
@@ -224,7 +230,7 @@ public struct DiscoveryInfo: Hashable, Sendable {
         guard total <= Self.maximumRecordLength else {
             throw DiscoveryInfoError(
                 .recordTooLong, key: key,
-                "adding \"\(key)\" makes the TXT record \(total) bytes; "
+                "adding \(key.quotedPrefix()) makes the TXT record \(total) bytes; "
                     + "at most \(Self.maximumRecordLength) are allowed")
         }
         entries = updated
@@ -242,7 +248,7 @@ public struct DiscoveryInfo: Hashable, Sendable {
         var result: [String] = []
         for entry in entries where entry.key.utf8.count > Self.recommendedKeyLength {
             result.append(
-                "TXT key \"\(entry.key)\" has \(entry.key.utf8.count) characters; "
+                "TXT key \(entry.key.quotedPrefix()) has \(entry.key.utf8.count) characters; "
                     + "RFC 6763 recommends at most \(Self.recommendedKeyLength)")
         }
         if encodedLength > Self.recommendedRecordLength {
@@ -260,7 +266,7 @@ public struct DiscoveryInfo: Hashable, Sendable {
         for byte in key.utf8 where byte < 0x20 || byte > 0x7E || byte == UInt8(ascii: "=") {
             throw DiscoveryInfoError(
                 .invalidKey, key: key,
-                "TXT key \"\(key)\" may contain only printable ASCII (0x20-0x7E) "
+                "TXT key \(key.quotedPrefix()) may contain only printable ASCII (0x20-0x7E) "
                     + "other than \"=\"; found byte 0x\(String(byte, radix: 16, uppercase: true))")
         }
     }

@@ -1,3 +1,5 @@
+import NearbyBasics
+
 /// Encodes a flat `Encodable` struct as ``DiscoveryInfo``: each stored property becomes one
 /// entry. `Bool` true becomes a boolean attribute (`key`) and false is omitted; numbers and
 /// strings become text; byte arrays (`[UInt8]`, `Data`) become binary values; `nil` optionals
@@ -269,7 +271,7 @@ private func invalid(_ path: [any CodingKey], expected: String, found: Discovery
     switch found {
     case .flag: shown = "a boolean attribute (no value)"
     case .bytes(let bytes):
-        shown = String(validating: bytes, as: UTF8.self).map { "\"\($0)\"" } ?? "\(bytes.count) bytes that are not UTF-8"
+        shown = String(validating: bytes, as: UTF8.self).map { $0.quotedPrefix() } ?? "\(bytes.count) bytes that are not UTF-8"
     }
     return DiscoveryInfoError(
         .invalidFieldValue, key: fieldName(path),

@@ -232,7 +232,7 @@ extension DomainName: CustomStringConvertible, LosslessStringConvertible {
             case UInt8(ascii: "."):
                 guard !current.isEmpty || sawEscapeOrByte else {
                     throw DNSWireError(
-                        .badPresentationName, "empty label in \"\(text)\"", at: index)
+                        .badPresentationName, "empty label", at: index)
                 }
                 labels.append(current)
                 current = []
@@ -241,7 +241,7 @@ extension DomainName: CustomStringConvertible, LosslessStringConvertible {
             case UInt8(ascii: "\\"):
                 guard index + 1 < bytes.count else {
                     throw DNSWireError(
-                        .badPresentationName, "\"\(text)\" ends with a lone backslash", at: index)
+                        .badPresentationName, "a lone backslash at the end", at: index)
                 }
                 let next = bytes[index + 1]
                 if isDigit(next) {
@@ -249,7 +249,7 @@ extension DomainName: CustomStringConvertible, LosslessStringConvertible {
                     else {
                         throw DNSWireError(
                             .badPresentationName,
-                            "\\DDD escape in \"\(text)\" needs exactly three decimal digits",
+                            "a \\DDD escape needs exactly three decimal digits",
                             at: index)
                     }
                     let value =
@@ -258,7 +258,7 @@ extension DomainName: CustomStringConvertible, LosslessStringConvertible {
                     guard value <= 255 else {
                         throw DNSWireError(
                             .badPresentationName,
-                            "\\\(value) in \"\(text)\" is not a byte (000 to 255)", at: index)
+                            "\\\(value) is not a byte (000 to 255)", at: index)
                     }
                     current.append(UInt8(value))
                     index += 4
@@ -275,7 +275,7 @@ extension DomainName: CustomStringConvertible, LosslessStringConvertible {
             if current.count > Self.maximumLabelLength {
                 throw DNSWireError(
                     .labelTooLong,
-                    "a label in \"\(text)\" is longer than the 63-byte limit", at: index)
+                    "a label is longer than the 63-byte limit", at: index)
             }
         }
         if !current.isEmpty { labels.append(current) }

@@ -1,9 +1,15 @@
-/// Why a service type or instance name was refused. The description says which rule was broken
-/// and what is allowed.
+import NearbyBasics
+
+/// Why a service type, subtype or instance name was refused. The description says each thing
+/// once: what was given (its first 40 characters when longer), what it is not, and which rule
+/// it broke, e.g. `"openagents._tcp" is not a service type: the service name must begin with an
+/// underscore, as in "_openagents._tcp"`. Wrap it with nothing more than its context.
 public struct ServiceNameError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The text refused, whole.
     public var input: String
+    /// The rule it broke and what is allowed, without the input.
     public var reason: String
-    /// What was refused, in words: "service type", "instance name".
+    /// What was refused, in words: "service type", "subtype", "instance name".
     public var subject: String
 
     public init(input: String, reason: String, subject: String = "service type") {
@@ -12,7 +18,10 @@ public struct ServiceNameError: Error, Hashable, Sendable, CustomStringConvertib
         self.subject = subject
     }
 
-    public var description: String { "invalid \(subject) \"\(input)\": \(reason)" }
+    public var description: String {
+        let article = subject.first.map { "aeiou".contains($0) } == true ? "an" : "a"
+        return "\(input.quotedPrefix()) is not \(article) \(subject): \(reason)"
+    }
 }
 
 /// A DNS-SD service type such as `_openagents._tcp`, optionally narrowed to a subtype
@@ -45,7 +54,9 @@ public struct ServiceType: Hashable, Sendable, CustomStringConvertible, Lossless
             let count = subtype.utf8.count
             guard (1...63).contains(count) else {
                 throw ServiceNameError(
-                    input: subtype, reason: "a subtype must be 1 to 63 bytes, got \(count)")
+                    input: subtype,
+                    reason: count == 0 ? "it is empty; a subtype has 1 to 63 bytes" : "it is \(count) bytes; a subtype has at most 63",
+                    subject: "subtype")
             }
         }
         self.name = name
@@ -114,9 +125,13 @@ public struct ServiceType: Hashable, Sendable, CustomStringConvertible, Lossless
         }
         let serviceLabel = String(decoding: before[before.endIndex - 1], as: UTF8.self)
         guard serviceLabel.hasPrefix("_") else {
+            // The input as it should have been written: the service label with its underscore.
+            let corrected =
+                input.hasPrefix(serviceLabel) ? "_" + input
+                : input.replacing("._sub.\(serviceLabel).", with: "._sub._\(serviceLabel).")
             throw ServiceNameError(
                 input: input,
-                reason: "the service name must start with an underscore, as in \"_\(serviceLabel)\"")
+                reason: "the service name must begin with an underscore, as in \(corrected.quotedPrefix(limit: 60))")
         }
         let domainLabels = labels[(transportIndex + 1)...]
         let domain: DomainName
@@ -144,7 +159,7 @@ public struct ServiceType: Hashable, Sendable, CustomStringConvertible, Lossless
         guard characters.count <= 15 else {
             throw ServiceNameError(
                 input: input,
-                reason: "the service name \"\(name)\" has \(characters.count) characters; "
+                reason: "the service name has \(characters.count) characters; "
                     + "at most 15 are allowed (RFC 6335)")
         }
         for byte in characters {
@@ -222,13 +237,16 @@ public struct ServiceInstanceName: Hashable, Sendable, CustomStringConvertible {
         guard (1...63).contains(count) else {
             throw ServiceNameError(
                 input: instance,
-                reason: "an instance name must be 1 to 63 bytes of UTF-8, got \(count) bytes", subject: "instance name")
+                reason: count == 0
+                    ? "it is empty; an instance name has 1 to 63 bytes of UTF-8"
+                    : "it is \(count) bytes of UTF-8; an instance name has at most 63",
+                subject: "instance name")
         }
         if let control = instance.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             throw ServiceNameError(
                 input: instance,
-                reason: "an instance name may not contain control characters "
-                    + "(found U+\(String(control.value, radix: 16, uppercase: true)))", subject: "instance name")
+                reason: "it contains a control character (U+\(String(control.value, radix: 16, uppercase: true))); "
+                    + "any other UTF-8 is allowed", subject: "instance name")
         }
         self.instance = instance
         self.type = type.baseType
@@ -237,11 +255,11 @@ public struct ServiceInstanceName: Hashable, Sendable, CustomStringConvertible {
     /// Splits a full name such as `Build\032Box._openagents._tcp.local.` into instance and type.
     public init(domainName: DomainName) throws(ServiceNameError) {
         guard let first = domainName.firstLabel else {
-            throw ServiceNameError(input: ".", reason: "the root name is not a service instance", subject: "instance name")
+            throw ServiceNameError(input: ".", reason: "it is the root name, which names no service", subject: "instance name")
         }
         guard let text = String(validating: first, as: UTF8.self) else {
             throw ServiceNameError(
-                input: domainName.description, reason: "the instance name is not valid UTF-8", subject: "instance name")
+                input: domainName.description, reason: "its first label is not valid UTF-8", subject: "instance name")
         }
         try self.init(text, type: ServiceType(domainName: domainName.parent))
     }

@@ -85,3 +85,11 @@ extension String {
         return length == units.count ? self : String(decoding: units.prefix(length), as: UTF16.self)
     }
 }
+
+extension StringProtocol {
+    /// The text in double quotes for an error message, cut after its first `limit` characters
+    /// with "…" when longer: the reader must recognise the value, not read all 300 bytes of it.
+    package func quotedPrefix(limit: Int = 40) -> String {
+        count > limit ? "\"\(prefix(limit))…\"" : "\"\(self)\""
+    }
+}

@@ -154,8 +154,7 @@ extension PeerConnection {
             return PeerConnectionError(.cancelled, "accepting the invitation was cancelled")
         }
         if let impostor = failures.first(where: { $0.error.reasons.contains { $0.code == .peerIDMismatch } }) {
-            let reason = impostor.error.reasons.first { $0.code == .peerIDMismatch }?.message ?? ""
-            let key = reason.split(separator: "the certificate's key is ", omittingEmptySubsequences: false).last.map(String.init) ?? "another key"
+            let key = impostor.error.peerID?.description ?? "another key"
             return PeerConnectionError(
                 .untrusted,
                 "the peer at \(at(impostor.index)) is not the inviter: its key is \(key), the invitation is for \(invitation.peerID.short); nothing was sent to it")
@@ -168,6 +167,6 @@ extension PeerConnection {
         }
         let first = failures.first { $0.error.code != .unreachable && $0.error.code != .timeout } ?? failures.first
         guard let first else { return PeerConnectionError(.invitation, "the invitation has no address to try") }
-        return PeerConnectionError(first.error.code, "\(at(first.index)): \(first.error.message)", reasons: first.error.reasons)
+        return PeerConnectionError(first.error.code, "\(at(first.index)): \(first.error.message)", reasons: first.error.reasons, peerID: first.error.peerID)
     }
 }

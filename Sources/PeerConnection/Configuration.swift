@@ -1,5 +1,6 @@
 public import Logging
 public import PeerTrust
+import NearbyBasics
 
 /// How this side connects and accepts: who it is, whom it trusts, what it speaks, and how long
 /// it waits. The defaults are the ones Documentation/Swift.md documents.
@@ -66,13 +67,14 @@ public struct PeerConnectionConfiguration: Sendable {
     /// - Parameters:
     ///   - identity: this side's identity.
     ///   - trust: whom to trust (for example `TrustEvaluator(policy: try .pinned(store))`).
-    ///   - protocolVersion: the version spoken in `initialize`.
+    ///   - protocolVersion: the version spoken in `initialize` (default: the protocol's own,
+    ///     `ProtocolVersion.current`).
     ///   - name: `info.name`; `title` and `version` complete `info`.
     ///   - title: `info.title`.
-    ///   - version: `info.version`.
+    ///   - version: `info.version` (default: this package's version, `NearbyVersion.current`).
     public init(
-        identity: PeerIdentity?, trust: TrustEvaluator, protocolVersion: ProtocolVersion = ProtocolVersion(major: 0, minor: 2, patch: 2),
-        name: String = "nearby", title: String = "Nearby", version: String = "0.2.0"
+        identity: PeerIdentity?, trust: TrustEvaluator, protocolVersion: ProtocolVersion = .current,
+        name: String = "nearby", title: String = "Nearby", version: String = NearbyVersion.current
     ) {
         self.identity = identity
         self.trust = trust

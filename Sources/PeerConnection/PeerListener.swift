@@ -262,7 +262,8 @@ public final class PeerListener: Sendable {
                                 if refusal.code == .handshake, untrustedMayEnter, case .trusted = accept,
                                     case .rejected(let reasons)? = open.proof?.verdict
                                 {
-                                    refusal = PeerConnectionError(.untrusted, "the peer is not trusted; it may pair first", reasons: reasons)
+                                    refusal = PeerConnectionError(
+                                        .untrusted, "the peer is not trusted; it may pair first", reasons: reasons, peerID: open.proof?.peerID)
                                 }
                                 continuation.yield(.rejected(Rejection(
                                     address: displayAddress(address), port: address?.port ?? 0, peerID: open.proof?.peerID, error: refusal)))

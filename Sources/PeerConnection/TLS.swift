@@ -112,7 +112,7 @@ enum TLS {
                         record.refusal = PeerConnectionError(.untrusted, "this is a connection to ourselves (the peer has our own identity, \(ownID.short))")
                         promise.succeed(.failed)
                     } else if case .rejected(let reasons) = verdict, requireTrust || reasons.contains(where: { $0.code == .peerIDMismatch }) {
-                        record.refusal = PeerConnectionError(.untrusted, "the peer's certificate is not trusted", reasons: reasons)
+                        record.refusal = PeerConnectionError(.untrusted, "the peer's certificate is not trusted", reasons: reasons, peerID: chain.first?.peerID)
                         promise.succeed(.failed)
                     } else {
                         promise.succeed(.certificateVerified)

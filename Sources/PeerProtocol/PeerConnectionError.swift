@@ -1,4 +1,5 @@
 public import NearbyBasics
+public import NearbyCrypto
 
 /// Why a connection could not be made, or a request not answered, in words a person can act on.
 public struct PeerConnectionError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -9,13 +10,18 @@ public struct PeerConnectionError: Error, Hashable, Sendable, CustomStringConver
     public var message: String
     /// With `untrusted`: every reason our trust policy gave.
     public var reasons: [TrustReason]
+    /// With `untrusted`: the peer ID of the key the peer proved in TLS (its certificate's), so
+    /// that a person can be told the whole ID to pin (`nearby trust pin ID`); nil when TLS did
+    /// not get that far.
+    public var peerID: PeerID?
     /// With `remote`: the error the peer answered with; with `invitation`: the inviter's refusal (`data.reason` its kind), when it gave one.
     public var remoteError: JSONRPCError?
 
-    public init(_ code: Code, _ message: String, reasons: [TrustReason] = []) {
+    public init(_ code: Code, _ message: String, reasons: [TrustReason] = [], peerID: PeerID? = nil) {
         self.code = code
         self.message = message
         self.reasons = reasons
+        self.peerID = peerID
     }
 
     package init(remote error: JSONRPCError) {

@@ -33,6 +33,12 @@ public struct ProtocolVersion: Hashable, Sendable, Comparable, CustomStringConve
         self.init(major: numbers[0], minor: numbers.count > 1 ? numbers[1] : 0, patch: numbers.count > 2 ? numbers[2] : 0)
     }
 
+    /// The version of the protocol this package speaks, `0.2.2`: what a connection sends in
+    /// `initialize` and a broker announces in TXT `pv` unless told otherwise. It is the wire's
+    /// own number, apart from the package's (`NearbyVersion` in NearbyBasics, what
+    /// `nearby --version` prints): a release that changes nothing on the wire keeps it.
+    public static let current = ProtocolVersion(major: 0, minor: 2, patch: 2)
+
     public init?(_ description: String) {
         guard let version = try? ProtocolVersion(parsing: description) else { return nil }
         self = version

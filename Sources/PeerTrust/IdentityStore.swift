@@ -44,7 +44,9 @@ public struct IdentityStore: Sendable {
     /// The stored identity, or nil when none has been made yet.
     /// - Throws: ``PeerTrustError`` (`damaged`) when the file exists but cannot be used.
     public func load() throws(PeerTrustError) -> PeerIdentity? {
-        guard let data = try Storage.readFile(identityFile) else { return nil }
+        let read: [UInt8]?
+        do { read = try Storage.readFile(identityFile) } catch { throw error.inStateDirectory() }
+        guard let data = read else { return nil }
         let name = (try? Storage.readFile(nameFile)).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
         let text = String(decoding: data, as: UTF8.self)
         do {
@@ -102,13 +104,17 @@ public struct IdentityStore: Sendable {
     ///   - identity: the identity to store.
     ///   - replacing: false refuses to overwrite an existing identity (`exists`).
     public func save(_ identity: PeerIdentity, replacing: Bool) throws(PeerTrustError) {
-        try Storage.makeDirectory(directory)
-        let contents = Array((identity.privateKey.pem + identity.pem()).utf8)
-        try Storage.writeFile(contents, to: identityFile, mode: 0o600, exclusive: !replacing)
-        if identity.displayName != identity.certificate.commonName {
-            try Storage.writeFile(Array(identity.displayName.utf8), to: nameFile, mode: 0o600, exclusive: false)
-        } else {
-            try? FileManager.default.removeItem(at: nameFile)
+        do {
+            try Storage.makeDirectory(directory)
+            let contents = Array((identity.privateKey.pem + identity.pem()).utf8)
+            try Storage.writeFile(contents, to: identityFile, mode: 0o600, exclusive: !replacing)
+            if identity.displayName != identity.certificate.commonName {
+                try Storage.writeFile(Array(identity.displayName.utf8), to: nameFile, mode: 0o600, exclusive: false)
+            } else {
+                try? FileManager.default.removeItem(at: nameFile)
+            }
+        } catch {
+            throw error.inStateDirectory()
         }
     }
 }
@@ -127,12 +133,12 @@ package enum Storage {
         let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
         if descriptor < 0 {
             if errno == ENOENT { return nil }
-            throw PeerTrustError(.storage, "cannot read \(url.path): \(String(cString: strerror(errno)))")
+            throw failure("cannot read \(url.path)", errno, checking: url.path, for: R_OK)
         }
         defer { close(descriptor) }
         switch readToEnd(descriptor, limit: 16 << 20) {
         case .bytes(let bytes): return bytes
-        case .failed(let error): throw PeerTrustError(.storage, "cannot read \(url.path): \(String(cString: strerror(error)))")
+        case .failed(let error): throw failure("cannot read \(url.path)", error, checking: url.path, for: R_OK)
         case .tooLarge: throw PeerTrustError(.damaged, "\(url.path) is larger than 16 MiB")
         }
     }
@@ -151,14 +157,16 @@ package enum Storage {
                 continue
             }
             guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
-                let reason = String(cString: strerror(errno))
-                let parent = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? ""
+                let code = errno
+                let parent = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+                if let refusal = accessFailure("cannot create the directory \(url.path)", code, checking: parent, for: W_OK | X_OK) { throw refusal }
                 throw PeerTrustError(
-                    .storage, "cannot create the directory \(url.path): making \(path) failed (\(reason)); choose a directory you can write to\(parent.isEmpty ? "" : ", or check \(parent)")")
+                    .storage,
+                    "cannot create the directory \(url.path): making \(path) failed (\(String(cString: strerror(code)))); choose a directory you can write to, or check \(parent)")
             }
         }
         guard chmod(url.path, 0o700) == 0 else {
-            throw PeerTrustError(.storage, "cannot restrict \(url.path) to its owner: \(String(cString: strerror(errno)))")
+            throw failure("cannot restrict \(url.path) to its owner", errno, checking: url.path, for: nil)
         }
     }
 
@@ -170,7 +178,7 @@ package enum Storage {
         let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp")
         let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard descriptor >= 0 else {
-            throw PeerTrustError(.storage, "cannot write in \(directory.path): \(String(cString: strerror(errno)))")
+            throw failure("cannot write in \(directory.path)", errno, checking: directory.path, for: W_OK | X_OK)
         }
         defer { unlink(temporary.path) }
         var written = 0
@@ -210,12 +218,117 @@ package enum Storage {
         try makeDirectory(directory)
         let path = directory.appendingPathComponent(".lock").path
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw PeerTrustError(.storage, "cannot lock \(path): \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else { throw failure("cannot lock \(path)", errno, checking: path, for: R_OK | W_OK) }
         defer { close(descriptor) }
         while flock(descriptor, LOCK_EX) != 0 {
             guard errno == EINTR else { throw PeerTrustError(.storage, "cannot lock \(path): \(String(cString: strerror(errno)))") }
         }
         defer { flock(descriptor, LOCK_UN) }
         return try body()
+    }
+}
+
+// MARK: What to check when the file system refuses
+
+extension Storage {
+    /// What a person can do when a file of a state directory (the identity, the trust store)
+    /// refuses this process, besides owning it: another state directory.
+    static let otherStateDirectory = "or give this user a state directory of its own (nearby's --state-dir DIR, or NEARBY_STATE_DIR=DIR)"
+
+    /// `doing` failed with `code`: the system's words, and for a refusal of access what to
+    /// check (``accessFailure(_:_:checking:for:)``).
+    static func failure(_ doing: String, _ code: Int32, checking path: String, for mode: Int32?) -> PeerTrustError {
+        accessFailure(doing, code, checking: path, for: mode) ?? PeerTrustError(.storage, "\(doing): \(String(cString: strerror(code)))")
+    }
+
+    /// For a refusal of access (EACCES, EPERM, EROFS), the words that say what to check: which
+    /// file or directory refuses (the first directory on the way that cannot be searched, else
+    /// `path` itself when `mode` is refused on it), whom it belongs to and its mode, and whom
+    /// this process runs as; nil for any other error.
+    static func accessFailure(_ doing: String, _ code: Int32, checking path: String, for mode: Int32?) -> PeerTrustError? {
+        let reason = String(cString: strerror(code))
+        var error: PeerTrustError
+        switch code {
+        case EROFS:
+            error = PeerTrustError(.storage, "\(doing): \(reason): choose a directory on a file system that can be written")
+        case EACCES, EPERM:
+            let culprit = refusing(path, mode: mode) ?? path
+            var status = stat()
+            let facts: AccessFacts? =
+                stat(culprit, &status) == 0
+                ? AccessFacts(
+                    path: culprit, isDirectory: status.st_mode & S_IFMT == S_IFDIR, owner: userName(status.st_uid), ownerID: status.st_uid,
+                    mode: status.st_mode & 0o7777, user: userName(geteuid()), userID: geteuid())
+                : nil
+            error = PeerTrustError(.storage, "\(doing): \(reason)" + (facts.map { " " + $0.text } ?? ""))
+        default:
+            return nil
+        }
+        error.refusedAccess = true
+        return error
+    }
+
+    /// The first directory on the way to `path` that this process cannot search, else `path`
+    /// itself when `mode` (from `access(2)`) is refused on it, else nil.
+    static func refusing(_ path: String, mode: Int32?) -> String? {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let components = absolute.split(separator: "/")
+        var prefix = ""
+        for component in components.dropLast() {
+            prefix += "/" + component
+            if access(prefix, X_OK) != 0 { return prefix }
+        }
+        guard let mode, access(absolute, mode) != 0 else { return nil }
+        guard errno == ENOENT else { return absolute }
+        // Not there yet: the directory it would be made in.
+        let parent = components.count > 1 ? "/" + components.dropLast().joined(separator: "/") : "/"
+        return access(parent, W_OK | X_OK) != 0 ? parent : nil
+    }
+
+    /// The name of the user with `uid`, or nil.
+    static func userName(_ uid: uid_t) -> String? {
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name else { return nil }
+        return String(cString: name)
+    }
+}
+
+/// Who owns the file or directory that refused access, and whom the process runs as: what a
+/// person checks (with ls -ld and id) before changing owners, modes or users.
+struct AccessFacts: Hashable, Sendable {
+    var path: String
+    var isDirectory: Bool
+    var owner: String?
+    var ownerID: uid_t
+    var mode: mode_t
+    var user: String?
+    var userID: uid_t
+
+    /// `(the directory /x belongs to root (uid 0), mode 0700, and this process runs as nobody
+    /// (uid 65534)): run as the user who owns it, or change its owner or mode`.
+    var text: String {
+        let octal = String(mode, radix: 8)
+        let modeText = String(repeating: "0", count: max(0, 4 - octal.count)) + octal
+        func who(_ name: String?, _ id: uid_t) -> String { name.map { "\($0) (uid \(id))" } ?? "uid \(id)" }
+        let thing = isDirectory ? "the directory" : "the file"
+        let remedy =
+            ownerID == userID
+            ? "its mode lets its owner in no further: chmod u+\(isDirectory ? "rwx" : "rw") \(path)"
+            : "run as \(owner ?? "the user who owns it"), or make it this user's (chown) or open its mode to this user (chmod)"
+        return "(\(thing) \(path) belongs to \(who(owner, ownerID)), mode \(modeText), and this process runs as \(who(user, userID))): \(remedy)"
+    }
+}
+
+extension PeerTrustError {
+    /// This error, and when the file system refused access to a file of a state directory,
+    /// what else will do: another state directory (`Storage.otherStateDirectory`), said once.
+    func inStateDirectory() -> PeerTrustError {
+        guard refusedAccess else { return self }
+        var error = self
+        error.message += "; " + Storage.otherStateDirectory
+        error.refusedAccess = false
+        return error
     }
 }

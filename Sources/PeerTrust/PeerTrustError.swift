@@ -8,6 +8,9 @@ public struct PeerTrustError: Error, Hashable, Sendable, CustomStringConvertible
 
     public var code: Code
     public var message: String
+    /// The file system refused this process access (permissions, a read-only file system): the
+    /// message says who owns what; a store in a state directory adds that another one will do.
+    var refusedAccess = false
 
     public init(_ code: Code, _ message: String) {
         self.code = code

@@ -122,7 +122,7 @@ public struct TrustEvaluator: Sendable {
         var reasons: [TrustReason] = []
         if let expectedPeerID, leaf.peerID != expectedPeerID {
             reasons.append(TrustReason(
-                .peerIDMismatch, "peer ID mismatch: discovery announced \(expectedPeerID.short), the certificate's key is \(leaf.peerID.short)"))
+                .peerIDMismatch, "peer ID mismatch: discovery announced \(expectedPeerID.short), the certificate's key is \(leaf.peerID)"))
         }
         switch judge(policy, chain: chain, role: role, time: time, rememberedOnly: rememberedOnly) {
         case .success(let validated):
@@ -158,7 +158,7 @@ public struct TrustEvaluator: Sendable {
         case .pinned(let pins):
             guard pins.contains(leaf.peerID) else {
                 return .failure(Failure(reasons: [TrustReason(
-                    .notPinned, "not pinned: peer ID \(leaf.peerID.short) is not among the \(pins.count) pinned peer\(pins.count == 1 ? "" : "s")")]))
+                    .notPinned, "not pinned: peer ID \(leaf.peerID) is not among the \(pins.count) pinned peer\(pins.count == 1 ? "" : "s")")]))
             }
             // The pinned key stands for itself: the leaf alone is the chain, but its dates,
             // its usage for the role and (when it names itself as issuer) its own signature

@@ -71,6 +71,10 @@ public struct TrustStore: Sendable, Hashable {
     /// Adds anchor certificates; returns those that were new.
     @discardableResult
     public func addAnchors(_ certificates: [Certificate]) throws(PeerTrustError) -> [Certificate] {
+        do { return try addingAnchors(certificates) } catch { throw error.inStateDirectory() }
+    }
+
+    private func addingAnchors(_ certificates: [Certificate]) throws(PeerTrustError) -> [Certificate] {
         try Storage.withLock(in: directory) { () throws(PeerTrustError) -> [Certificate] in
             try Storage.makeDirectory(anchorDirectory)
             var added: [Certificate] = []
@@ -101,7 +105,9 @@ public struct TrustStore: Sendable, Hashable {
     }
 
     private func readPins() throws(PeerTrustError) -> [Pin] {
-        guard let bytes = try Storage.readFile(pinFile) else { return [] }
+        let read: [UInt8]?
+        do { read = try Storage.readFile(pinFile) } catch { throw error.inStateDirectory() }
+        guard let bytes = read else { return [] }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         do {
@@ -114,6 +120,10 @@ public struct TrustStore: Sendable, Hashable {
     /// Pins a peer. Pinned again, its time is updated, and its name too when one is given (nil
     /// keeps the name it had).
     public func pin(_ peerID: PeerID, name: String? = nil, at time: Date = Date()) throws(PeerTrustError) {
+        do { try pinning(peerID, name: name, at: time) } catch { throw error.inStateDirectory() }
+    }
+
+    private func pinning(_ peerID: PeerID, name: String?, at time: Date) throws(PeerTrustError) {
         try Storage.withLock(in: directory) { () throws(PeerTrustError) in
             let all = try self.pins()
             // Pinned again without a name: the name it had stays.
@@ -127,6 +137,10 @@ public struct TrustStore: Sendable, Hashable {
     /// Removes a pin or an anchor with this peer ID; returns what was removed ("pin", "anchor").
     @discardableResult
     public func remove(_ peerID: PeerID) throws(PeerTrustError) -> [String] {
+        do { return try removing(peerID) } catch { throw error.inStateDirectory() }
+    }
+
+    private func removing(_ peerID: PeerID) throws(PeerTrustError) -> [String] {
         try Storage.withLock(in: directory) { () throws(PeerTrustError) -> [String] in
             var removed: [String] = []
             let pins = try self.pins()

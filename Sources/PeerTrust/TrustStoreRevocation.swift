@@ -47,6 +47,10 @@ extension TrustStore {
     ///   same issuer (nothing is changed then); (`storage`) when the store cannot be written.
     @discardableResult
     public func addRevocationLists(_ lists: [RevocationList]) throws(PeerTrustError) -> [RevocationListChange] {
+        do { return try addingRevocationLists(lists) } catch { throw error.inStateDirectory() }
+    }
+
+    private func addingRevocationLists(_ lists: [RevocationList]) throws(PeerTrustError) -> [RevocationListChange] {
         try Storage.withLock(in: directory) { () throws(PeerTrustError) -> [RevocationListChange] in
             try Storage.makeDirectory(revocationDirectory)
             var changes: [RevocationListChange] = []
@@ -75,6 +79,10 @@ extension TrustStore {
     /// Removes the CRLs whose issuer's common name (or whole name) is `issuer`; returns them.
     @discardableResult
     public func removeRevocationLists(issuer: String) throws(PeerTrustError) -> [RevocationList] {
+        do { return try removingRevocationLists(issuer: issuer) } catch { throw error.inStateDirectory() }
+    }
+
+    private func removingRevocationLists(issuer: String) throws(PeerTrustError) -> [RevocationList] {
         try Storage.withLock(in: directory) { () throws(PeerTrustError) -> [RevocationList] in
             var removed: [RevocationList] = []
             for list in try readRevocationLists() where list.issuerName == issuer || list.issuer == issuer {

@@ -59,8 +59,8 @@ struct ConnectCommand: AsyncParsableCommand {
 
     func run() async throws {
         let found = try await target.connect(
-            type: type, configuration: { try channel.configuration(state: state, trust: trust, json: json, logger: logger) }, json: json, state: state,
-            logger: logger)
+            type: type, configuration: { try channel.configuration(state: state, trust: trust, json: json, logger: logger) }, json: json,
+            trustOnFirstUse: trust.trustOnFirstUse, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         do { try await Self.relay(found.connection, json: json, timeout: target.timeout) } catch {
             await found.shutdown()

@@ -96,7 +96,7 @@ struct TrustOptions: ParsableArguments {
 struct ChannelOptions: ParsableArguments {
     @Option(name: .customLong("protocol-version"), help: ArgumentHelp(
         "Protocol version spoken in initialize; peers must share the major number (and the minor one for 0.x).", valueName: "version"))
-    var protocolVersion: String = "0.2.2"
+    var protocolVersion: String = ProtocolVersion.current.description
     @Flag(help: "Plain ws:// without TLS: nothing proves who the peer is. Only for bridges that have no TLS.")
     var insecure = false
     func version() throws -> ProtocolVersion {

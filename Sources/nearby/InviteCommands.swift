@@ -103,7 +103,8 @@ struct InvitationOptions: ParsableArguments {
 
 /// Prints what happened to one attempt at an invitation.
 func printInvitationAttempt(_ json: Bool, _ attempt: InvitationAttempt) {
-    let who = "\"\(attempt.name)\" (peer ID \(attempt.peerID.short), \(attempt.address))"
+    // The whole peer ID: a refused invitee may be one to pin by hand.
+    let who = "\"\(attempt.name)\" (peer ID \(attempt.peerID), \(attempt.address))"
     var members: [(String, OutputValue)] = [
         ("peerID", .string(attempt.peerID.description)), ("name", .string(attempt.name)), ("address", .string(attempt.address)),
     ]
@@ -213,7 +214,8 @@ struct InviteCommand: AsyncParsableCommand {
                     events: listener.events, logger: logger,
                     handle: { event in
                         if case .invitation(let attempt) = event, case .accepted(_, false) = attempt.outcome { accepted.withLockedValue { $0 += 1 } }
-                        return printListenerEvent(json, event)
+                        // nearby invite has no --pairing nor --trust-on-first-use of its own.
+                        return printListenerEvent(json, event, advice: .accepting(pairing: false, trustOnFirstUse: nil, port: listener.port))
                     },
                     serve: { await Serve.serve($0, json: json) })
                 return true

@@ -1,4 +1,5 @@
 import ArgumentParser
+import NearbyBasics
 import NetworkPlatform
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -36,7 +37,9 @@ struct Nearby: AsyncParsableCommand {
 
             Each command explains itself: nearby help COMMAND, or nearby COMMAND --help.
             """,
-        version: "0.2.0",
+        // The package's version, alone on the line (a package build reads it): not the
+        // protocol's, which --protocol-version of the commands that connect shows.
+        version: NearbyVersion.current,
         subcommands: [
             Advertise.self, Browse.self, Resolve.self, Types.self, DomainsCommand.self, Decode.self, Serve.self, ConnectCommand.self, SendCommand.self, ReceiveCommand.self, PipeCommand.self, InviteCommand.self, AcceptCommand.self, PairCommand.self, PeersCommand.self, IdentityCommand.self,
             TrustCommand.self, ProxyCommand.self, RegistrarCommand.self,

@@ -75,13 +75,66 @@ func printConnected(_ json: Bool, _ connection: PeerConnection, extra: [(String,
     )
 }
 
-func printRejection(_ json: Bool, address: String, peerID: PeerID?, error: PeerConnectionError) {
+/// A connection turned away: who (the whole peer ID, which a person may want to pin), why (every
+/// reason), and in text what would let it in (``trustAdvice(_:peerID:side:)``).
+func printRejection(_ json: Bool, address: String, peerID: PeerID?, error: PeerConnectionError, advice side: TrustAdviceSide? = nil) {
     let reasons = error.reasons.isEmpty ? [error.message] : error.reasons.map(\.message)
+    let advice = side.flatMap { trustAdvice(error, peerID: peerID, side: $0) }
     printEvent(
         json,
         [("event", .string("rejected")), ("address", .string(address)), ("peerID", peerID.map { .string($0.description) } ?? .null),
          ("reasons", .array(reasons.map { .string($0) }))],
-        text: "Rejected \(address)\(peerID.map { " (peer ID \($0.short))" } ?? ""): \(error.message)" + error.reasons.map { "\n  - \($0.message)" }.joined())
+        text: "Rejected \(address)\(peerID.map { " (peer ID \($0))" } ?? ""): \(error.message)" + error.reasons.map { "\n  - \($0.message)" }.joined()
+            + (advice.map { "\n" + $0 } ?? ""))
+}
+
+/// Where a trust refusal happened, for ``trustAdvice(_:peerID:side:)``.
+enum TrustAdviceSide {
+    /// This command connected to the peer (connect, send, pipe): the peer's address when known
+    /// (for `nearby pair`), whether --trust-on-first-use was given already, and this side's
+    /// own peer ID (for a peer that refused it).
+    case connecting(host: String?, port: Int?, trustOnFirstUse: Bool, ownID: PeerID? = nil)
+    /// The peer connected to this command (serve, receive): whether pairing is offered,
+    /// whether the command takes --trust-on-first-use (nil: it has no such option), and the
+    /// port it listens on, when known (for `nearby pair`).
+    case accepting(pairing: Bool, trustOnFirstUse: Bool?, port: Int? = nil)
+}
+
+/// What lets a peer that trust turned away in, for a person: the commands, with the peer's
+/// whole ID to copy. Nil unless the only trouble is that the peer is not pinned: a certificate
+/// that expired, was revoked or does not chain to an anchor, and a key other than the peer ID
+/// announced, are not fixed by pinning; and with --trust-on-first-use on, a refusal is a key
+/// that changed under a pinned name, whose reason says what to do. On the connecting side, a
+/// peer that refused our certificate in TLS (it may not have pinned us) gets the command that
+/// pins this side, to run there.
+func trustAdvice(_ error: PeerConnectionError, peerID: PeerID?, side: TrustAdviceSide) -> String? {
+    if case .connecting(let host, let port, _, let ownID?) = side, error.code == .tls, error.message.contains("may not trust our certificate") {
+        let address = "--host \(host ?? "ADDRESS") --port \(port.map(String.init) ?? "PORT")"
+        return "  If it does not trust this side, on it: nearby trust pin \(ownID)\n"
+            + "  Or pair with it (while it serves with --pairing): nearby pair \(address)"
+    }
+    guard error.code == .untrusted, let peerID, !error.reasons.isEmpty,
+        error.reasons.allSatisfy({ $0.code == .notPinned || $0.code == .nothingTrusted || $0.code == .noAnchors || $0.code == .unknownIssuer || $0.code == .selfSignedNotTrusted }),
+        error.reasons.contains(where: { $0.code == .notPinned || $0.code == .nothingTrusted })
+    else { return nil }
+    let confirm = "once its owner confirms that this is its peer ID (nearby identity show --id, there)"
+    switch side {
+    case .connecting(let host, let port, let trustOnFirstUse, _):
+        if trustOnFirstUse { return nil }
+        let address = host.map { "--host \($0) --port \(port.map(String.init) ?? "PORT")" } ?? "--host ADDRESS --port PORT (nearby peers TYPE lists them)"
+        return "  To trust it, \(confirm): nearby trust pin \(peerID)\n"
+            + "  Or pair with it (while it serves with --pairing): nearby pair \(address); "
+            + "or connect with --trust-on-first-use, which pins a peer never seen before"
+    case .accepting(let pairing, let trustOnFirstUse, let port):
+        if trustOnFirstUse == true { return nil }
+        let command = "nearby pair --host THIS-HOST --port \(port.map(String.init) ?? "PORT")"
+        let pair =
+            pairing
+            ? "  Or let it pair: \(command), there"
+            : "  Or let it pair: serve with --pairing, and run \(command) there"
+        return "  To let it in, \(confirm): nearby trust pin \(peerID)\n" + pair
+            + (trustOnFirstUse == false ? "; or serve with --trust-on-first-use, which pins a peer never seen before" : "")
+    }
 }
 
 /// Connections turned away before they proved anything, summed up over an interval.
@@ -100,13 +153,15 @@ func printStrangers(_ json: Bool, _ summary: StrangerSummary) {
 
 /// The connecting side's failure: the JSON "rejected" event, or in text a line on stderr that
 /// says where it tried and why (an unreachable peer's message already names its address).
-func printNotConnected(_ json: Bool, to place: String, error: PeerConnectionError) {
+/// With `advice`, a refusal because the peer is not pinned also says how to trust it.
+func printNotConnected(_ json: Bool, to place: String, error: PeerConnectionError, advice side: TrustAdviceSide? = nil) {
     if json {
-        printRejection(true, address: place, peerID: nil, error: error)
+        printRejection(true, address: place, peerID: error.peerID, error: error)
         return
     }
     let text = error.code == .unreachable ? error.message : "not connected to \(place): \(error.message)"
-    status("nearby: " + text + error.reasons.map { "\n  - \($0.message)" }.joined())
+    let advice = side.flatMap { trustAdvice(error, peerID: error.peerID, side: $0) }
+    status("nearby: " + text + error.reasons.map { "\n  - \($0.message)" }.joined() + (advice.map { "\n" + $0 } ?? ""))
 }
 
 /// A message from a peer, printed at the pace stdout takes (see ``StandardOutput/emit(_:)``).

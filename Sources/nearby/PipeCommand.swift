@@ -107,7 +107,7 @@ struct PipeCommand: AsyncParsableCommand {
         let found = try await target.connect(
             type: typeToFind,
             configuration: { try channel.configuration(state: state, trust: trust, json: json, logger: logger, streams: StreamSettings()) },
-            json: json, state: state, logger: logger)
+            json: json, trustOnFirstUse: trust.trustOnFirstUse, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
         refuseIncomingStreams(on: connection, because: "nearby pipe takes no streams; it opens its own")

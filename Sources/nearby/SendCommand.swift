@@ -124,7 +124,7 @@ struct SendCommand: AsyncParsableCommand {
         let found = try await target.connect(
             type: type,
             configuration: { try channel.configuration(state: state, trust: trust, json: json, logger: logger, streams: StreamSettings()) },
-            json: json, state: state, logger: logger)
+            json: json, trustOnFirstUse: trust.trustOnFirstUse, state: state, logger: logger)
         printConnected(json, found.connection, extra: found.extra)
         let connection = found.connection
         refuseIncomingStreams(on: connection, because: "nearby send takes no streams; it only sends")

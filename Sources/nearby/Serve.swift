@@ -115,6 +115,12 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var state: StateDirectory
     @OptionGroup var network: NetworkOptions
 
+    /// What a refusal of a peer that is not pinned tells the person serving on `port`: pin it,
+    /// let it pair, or trust on first use (only where --accept trusted refuses such peers).
+    func advice(port: Int?) -> TrustAdviceSide {
+        .accepting(pairing: pairing || accept == .ask, trustOnFirstUse: accept == .trusted ? trust.trustOnFirstUse : nil, port: port)
+    }
+
     func validate() throws {
         _ = try channel.version()
         if !noAdvertise {
@@ -272,8 +278,9 @@ struct Serve: AsyncParsableCommand {
                 throw error
             }
         }
+        let advice = advice(port: listener.port)
         let serving = ServingLoop(
-            events: listener.events, logger: network.logger, handle: { printListenerEvent(json, $0) },
+            events: listener.events, logger: network.logger, handle: { printListenerEvent(json, $0, advice: advice) },
             serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Discovery first: a group shuts down in reverse order, so the listener closes its
         // connections (1001) before the loop serving them ends and the goodbyes go out.
@@ -361,8 +368,9 @@ struct Serve: AsyncParsableCommand {
                 throw error
             }
         }
+        let advice = advice(port: broker.port)
         let serving = ServingLoop(
-            events: broker.events, logger: network.logger, handle: { printBrokerEvent(json, $0) },
+            events: broker.events, logger: network.logger, handle: { printBrokerEvent(json, $0, advice: advice) },
             serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Shut down in reverse order: the statistics are printed, then the broker closes its
         // connections and withdraws its service, then discovery says its goodbyes.

@@ -30,10 +30,11 @@ func serveAll<Events: AsyncSequence & Sendable>(
 }
 
 /// Prints a listener's event; the connection to serve, when it brought one.
-func printListenerEvent(_ json: Bool, _ event: PeerListener.Event) -> PeerConnection? {
+/// `advice`: what a refusal of a peer that is not pinned tells a person to do.
+func printListenerEvent(_ json: Bool, _ event: PeerListener.Event, advice: TrustAdviceSide) -> PeerConnection? {
     switch event {
     case .rejected(let rejection):
-        printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
+        printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error, advice: advice)
     case .connected(let connection):
         printConnected(json, connection)
         return connection
@@ -48,7 +49,7 @@ func printListenerEvent(_ json: Bool, _ event: PeerListener.Event) -> PeerConnec
 }
 
 /// Prints a broker's event; the connection to serve, when it brought one.
-func printBrokerEvent(_ json: Bool, _ event: BrokerEvent) -> PeerConnection? {
+func printBrokerEvent(_ json: Bool, _ event: BrokerEvent, advice: TrustAdviceSide) -> PeerConnection? {
     switch event {
     case .connected(let connection, let initiator):
         printConnected(json, connection, extra: [("initiator", .string(initiator.description))])
@@ -56,7 +57,7 @@ func printBrokerEvent(_ json: Bool, _ event: BrokerEvent) -> PeerConnection? {
     case .disconnected:
         break  // each connection's own task says so
     case .rejected(let rejection):
-        printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error)
+        printRejection(json, address: rejection.address, peerID: rejection.peerID, error: rejection.error, advice: advice)
     case .skipped(let name, let reason):
         printEvent(json, [("event", .string("skipped")), ("name", .string(name)), ("reason", .string(reason))], text: "Skipped \"\(name)\": \(reason)")
     case .dialFailed(let peer, let reason):

@@ -59,7 +59,8 @@ struct TargetOptions: ParsableArguments {
     /// trust store) is called once discovery, when there is discovery, has begun browsing, so
     /// that the link answers while the files are read.
     func connect(
-        type: String?, configuration makeConfiguration: () throws -> PeerConnectionConfiguration, json: Bool, state: StateDirectory, logger: Logger
+        type: String?, configuration makeConfiguration: () throws -> PeerConnectionConfiguration, json: Bool, trustOnFirstUse: Bool,
+        state: StateDirectory, logger: Logger
     ) async throws -> ConnectedPeer {
         if let type {
             let parsed = try parseType(type)
@@ -72,7 +73,9 @@ struct TargetOptions: ParsableArguments {
                 throw error
             }
             configuration.setupTimeout = .milliseconds(Int64(timeout * 1000))
-            return try await connectByDiscovery(type: parsed, configuration: configuration, early: try await starting, json: json, state: state, logger: logger)
+            return try await connectByDiscovery(
+                type: parsed, configuration: configuration, early: try await starting, json: json, trustOnFirstUse: trustOnFirstUse, state: state,
+                logger: logger)
         }
         var configuration = try makeConfiguration()
         configuration.setupTimeout = .milliseconds(Int64(timeout * 1000))
@@ -84,14 +87,17 @@ struct TargetOptions: ParsableArguments {
             return ConnectedPeer(connection: connection, extra: [], shutdown: {})
         } catch {
             if error.code == .invalidInput { throw ValidationError(error.message) }
-            printNotConnected(json, to: "\(host) port \(port)", error: error)
+            printNotConnected(
+                json, to: "\(host) port \(port)", error: error,
+                advice: .connecting(host: host, port: port, trustOnFirstUse: trustOnFirstUse, ownID: configuration.identity?.peerID))
             throw ExitCode(1)
         }
     }
 
     /// Finds the peer with a broker that browses (and does not advertise).
     private func connectByDiscovery(
-        type: ServiceType, configuration: PeerConnectionConfiguration, early: BrowsingBroker.Early, json: Bool, state: StateDirectory, logger: Logger
+        type: ServiceType, configuration: PeerConnectionConfiguration, early: BrowsingBroker.Early, json: Bool, trustOnFirstUse: Bool,
+        state: StateDirectory, logger: Logger
     ) async throws -> ConnectedPeer {
         // The early browse lives until the peer is found: the broker's own browse starts its
         // query in a task of its own, so dropping the early one sooner could stop the query
@@ -142,7 +148,9 @@ struct TargetOptions: ParsableArguments {
             }
         } catch let error as BrokerError {
             if let refusal = error.connectionError {
-                printNotConnected(json, to: "the \(type) peer", error: refusal)
+                printNotConnected(
+                    json, to: "the \(type) peer", error: refusal,
+                    advice: .connecting(host: nil, port: nil, trustOnFirstUse: trustOnFirstUse, ownID: configuration.identity?.peerID))
             } else {
                 writeToStandardError("nearby: \(error.message)\n")
             }

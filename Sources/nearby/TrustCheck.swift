@@ -124,7 +124,8 @@ struct TrustCheck: AsyncParsableCommand {
                     })),
                 ]))
             } else {
-                printLine("rejected: \(presented[0].subject) (peer ID \(presented[0].peerID.short))")
+                // The whole peer ID: the one to pin if the check is the reason it was run.
+                printLine("rejected: \(presented[0].subject) (peer ID \(presented[0].peerID))")
                 for reason in reasons { printLine("  - \(reason.message)") }
             }
             throw ExitCode(1)

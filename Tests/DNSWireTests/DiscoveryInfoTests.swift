@@ -22,10 +22,27 @@ struct DiscoveryInfoTests {
         }
         #expect(error?.kind == .entryTooLong)
         #expect(error?.key == "version")
-        #expect(error?.description.contains("\"version\"") == true)
+        #expect(error?.description.contains("\"version=vvv") == true)
         #expect(error?.description.contains("256 bytes") == true)
-        #expect(error?.description.contains("255 bytes") == true)
+        #expect(error?.description.contains("at most 255") == true)
         #expect(info.isEmpty)
+    }
+
+    @Test("a long entry is quoted by its first 40 characters, once, with its size and the limit")
+    func longEntryQuotedShort() {
+        var info = DiscoveryInfo()
+        let value = String(repeating: "x", count: 297)
+        let error = #expect(throws: DiscoveryInfoError.self) { try info.set("version", to: value) }
+        #expect(
+            error?.description
+                == "TXT entry \"version=\(String(repeating: "x", count: 32))…\" is 305 bytes; an entry (key, \"=\" and value) holds at most 255")
+        let long = #expect(throws: DiscoveryInfoError.self) { try DiscoveryInfo(["k=" + value]) }
+        #expect(long?.description.contains(value) == false)
+        let key = String(repeating: "k", count: 300)
+        let flag = #expect(throws: DiscoveryInfoError.self) { try info.setFlag(key) }
+        #expect(flag?.description == "TXT entry \"\(String(repeating: "k", count: 40))…\" is 300 bytes; an entry (key, \"=\" and value) holds at most 255")
+        let repeated = #expect(throws: DiscoveryInfoError.self) { try DiscoveryInfo(["a=1", "A=" + String(repeating: "y", count: 100)]) }
+        #expect(repeated?.description == "TXT entry \"A=\(String(repeating: "y", count: 38))…\" repeats the key of \"a=1\" (keys are case-insensitive, and a record holds each key once); keep one of them")
     }
 
     @Test("a boolean attribute of 255 bytes is accepted, 256 refused")

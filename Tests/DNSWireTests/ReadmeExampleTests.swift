@@ -18,7 +18,7 @@ struct ReadmeExampleTests {
         let error = #expect(throws: DiscoveryInfoError.self) {
             try info.set("version", to: String(repeating: "v", count: 248))
         }
-        #expect(error?.description == "TXT entry \"version\" is 256 bytes (key, \"=\" and value); each entry can be at most 255 bytes")
+        #expect(error?.description == "TXT entry \"version=\(String(repeating: "v", count: 32))…\" is 256 bytes; an entry (key, \"=\" and value) holds at most 255")
         #expect(info.warnings.isEmpty)
 
         let txt = try DiscoveryInfoEncoder().encode(Agent(version: "0.2.2", port: 9099, beta: true))

@@ -92,4 +92,38 @@ struct ServiceNameTests {
         let name = try ServiceInstanceName("P", type: ServiceType(parsing: "_printer._sub._http._tcp"))
         #expect(name.domainName == "P._http._tcp.local.")
     }
+
+    @Test("error texts say each thing once: the input quoted once (its first 40 characters), what it is not, the rule")
+    func errorTexts() throws {
+        func refusal(_ make: () throws -> Void) -> String? {
+            do { try make() } catch { return (error as? ServiceNameError)?.description ?? "not a ServiceNameError: \(error)" }
+            return nil
+        }
+        #expect(
+            refusal { _ = try ServiceType(parsing: "openagents._tcp") }
+                == #""openagents._tcp" is not a service type: the service name must begin with an underscore, as in "_openagents._tcp""#)
+        #expect(
+            refusal { _ = try ServiceType(parsing: "_printer._sub.http._tcp") }
+                == #""_printer._sub.http._tcp" is not a service type: the service name must begin with an underscore, as in "_printer._sub._http._tcp""#)
+        #expect(
+            refusal { _ = try ServiceType(parsing: "_abcdefghijklmnop._tcp") }
+                == #""_abcdefghijklmnop._tcp" is not a service type: the service name has 16 characters; at most 15 are allowed (RFC 6335)"#)
+        #expect(refusal { _ = try ServiceType(parsing: "_http..tcp") } == #""_http..tcp" is not a service type: empty label"#)
+        let type = try ServiceType(parsing: "_openagents._tcp")
+        #expect(refusal { _ = try ServiceInstanceName("", type: type) } == #""" is not an instance name: it is empty; an instance name has 1 to 63 bytes of UTF-8"#)
+        let long = String(repeating: "x", count: 64)
+        #expect(
+            refusal { _ = try ServiceInstanceName(long, type: type) }
+                == "\"\(String(repeating: "x", count: 40))…\" is not an instance name: it is 64 bytes of UTF-8; an instance name has at most 63")
+        #expect(
+            refusal { _ = try ServiceInstanceName("tab\there", type: type) }
+                == "\"tab\there\" is not an instance name: it contains a control character (U+9); any other UTF-8 is allowed")
+        #expect(
+            refusal { _ = try type.withSubtype(String(repeating: "s", count: 64)) }
+                == "\"\(String(repeating: "s", count: 40))…\" is not a subtype: it is 64 bytes; a subtype has at most 63")
+        // A long input is quoted by its beginning, never whole.
+        let huge = "_" + String(repeating: "a", count: 300) + "._tcp"
+        let text = try #require(refusal { _ = try ServiceType(parsing: huge) })
+        #expect(!text.contains(huge) && text.hasPrefix("\"_\(String(repeating: "a", count: 39))…\" is not a service type: "), "\(text)")
+    }
 }

@@ -314,7 +314,7 @@ struct InvitationLabTests {
             let moved = try await accept(lab, readdressed(link, to: "198.18.1.2:9461"), state: client.directory)
             #expect(moved.status == 1, "\(moved.output)")
             #expect(refusal(moved.output).contains(
-                "the peer at 198.18.1.2:9461 is not the inviter: its key is \(other.peerID.prefix(6))…, the invitation is for \(server.peerID.prefix(6))…; nothing was sent to it"),
+                "the peer at 198.18.1.2:9461 is not the inviter: its key is \(other.peerID), the invitation is for \(server.peerID.prefix(6))…; nothing was sent to it"),
                 "\(moved.output)")
             // The impostor saw a handshake end, and not even the invitee's certificate.
             _ = try await impostor.waitForLine(containing: "\"rejected\"", timeout: .seconds(10))
@@ -324,7 +324,7 @@ struct InvitationLabTests {
             let renamed = try await accept(lab, replacing(1, of: link, with: other.peerID.replacingOccurrences(of: "-", with: "")), state: client.directory)
             #expect(renamed.status == 1, "\(renamed.output)")
             #expect(refusal(renamed.output).contains(
-                "is not the inviter: its key is \(server.peerID.prefix(6))…, the invitation is for \(other.peerID.prefix(6))…; nothing was sent to it"),
+                "is not the inviter: its key is \(server.peerID), the invitation is for \(other.peerID.prefix(6))…; nothing was sent to it"),
                 "\(renamed.output)")
             #expect(!inviting.output.contains(client.peerID), "\(inviting.output)")
             #expect(inviting.isRunning, "the invitation was not used, so invite still waits: \(inviting.output)")

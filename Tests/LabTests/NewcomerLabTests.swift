@@ -45,6 +45,23 @@ struct NewcomerLabTests {
         }
     }
 
+    @Test("connect --nearest to a peer nobody pinned: the whole peer ID, and the commands that trust it")
+    func nearestNotPinned() async throws {
+        let lab = try Lab.require(hosts: 2)
+        let server = try Lab.temporaryDirectory().path
+        let client = try Lab.temporaryDirectory().path
+        let serving = try lab.start(["exec", "h1", "--", Self.nearby, "serve", "Build Box", "_newcomer._tcp", "9442", "--state-dir", server])
+        try await lab.withProcesses([serving]) {
+            let listening = try await serving.waitForLine(containing: "Listening on port 9442", timeout: .seconds(20))
+            let serverID = try #require(listening.components(separatedBy: "peer ID ").last)
+            let refused = try await nearby(lab, ["connect", "_newcomer._tcp", "--nearest", "--state-dir", client])
+            #expect(refused.status == 1, "\(refused.output)")
+            #expect(refused.output.contains("not pinned: peer ID \(serverID) is not among the 0 pinned peers"), "\(refused.output)")
+            #expect(refused.output.contains(": nearby trust pin \(serverID)\n"), "\(refused.output)")
+            #expect(refused.output.contains("nearby pair --host ADDRESS --port PORT") && refused.output.contains("--trust-on-first-use"), "\(refused.output)")
+        }
+    }
+
     @Test("a state directory that cannot be made, a mistyped command, and a browse that finds nothing")
     func everydayMistakes() async throws {
         let lab = try Lab.require(hosts: 2)

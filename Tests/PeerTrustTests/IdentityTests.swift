@@ -157,6 +157,28 @@ struct IdentityTests {
         #expect(try Data(contentsOf: store.identityFile) == damaged)
     }
 
+    @Test("a refusal of access says what to check: who owns what, with which mode, and whom the process runs as")
+    func accessFactsText() {
+        let other = AccessFacts(path: "/srv/state", isDirectory: true, owner: "root", ownerID: 0, mode: 0o700, user: "nobody", userID: 65534)
+        #expect(
+            other.text
+                == "(the directory /srv/state belongs to root (uid 0), mode 0700, and this process runs as nobody (uid 65534)): run as root, or make it this user's (chown) or open its mode to this user (chmod)")
+        let own = AccessFacts(path: "/home/a/identity.pem", isDirectory: false, owner: nil, ownerID: 1000, mode: 0o000, user: nil, userID: 1000)
+        #expect(
+            own.text
+                == "(the file /home/a/identity.pem belongs to uid 1000, mode 0000, and this process runs as uid 1000): its mode lets its owner in no further: chmod u+rw /home/a/identity.pem")
+        let refused = Storage.accessFailure("cannot read /x/identity.pem", EACCES, checking: "/", for: R_OK)
+        #expect(refused?.code == .storage)
+        #expect(refused?.message.hasPrefix("cannot read /x/identity.pem: Permission denied") == true)
+        // In a state directory, the other way out is said once, however often it is wrapped.
+        let stated = refused?.inStateDirectory().inStateDirectory()
+        #expect(
+            stated?.message.hasSuffix("; or give this user a state directory of its own (nearby's --state-dir DIR, or NEARBY_STATE_DIR=DIR)") == true)
+        #expect(stated?.message.components(separatedBy: "--state-dir").count == 2)
+        #expect(Storage.accessFailure("cannot read /x", ENOSPC, checking: "/x", for: R_OK) == nil)
+        #expect(PeerTrustError(.storage, "disk full").inStateDirectory().message == "disk full")
+    }
+
     @Test("racing creators end with one identity that all of them use")
     func concurrentCreation() async throws {
         let directory = temporaryDirectory()

@@ -84,7 +84,8 @@ struct TrustEvaluationTests {
         let notPinned = TrustEvaluator(policy: .pinned([pki.leaf.certificate.peerID]))
             .evaluate(chain: [lone.certificate], role: .accepting, at: TestPKI.now)
         #expect(codes(notPinned) == [.notPinned])
-        #expect(messages(notPinned).hasPrefix("not pinned: peer ID \(lone.certificate.peerID.short)"))
+        // The whole peer ID: the one a person pins (nearby trust pin ID) if it is the peer meant.
+        #expect(messages(notPinned) == "not pinned: peer ID \(lone.certificate.peerID) is not among the 1 pinned peer")
         let later = pinned.evaluate(chain: [lone.certificate], role: .accepting, at: TestPKI.now + 2 * TestPKI.year)
         #expect(codes(later) == [.expired])
         // A tampered self-signed certificate fails its own signature even when its key is pinned.
@@ -173,7 +174,7 @@ struct TrustEvaluationTests {
         #expect(evaluator.evaluate(chain: chain, expectedPeerID: pki.leaf.certificate.peerID, role: .connecting, at: TestPKI.now).isTrusted)
         let verdict = evaluator.evaluate(chain: chain, expectedPeerID: other.certificate.peerID, role: .connecting, at: TestPKI.now)
         #expect(codes(verdict) == [.peerIDMismatch])
-        #expect(messages(verdict) == "peer ID mismatch: discovery announced \(other.certificate.peerID.short), the certificate's key is \(pki.leaf.certificate.peerID.short)")
+        #expect(messages(verdict) == "peer ID mismatch: discovery announced \(other.certificate.peerID.short), the certificate's key is \(pki.leaf.certificate.peerID)")
     }
 
     @Test("an anchor may be an intermediate: the chain ends there")

@@ -10,7 +10,7 @@ var info = DiscoveryInfo()
 try info.set("version", to: "0.2.2")
 try info.setFlag("tls")                     // "tls" alone: a boolean attribute
 // try info.set("version", to: String(repeating: "v", count: 248)) throws:
-//   TXT entry "version" is 256 bytes (key, "=" and value); each entry can be at most 255 bytes
+//   TXT entry "version=vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv…" is 256 bytes; an entry (key, "=" and value) holds at most 255
 print(info.warnings)                        // advice: keys over 9 characters, records over 1300 bytes
 
 // Or from a Codable struct (Bool as a flag, numbers and strings as text, nil omitted).
