@@ -132,7 +132,7 @@ public struct ServiceChanges: AsyncSequence, Sendable {
 public func browse(_ type: String, domains: [String]? = nil) async throws(NearbyError) -> ServiceChanges {
     let serviceType = try parse(type)
     let zones = try domains?.map { text throws(NearbyError) -> DomainName in
-        do { return try DomainName(parsing: text) } catch { throw NearbyError("\"\(text)\" is not a domain name (\(error))") }
+        do { return try DomainName(parsing: text) } catch { throw NearbyError("\(text.quotedPrefix()) is not a domain name (\(error))") }
     }
     let discovery = try await startDiscovery()
     let events = EventStream<BrowseEvent>(buffer: BrowseEventBuffer()) { source in
@@ -195,6 +195,7 @@ public func advertise(
     _ name: String, type: String, port: Int, info: [String: String] = [:], registrar: String? = nil, stateDirectory: String? = nil
 ) async throws(NearbyError) -> Advertising {
     let serviceType = try parse(type)
+    try checkInstanceName(name, type: serviceType)
     guard let port = UInt16(exactly: port), port > 0 else { throw NearbyError("port \(port) is out of range; use 1-65535") }
     let txt = try discoveryInfo(info)
     if let registrar {
@@ -219,7 +220,7 @@ public func advertise(
         }
     } catch {
         await discovery.shutdown()
-        throw NearbyError("cannot advertise: \(error)")
+        throw NearbyError("cannot advertise \(name.quotedPrefix()): \(error)")
     }
 }
 
@@ -330,7 +331,7 @@ public func fail(_ message: String) -> Never {
 // MARK: Behind the door
 
 func parse(_ type: String) throws(NearbyError) -> ServiceType {
-    do { return try ServiceType(parsing: type) } catch { throw NearbyError("\"\(type)\" is not a service type: \(error)") }
+    do { return try ServiceType(parsing: type) } catch { throw NearbyError(error.description) }
 }
 
 func startDiscovery() async throws(NearbyError) -> NearbyDiscovery {
@@ -393,6 +394,11 @@ func pinnedTrust(_ stateDirectory: String?, identity: PeerIdentity, required: Bo
                 + "(`nearby trust pin PEER-ID` or `nearby pair`), and have them pin this one: `nearby trust pin \(identity.peerID)`")
     }
     return TrustEvaluator(policy: policy)
+}
+
+/// Throws what is wrong with an instance name (empty, over 63 bytes, a control character).
+func checkInstanceName(_ name: String, type: ServiceType) throws(NearbyError) {
+    do { _ = try ServiceInstanceName(name, type: type) } catch { throw NearbyError(error.description) }
 }
 
 /// TXT discovery info from a dictionary, in key order.

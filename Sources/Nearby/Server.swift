@@ -138,6 +138,7 @@ public func serve(
     answer: @escaping @Sendable (NearbyRequest) async throws -> String?
 ) async throws(NearbyError) -> NearbyServer {
     let serviceType = try parse(type)
+    try checkInstanceName(name, type: serviceType)
     guard (0...65535).contains(port) else { throw NearbyError("port \(port) is out of range; use 1-65535, or 0 for any free port") }
     for key in info.keys where ["id", "pv"].contains(key.lowercased()) {
         throw NearbyError("TXT \(key) is the server's own (\(key.lowercased() == "id" ? "its peer ID" : "its protocol version")); use another key")
@@ -170,7 +171,7 @@ public func serve(
     } catch {
         await listener.close()
         await discovery.shutdown()
-        throw NearbyError("cannot advertise: \(error)")
+        throw NearbyError("cannot advertise \(name.quotedPrefix()): \(error)")
     }
     let registration: SRPRegistration?
     if let registrar {

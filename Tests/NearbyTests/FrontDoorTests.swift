@@ -34,11 +34,24 @@ struct FrontDoorTests {
         let port = await Self.message { () async throws(NearbyError) in _ = try await serve("Box", type: "_openagents._tcp", port: 70_000, stateDirectory: folder.path, answer: answer) }
         #expect(port == "port 70000 is out of range; use 1-65535, or 0 for any free port")
         let type = await Self.message { () async throws(NearbyError) in _ = try await serve("Box", type: "openagents._tcp", stateDirectory: folder.path, answer: answer) }
-        #expect(type?.contains("openagents._tcp") == true, "\(type ?? "")")
+        #expect(type == #""openagents._tcp" is not a service type: the service name must begin with an underscore, as in "_openagents._tcp""#)
+        let empty = await Self.message { () async throws(NearbyError) in _ = try await serve("", type: "_openagents._tcp", stateDirectory: folder.path, answer: answer) }
+        #expect(empty == #""" is not an instance name: it is empty; an instance name has 1 to 63 bytes of UTF-8"#)
         let own = await Self.message { () async throws(NearbyError) in _ = try await serve("Box", type: "_openagents._tcp", info: ["ID": "x"], stateDirectory: folder.path, answer: answer) }
         #expect(own == "TXT ID is the server's own (its peer ID); use another key")
         // Nothing was made: no identity was needed to say no.
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
+    }
+
+    @Test("advertise's errors say each thing once, and quote a long value by its start")
+    func advertiseErrorsSayItOnce() async {
+        let long = String(repeating: "v", count: 300)
+        let txt = await Self.message { () async throws(NearbyError) in _ = try await advertise("Box", type: "_openagents._tcp", port: 9099, info: ["version": long]) }
+        #expect(txt == "TXT entry \"version=\(String(repeating: "v", count: 32))…\" is 308 bytes; an entry (key, \"=\" and value) holds at most 255", "\(txt ?? "")")
+        let name = await Self.message { () async throws(NearbyError) in _ = try await advertise(String(repeating: "n", count: 70), type: "_openagents._tcp", port: 9099) }
+        #expect(name == "\"\(String(repeating: "n", count: 40))…\" is not an instance name: it is 70 bytes of UTF-8; an instance name has at most 63", "\(name ?? "")")
+        let port = await Self.message { () async throws(NearbyError) in _ = try await advertise("Box", type: "_openagents._tcp", port: 0) }
+        #expect(port == "port 0 is out of range; use 1-65535")
     }
 
     @Test("connecting names the state directory given, and the command that fixes it: no identity, then nobody pinned with this peer's whole ID")
