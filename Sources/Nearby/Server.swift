@@ -258,10 +258,13 @@ func answerRequests(
     }
 }
 
-/// Why a peer was refused, with the command that lets it in when it proved a key that is not
-/// pinned (said once: a reason that already names the command is left as it is).
+/// Why a peer was refused. A peer that proved a key nobody pinned here gets the command that
+/// lets it in, and nothing else: its peer ID is already in the event, and said twice more it
+/// would hide the command.
 func turnedAwayReason(_ message: String, reasons: [TrustReason], peerID: String?) -> String {
-    let reason = ([message] + reasons.map(\.message)).joined(separator: "; ")
-    guard let peerID, reasons.contains(where: { $0.code == .notPinned }), !reason.contains("nearby trust pin") else { return reason }
-    return reason + " (to let it in: nearby trust pin \(peerID))"
+    if let peerID, reasons.contains(where: { $0.code == .notPinned }) {
+        let others = reasons.filter { $0.code != .notPinned }.map(\.message)
+        return (["not pinned here"] + others).joined(separator: "; ") + " (to let it in: nearby trust pin \(peerID))"
+    }
+    return ([message] + reasons.map(\.message)).joined(separator: "; ")
 }
