@@ -6,8 +6,10 @@
 say() { printf '\n==> %s\n' "$*"; }
 die() { echo "${0##*/}: $*" >&2; exit 1; }
 
+# prometheus for its promtool, which checks the metrics endpoint's exposition in Tests/LabTests
+# (scraped with curl); its server is never started (service starts are forbidden below).
 apt_packages=(libavahi-compat-libdnssd1 libssl-dev libqrencode-dev zbar-tools openssl man-db avahi-daemon avahi-utils dbus iproute2 iptables tcpdump
-  bind9 bind9-utils bind9-dnsutils)
+  bind9 bind9-utils bind9-dnsutils curl prometheus)
 
 install_packages() {
   local install="${1:-1}" missing=() package
@@ -20,7 +22,8 @@ install_packages() {
   [[ "$(id -u)" == 0 ]] || die "missing packages: ${missing[*]}; run ${0##*/} as root to install them"
   say "installing ${missing[*]}"
   # Installing avahi-daemon must not start it in the root namespace, where it would talk to
-  # the real network (nor bind9's named, which the lab runs in its own namespaces only):
+  # the real network (nor bind9's named, which the lab runs in its own namespaces only, nor
+  # the Prometheus server, of which only promtool is used):
   # forbid service starts while apt runs, unless a policy already exists.
   local policy=/usr/sbin/policy-rc.d added_policy=0
   if [[ ! -e $policy ]]; then
