@@ -108,6 +108,17 @@ final class Refusals: Sendable {
         case malformed
         /// No request for too long between requests.
         case idle
+
+        /// For the log.
+        var phrase: String {
+            switch self {
+            case .connections: "over the limit of \(MetricsEndpoint.maximumConnections) connections"
+            case .tooLarge: "with a request over 8 KiB"
+            case .slow: "with a request not whole within 10 s"
+            case .malformed: "with a request that was not HTTP"
+            case .idle: "idle"
+            }
+        }
     }
 
     private let counters: [Reason: CoreMetrics.Counter]
@@ -130,9 +141,9 @@ final class Refusals: Sendable {
             if let last = state.lastLog, now - last < .seconds(60) { return nil }
             state.lastLog = now
             defer { state.counts = [:] }
-            return state.counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }.joined(separator: ", ")
+            return state.counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.phrase)" }.joined(separator: ", ")
         }
-        if let line { logger.notice("metrics endpoint: connections closed (\(line)); see nearby_metrics_http_refused_total") }
+        if let line { logger.notice("the metrics endpoint closed connections: \(line) (nearby_metrics_http_refused_total counts them all)") }
     }
 }
 

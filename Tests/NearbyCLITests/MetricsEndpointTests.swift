@@ -168,6 +168,34 @@ struct MetricsEndpointTests {
         // Buckets as described (seconds), not swift-prometheus' defaults.
         #expect(text.contains("nearby_proxy_answer_duration_seconds_bucket{le=\"0.0005\"}"))
     }
+
+    @Test("Operations.md's table lists every metric the tool exposes, each with its type and labels, and no other")
+    func documented() throws {
+        let text = try DocumentationTests.text("Documentation/Operations.md")
+        guard let start = text.range(of: "## Every metric") else { throw DocumentationError("Operations.md has no section Every metric") }
+        let section = String(text[start.upperBound...]).components(separatedBy: "\n## ").first ?? ""
+        var documented: [String: (kind: String, labels: [String])] = [:]
+        for line in section.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 5 else { continue }
+            let name = cells[1].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+            // The labels are the words in backquotes; their values follow, plain.
+            let labels = cells[3].split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+            documented[name] = (cells[2], labels)
+        }
+        let described = MetricsExposition.descriptions
+        #expect(Set(documented.keys) == Set(described.keys), "documented, not exposed: \(Set(documented.keys).subtracting(described.keys).sorted()); exposed, not documented: \(Set(described.keys).subtracting(documented.keys).sorted())")
+        for (name, description) in described {
+            guard let row = documented[name] else { continue }
+            #expect(row.kind == description.kind.rawValue, "\(name): documented a \(row.kind), is a \(description.kind.rawValue)")
+            #expect(row.labels == description.labels, "\(name): documented with the labels \(row.labels), has \(description.labels)")
+        }
+    }
+}
+
+struct DocumentationError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }
 
 extension MetricDescription {
