@@ -42,6 +42,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        // Counters, gauges and histograms recorded by the libraries (the API only: nothing is
+        // exported unless a program bootstraps a backend), and the one Prometheus exposition,
+        // which only the executable links (Documentation/Operations.md lists every metric).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // `swift package generate-documentation`: the DocC catalogs of the public modules.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
@@ -56,6 +61,13 @@ let package = Package(
         // that discovery builds without OpenSSL. Files are hashed by OpenSSL (PeerTrust), faster.
         .target(name: "NearbyCrypto", dependencies: ["NearbyBasics"], swiftSettings: strict),
         .testTarget(name: "NearbyCryptoTests", dependencies: ["NearbyCrypto", "NearbyBasics"], swiftSettings: strict),
+        // What the libraries count, published through swift-metrics' API (CoreMetrics, no
+        // backend): each metric's name and meaning, and counters fed from the statistics the
+        // modules keep anyway. The one exposition (Prometheus) is the executable's.
+        .target(name: "NearbyMetrics", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")], swiftSettings: strict),
+        .testTarget(
+            name: "NearbyMetricsTests", dependencies: ["NearbyMetrics", .product(name: "MetricsTestKit", package: "swift-metrics")],
+            swiftSettings: strict),
         // The DNS/mDNS wire codec, DNS-SD names and TXT discovery info. Pure values, no I/O.
         .target(name: "DNSWire", dependencies: ["NearbyBasics"], swiftSettings: strict),
         .testTarget(
@@ -82,6 +94,7 @@ let package = Package(
             dependencies: [
                 "DNSWire", "MulticastDNSCore", "NetworkPlatform", "CNearbySocket", "NearbyBasics",
                 .product(name: "Logging", package: "swift-log"),
+                "NearbyMetrics", .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -90,6 +103,7 @@ let package = Package(
             name: "NearbyDiscoveryTests",
             dependencies: [
                 "NearbyDiscovery", "MulticastDNS", "SystemDNSSD", "NearbyBasics", "NetworkPlatform",
+                "NearbyMetrics", .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: strict),
         // The dns_sd API (Avahi's compatibility library on Linux), opened with dlopen when the
@@ -145,7 +159,13 @@ let package = Package(
         // The discovery proxy's decisions (RFC 8766): which questions it answers and how, the
         // rewriting of link records into the zone, rate limits. Pure machines, no I/O.
         .target(name: "DiscoveryProxyCore", dependencies: ["DNSWire", "NearbyBasics"], swiftSettings: strict),
-        .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxyCore", "DiscoveryProxy", "DNSWire", "SystemDNSSD", "UnicastDNSSD"], swiftSettings: strict),
+        .testTarget(
+            name: "DiscoveryProxyTests",
+            dependencies: [
+                "DiscoveryProxyCore", "DiscoveryProxy", "DNSWire", "SystemDNSSD", "UnicastDNSSD", "NearbyBasics", "NearbyMetrics",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            swiftSettings: strict),
         // The SRP registrar's decisions (RFC 9665): validating an update (instructions, SIG(0)
         // with an injected verifier), first come first served per key, leases (RFC 9664), limits,
         // saved state. Pure machines, no I/O, no cryptography library.
@@ -161,10 +181,13 @@ let package = Package(
             dependencies: [
                 "SRPRegistrarCore", "DNSWire", "MulticastDNS", "MulticastDNSCore", "PeerTrust", "NearbyBasics", "UnicastDNSSD",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"), "NearbyMetrics", .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict),
-        .testTarget(name: "SRPRegistrarTests", dependencies: ["SRPRegistrar", "MulticastDNSCore", "DNSWire"], swiftSettings: strict),
+        .testTarget(
+            name: "SRPRegistrarTests",
+            dependencies: ["SRPRegistrar", "SRPRegistrarCore", "MulticastDNSCore", "DNSWire", "NearbyMetrics", .product(name: "MetricsTestKit", package: "swift-metrics")],
+            swiftSettings: strict),
         // The discovery proxy on sockets: UDP and TCP answers, DNS Push over TLS, the links' mDNS
         // engine, time.
         .target(
@@ -173,6 +196,7 @@ let package = Package(
                 "DiscoveryProxyCore", "DNSWire", "MulticastDNS", "MulticastDNSCore", "SystemDNSSD", "NetworkPlatform", "NearbyBasics",
                 "PeerTrust", "UnicastDNSSD",
                 .product(name: "Logging", package: "swift-log"),
+                "NearbyMetrics", .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -207,6 +231,7 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+                "NearbyMetrics", .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -217,6 +242,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                "NearbyMetrics", .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -246,11 +272,15 @@ let package = Package(
             name: "ConnectionBroker",
             dependencies: [
                 "DNSWire", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), "NearbyMetrics", .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict),
         .testTarget(
-            name: "ConnectionBrokerTests", dependencies: ["ConnectionBroker", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", "DNSWire"],
+            name: "ConnectionBrokerTests",
+            dependencies: [
+                "ConnectionBroker", "PeerConnection", "PeerTrust", "NearbyDiscovery", "NearbyBasics", "DNSWire", "NearbyMetrics",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             swiftSettings: strict),
         // The front door: the everyday jobs (advertise, also through a registrar; browse; connect
         // to the nearest or a named peer; serve) as calls with safe defaults, over the full
@@ -279,11 +309,19 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "NearbyMetrics", .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
         .testTarget(
-            name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "DNSPushTLS", "PeerTrust", "PeerConnection", "ConnectionBroker", "PacketCapture", .product(name: "Logging", package: "swift-log")],
+            name: "NearbyCLITests", dependencies: ["nearby", "DNSWire", "NearbyDiscovery", "UnicastDNSSD", "DNSPushTLS", "PeerTrust", "PeerConnection", "ConnectionBroker", "PacketCapture", .product(name: "Logging", package: "swift-log"),
+                "NearbyMetrics", .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio")],
             swiftSettings: strict),
         // Capture files as `nearby decode` reads them: pcap and pcapng, the link layers mDNS is
         // captured on (Ethernet and VLANs, Linux cooked, BSD loopback, raw IP, 802.11 and

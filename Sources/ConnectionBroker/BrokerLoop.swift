@@ -1,5 +1,7 @@
+import CoreMetrics
 import Logging
 import NearbyBasics
+import NearbyMetrics
 import NearbyDiscovery
 import PeerConnection
 import PeerTrust
@@ -36,6 +38,8 @@ actor BrokerLoop {
     private var serving: (listener: PeerListener, advertisements: [Advertisement])?
     /// Opened by ``stop()`` (the one way to end ``run()``), and by ``run()`` once it is over.
     private let lifecycle = (stop: CancelScope(), over: CancelScope())
+    /// The desk's statistics as metrics, published after each step (see ``rearm()``).
+    private var metrics: BrokerMetrics
 
     private struct Caller {
         let continuation: CheckedContinuation<Answer, Never>
@@ -62,6 +66,9 @@ actor BrokerLoop {
         self.discovery = discovery
         self.clock = clock
         origin = clock.now
+        // Metrics from the factory in force now: swift-metrics' global one, or the caller's
+        // task-local one (MetricsSystem.factory says which).
+        metrics = BrokerMetrics(factory: MetricsSystem.factory)
         desk = BrokerDesk(localID: localID, protocolVersion: configuration.connection.protocolVersion)
         var seed = SystemRandomNumberGenerator()
         machine = BrokerStateMachine(
@@ -306,8 +313,10 @@ actor BrokerLoop {
     }
 
     /// Sets the alarm to the earliest deadline: the machine's, or the desk's (a caller who gives
-    /// up, a news wait that ends, a race that looks again), in the clock's time.
+    /// up, a news wait that ends, a race that looks again), in the clock's time. Every step ends
+    /// here, so the metrics are published here too.
     private func rearm() {
+        metrics.record(desk.statistics, connections: connections.count)
         guard !desk.stopped else { return alarm.set(nil) }
         alarm.set([machine.nextDeadline.map { origin + $0 }, desk.nextDeadline(at: clock.now)].compactMap { $0 }.min())
     }
@@ -344,7 +353,12 @@ actor BrokerLoop {
             // From the event loop into the actor; nothing to wait for here.
             children.spawn { [weak self] in await self?.admissionPending(peer, wait) }
         }
+        let started = clock.now
         let outcome = await HappyEyeballs.connect(DialPlan.schedule(addresses), port: port, expecting: peer, configuration: settings)
+        switch outcome {
+        case .success: metrics.dialSucceeded.record(clock.now - started)
+        case .failure: metrics.dialFailed.record(clock.now - started)
+        }
         switch outcome {
         case .success(let connection):
             deliver(desk.dialEnded(peer, failure: nil))

@@ -1,7 +1,9 @@
+import CoreMetrics
 import DNSWire
 import DiscoveryProxyCore
 import NIOCore
 import NearbyBasics
+import NearbyMetrics
 
 /// Where a question's reply goes.
 enum ReplyPath: Sendable {
@@ -11,6 +13,9 @@ enum ReplyPath: Sendable {
     /// count of questions in flight goes down all the same.
     case tcp(AsyncStream<[UInt8]?>.Continuation)
 }
+
+/// A reply (nil: none) for a question that waited, with the time the question arrived.
+private typealias Delivery = (path: ReplyPath, bytes: [UInt8]?, arrived: Duration)
 
 /// The answering machine and the reply paths of the questions it has not answered yet, behind
 /// one lock. A UDP question is answered on the event loop that read it, in the same turn (no
@@ -24,13 +29,20 @@ enum ReplyPath: Sendable {
 final class AnsweringDesk: Sendable {
     private struct State {
         var machine: ProxyStateMachine
-        var paths: [UInt64: ReplyPath] = [:]
+        /// The paths of questions waiting for an answer, with the time each arrived.
+        var paths: [UInt64: (path: ReplyPath, arrived: Duration)] = [:]
         var nextRequest: UInt64 = 1
+        /// The machine's statistics as metrics, published after each call into it.
+        var metrics: ProxyMetrics.Answering
     }
 
     private let state: Locked<State>
     private let dropped = Locked(0)
     private let queue: AsyncStream<[ProxyStateMachine.Action]>.Continuation
+    /// The proxy's clock: when questions arrive and are answered.
+    private let clock: any ShellClock
+    private let answerTime: Timer
+    private let udpBacklogDropped: Counter
 
     /// The machine's actions for the actor, in order. Not bounded by a count: new link
     /// questions are bounded by the machine's link budget (50 a second by default), each with
@@ -38,8 +50,11 @@ final class AnsweringDesk: Sendable {
     /// client leaves 512 KiB unread).
     let actions: AsyncStream<[ProxyStateMachine.Action]>
 
-    init(_ machine: ProxyStateMachine) {
-        state = Locked(State(machine: machine))
+    init(_ machine: ProxyStateMachine, clock: any ShellClock, metrics: ProxyMetrics.Answering) {
+        state = Locked(State(machine: machine, metrics: metrics))
+        self.clock = clock
+        answerTime = metrics.answerTime
+        udpBacklogDropped = metrics.udpBacklogDropped
         // Bounded by the machine's own limits (the link-question budget, the session limits),
         // and every action must reach the actor, in order (see `actions`).
         (actions, queue) = AsyncStream<[ProxyStateMachine.Action]>.makeStream()
@@ -59,8 +74,9 @@ final class AnsweringDesk: Sendable {
     /// for the actor; `body`'s own result is returned.
     @discardableResult
     func act<Result>(_ body: (inout ProxyStateMachine) -> (Result, [ProxyStateMachine.Action])) -> Result {
-        let (result, deliveries) = state.withLockedValue { state -> (Result, [(ReplyPath, [UInt8]?)]) in
+        let (result, deliveries) = state.withLockedValue { state -> (Result, [Delivery]) in
             let (result, actions) = body(&state.machine)
+            state.metrics.record(state.machine)
             return (result, route(actions, in: &state))
         }
         deliver(deliveries)
@@ -83,7 +99,7 @@ final class AnsweringDesk: Sendable {
     func received(
         _ bytes: [UInt8], from source: IPAddress, over transport: ProxyStateMachine.Transport, path: ReplyPath, now: Duration
     ) -> (reply: [UInt8]?, dropped: Bool) {
-        let (own, deliveries) = state.withLockedValue { state -> ((reply: [UInt8]?, dropped: Bool), [(ReplyPath, [UInt8]?)]) in
+        let (own, deliveries) = state.withLockedValue { state -> ((reply: [UInt8]?, dropped: Bool), [Delivery]) in
             let id = state.nextRequest
             state.nextRequest += 1
             var reply: [UInt8]?
@@ -96,10 +112,12 @@ final class AnsweringDesk: Sendable {
                 default: others.append(action)
                 }
             }
-            if reply == nil, !dropped { state.paths[id] = path }
+            if reply == nil, !dropped { state.paths[id] = (path, now) }
+            state.metrics.record(state.machine)
             return ((reply, dropped), route(others, in: &state))
         }
         deliver(deliveries)
+        if own.reply != nil { answerTime.record(clock.now - now) }
         return own
     }
 
@@ -107,7 +125,7 @@ final class AnsweringDesk: Sendable {
     func takeAllPaths() -> [ReplyPath] {
         state.withLockedValue { state in
             defer { state.paths = [:] }
-            return Array(state.paths.values)
+            return state.paths.values.map(\.path)
         }
     }
 
@@ -115,20 +133,21 @@ final class AnsweringDesk: Sendable {
     func mayQueue(on channel: any Channel) -> Bool {
         if channel.isWritable { return true }
         dropped.withLockedValue { $0 += 1 }
+        udpBacklogDropped.increment()
         return false
     }
 
     /// Replies and drops with their paths taken (to deliver once the lock is let go); the rest
     /// queued for the actor, under the lock, so that the queue keeps the machine's order.
-    private func route(_ actions: [ProxyStateMachine.Action], in state: inout State) -> [(ReplyPath, [UInt8]?)] {
-        var deliveries: [(ReplyPath, [UInt8]?)] = []
+    private func route(_ actions: [ProxyStateMachine.Action], in state: inout State) -> [Delivery] {
+        var deliveries: [Delivery] = []
         var rest: [ProxyStateMachine.Action] = []
         for action in actions {
             switch action {
             case .reply(let id, let bytes):
-                if let path = state.paths.removeValue(forKey: id.rawValue) { deliveries.append((path, bytes)) }
+                if let (path, arrived) = state.paths.removeValue(forKey: id.rawValue) { deliveries.append((path, bytes, arrived)) }
             case .drop(let id):
-                if let path = state.paths.removeValue(forKey: id.rawValue) { deliveries.append((path, nil)) }
+                if let (path, arrived) = state.paths.removeValue(forKey: id.rawValue) { deliveries.append((path, nil, arrived)) }
             default: rest.append(action)
             }
         }
@@ -136,8 +155,11 @@ final class AnsweringDesk: Sendable {
         return deliveries
     }
 
-    private func deliver(_ deliveries: [(ReplyPath, [UInt8]?)]) {
-        for (path, bytes) in deliveries {
+    private func deliver(_ deliveries: [Delivery]) {
+        guard !deliveries.isEmpty else { return }
+        let now = clock.now
+        for (path, bytes, arrived) in deliveries {
+            if bytes != nil { answerTime.record(now - arrived) }
             switch path {
             case .udp(let channel, let address):
                 guard let bytes, mayQueue(on: channel) else { continue }

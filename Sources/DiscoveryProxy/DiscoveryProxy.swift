@@ -1,3 +1,4 @@
+import CoreMetrics
 import DNSWire
 public import DiscoveryProxyCore
 public import Logging
@@ -79,9 +80,14 @@ public actor DiscoveryProxy {
             } else {
                 configuration.answering.pushPort = nil
             }
-            let desk = AnsweringDesk(ProxyStateMachine(configuration.answering, now: clock.now))
+            // Metrics from the factory in force now: swift-metrics' global one, or the caller's
+            // task-local one (MetricsSystem.factory says which).
+            let metrics = ProxyMetrics(factory: MetricsSystem.factory)
+            let desk = AnsweringDesk(ProxyStateMachine(configuration.answering, now: clock.now), clock: clock, metrics: metrics.answering)
             let (udp, tcp, port) = try await openDNS(configuration, desk: desk, clock: clock)
-            return DiscoveryProxy(configuration, port: UInt16(port), querier: querier, udp: udp, tcp: tcp, push: pushServers, desk: desk, clock: clock, logger: logger)
+            return DiscoveryProxy(
+                configuration, port: UInt16(port), querier: querier, udp: udp, tcp: tcp, push: pushServers, desk: desk, metrics: metrics, clock: clock,
+                logger: logger)
         } catch {
             for server in pushServers { try? await server.channel.close() }
             await querier.shutdown()
@@ -91,7 +97,7 @@ public actor DiscoveryProxy {
 
     private init(
         _ configuration: Configuration, port: UInt16, querier: any LinkQuerier, udp: [any Channel], tcp: [Server], push: [Server],
-        desk: AnsweringDesk, clock: any ShellClock, logger: Logger
+        desk: AnsweringDesk, metrics: ProxyMetrics, clock: any ShellClock, logger: Logger
     ) {
         self.configuration = configuration
         self.port = port
@@ -108,8 +114,8 @@ public actor DiscoveryProxy {
             connection: .init(
                 idleTimeout: configuration.tcpIdleTimeout, maximumInFlight: configuration.maximumTCPQuestionsInFlight,
                 drainTime: configuration.answering.answerTimeout + .milliseconds(500)))
-        self.tcp = TCPAnswering(servers: tcp, limits: limits, desk: desk, alarm: alarm, clock: clock, logger: logger)
-        self.push = configuration.push.map { PushSessions($0.table, servers: push, desk: desk, clock: clock, logger: logger) }
+        self.tcp = TCPAnswering(servers: tcp, limits: limits, desk: desk, alarm: alarm, clock: clock, metrics: metrics.tcp, logger: logger)
+        self.push = configuration.push.map { PushSessions($0.table, servers: push, desk: desk, clock: clock, metrics: metrics.push, logger: logger) }
     }
 
     /// The answering machine's counters.

@@ -25,9 +25,15 @@ actor PushSessions {
     private let alarm = Alarm()
     private let clock: any ShellClock
     private let logger: Logger
+    /// The table's statistics as metrics, published after each call into it.
+    private var metrics: ProxyMetrics.Push
 
-    init(_ configuration: PushSessionTable.Configuration, servers: [Server], desk: AnsweringDesk, clock: any ShellClock, logger: Logger) {
+    init(
+        _ configuration: PushSessionTable.Configuration, servers: [Server], desk: AnsweringDesk, clock: any ShellClock, metrics: ProxyMetrics.Push,
+        logger: Logger
+    ) {
         table = PushSessionTable(configuration)
+        self.metrics = metrics
         self.servers = servers
         self.desk = desk
         self.clock = clock
@@ -76,7 +82,10 @@ actor PushSessions {
         }
     }
 
-    private func open(from source: IPAddress) -> SessionID? { table.open(from: source, now: clock.now) }
+    private func open(from source: IPAddress) -> SessionID? {
+        defer { metrics.record(table) }
+        return table.open(from: source, now: clock.now)
+    }
 
     /// One DSO session over TLS until the client closes, the table ends it, or the task is
     /// cancelled.
@@ -150,6 +159,7 @@ actor PushSessions {
                 if abort { connections[id]?.channel.close(promise: nil) }
             }
         }
+        metrics.record(table)
         alarm.set(table.nextDeadline)
     }
 }

@@ -28,14 +28,15 @@ final class TCPAnswering: Sendable {
 
     private let servers: [Server]
     private let limits: Limits
-    private let state = Locked((open: ConnectionCount(), statistics: Statistics(), isClosed: false))
+    private let state: Locked<(open: ConnectionCount, statistics: Statistics, isClosed: Bool, metrics: ProxyMetrics.TCP)>
     private let desk: AnsweringDesk
     /// The proxy's alarm: a question may give the machine an earlier deadline.
     private let alarm: Alarm
     private let clock: any ShellClock
     private let logger: Logger
 
-    init(servers: [Server], limits: Limits, desk: AnsweringDesk, alarm: Alarm, clock: any ShellClock, logger: Logger) {
+    init(servers: [Server], limits: Limits, desk: AnsweringDesk, alarm: Alarm, clock: any ShellClock, metrics: ProxyMetrics.TCP, logger: Logger) {
+        state = Locked((open: ConnectionCount(), statistics: Statistics(), isClosed: false, metrics: metrics))
         self.servers = servers
         self.limits = limits
         self.desk = desk
@@ -72,7 +73,10 @@ final class TCPAnswering: Sendable {
                         }
                         group.addTask {
                             await self.serveConnection(connection, from: remote)
-                            self.state.withLockedValue { $0.open.closed(remote) }
+                            self.state.withLockedValue { state in
+                                state.open.closed(remote)
+                                state.metrics.record(state.statistics, open: state.open.count)
+                            }
                         }
                     }
                 }
@@ -84,6 +88,7 @@ final class TCPAnswering: Sendable {
 
     private func admit(_ source: IPAddress) -> Bool {
         state.withLockedValue { state in
+            defer { state.metrics.record(state.statistics, open: state.open.count) }
             guard !state.isClosed, state.open.admit(source, most: limits.maximumConnections, fromOne: limits.maximumConnectionsPerSource) else {
                 state.statistics.refused += 1
                 return false
@@ -113,6 +118,7 @@ final class TCPAnswering: Sendable {
                 case .overfull: state.statistics.overfull += 1
                 case .drained, .drainTimedOut: break
                 }
+                state.metrics.record(state.statistics, open: state.open.count)
             }
             throw Closed(reason: reason)
         }

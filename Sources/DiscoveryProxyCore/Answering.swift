@@ -108,6 +108,7 @@ extension ProxyStateMachine {
             var reply = Self.replyHeader(to: query, code: .noError)
             reply.header.isAuthoritative = true
             reply.authorities = [zone.soaRecord]
+            statistics.answered += 1
             statistics.noData += 1
             return [.reply(request, encode(reply, for: query, transport: transport))]
         }

@@ -133,8 +133,12 @@ public struct ProxyStateMachine: Sendable {
     /// What the proxy has done, counted. Nothing is dropped without being counted here.
     public struct Statistics: Sendable, Equatable {
         public var questions = 0
+        /// Answers with NOERROR, whatever they held; ``answeredFromLink`` and ``noData`` are
+        /// among them.
         public var answered = 0
+        /// Answers with records the link gave.
         public var answeredFromLink = 0
+        /// Answers with no records (NODATA: the zone's SOA only).
         public var noData = 0
         public var refusedOutsideZones = 0
         public var notImplemented = 0
@@ -237,6 +241,9 @@ public struct ProxyStateMachine: Sendable {
         }
         return next
     }
+
+    /// How many link questions are being asked now (``linkQuestions``' count, without sorting them).
+    public var linkQuestionCount: Int { questions.count }
 
     /// The link questions being asked now, for status and tests.
     public var linkQuestions: [(LinkIndex, LinkQuestion)] {

@@ -1,3 +1,4 @@
+import CoreMetrics
 public import DNSWire
 public import Logging
 public import MulticastDNSCore
@@ -85,6 +86,8 @@ public actor MulticastDNSEngine {
     let logger: Logger
     /// The counters as last logged, so that each log line tells what is new.
     var loggedCounters = Statistics()
+    /// The counters as metrics, published when they are logged.
+    var metrics: EngineMetrics
 
     private init(
         core: MDNSCore, transport: MulticastTransport, clock: any ShellClock, interfaceNames: [String]?, linkWatch: LinkWatch?, logger: Logger
@@ -95,6 +98,9 @@ public actor MulticastDNSEngine {
         self.clock = clock
         self.interfaceNames = interfaceNames
         self.logger = logger
+        // Metrics from the factory in force now: swift-metrics' global one, or the caller's
+        // task-local one (MetricsSystem.factory says which).
+        metrics = EngineMetrics(factory: MetricsSystem.factory)
         // Never yields (its element is Never): finishing it is the stop signal; nothing to bound.
         (stopped, stop) = AsyncStream.makeStream()
         (proxiedEvents, proxied) = EventStream<ProxiedEvent>.makeStream(buffer: LatestPerKeyBuffer(key: \.id))
@@ -312,6 +318,8 @@ public actor MulticastDNSEngine {
     public struct Statistics: Sendable, Equatable {
         /// Datagrams from an interface the engine runs on.
         public var datagramsHandled = 0
+        /// Datagrams handed to the sockets to send (those that failed are ``sendFailures``).
+        public var datagramsSent = 0
         /// Datagrams that did not decode as DNS messages (and cost nothing further).
         public var undecodable = 0
         /// Datagrams dropped because the engine had fallen behind (the inbox was full).
@@ -361,6 +369,7 @@ public actor MulticastDNSEngine {
         }
         loggedCounters = now
         lastUndecodable = nil
+        metrics.record(now)
     }
 
     /// Counts of what was taken in, dropped and held back so far.
@@ -386,6 +395,7 @@ public actor MulticastDNSEngine {
                 let packets = try? outgoing.message.encodedPackets(maximumPacketSize: outgoing.packetLimit)
             else { continue }
             sent += packets.count
+            statistics.datagramsSent += packets.count
             for packet in packets {
                 transport.send(packet, to: outgoing.destination, on: info)
                 if case .multicast = outgoing.destination { recentlySent.note(packet, at: now) }

@@ -416,6 +416,29 @@ struct AdmissionControl: Sendable {
     /// The summary of the interval that ended by `now`, if it did and anything was turned away;
     /// a new interval begins.
     mutating func summary(at now: Duration) -> StrangerSummary? {
+        endInterval(at: now).flatMap { Self.worthTelling($0) ? $0 : nil }
+    }
+
+    /// Whether a summary tells anything the one-by-one reports did not.
+    static func worthTelling(_ summary: StrangerSummary) -> Bool {
+        // Only what was not reported one by one needs a summary.
+        summary.total > summary.reported || summary.waitedTurn + summary.penalized > 0
+    }
+
+    /// The counts of the interval so far (its sources, peak and interval aside).
+    var countedSoFar: StrangerSummary {
+        var counted = current
+        counted.waitedTurn = turns.waited
+        counted.penalized = turns.penalties
+        return counted
+    }
+
+    /// Connections that arrived, ever (admitted or not).
+    var arrivals: UInt64 { nextID }
+
+    /// The interval that ended by `now`, if it did, with everything it counted (see
+    /// ``summary(at:)`` for whether it is worth telling); a new interval begins.
+    mutating func endInterval(at now: Duration) -> StrangerSummary? {
         guard now - intervalStart >= settings.summaryInterval else { return nil }
         var done = current
         done.interval = now - intervalStart
@@ -426,8 +449,7 @@ struct AdmissionControl: Sendable {
         current = StrangerSummary(interval: settings.summaryInterval)
         current.peakSettingUp = entries.count
         turnedAwaySources.removeAll(keepingCapacity: true)
-        // Only what was not reported one by one needs a summary.
-        return done.total > done.reported || done.waitedTurn + done.penalized > 0 ? done : nil
+        return done
     }
 
     private mutating func refuse(_ id: ID, source: AdmissionSource) -> (id: ID, arrival: Arrival) {

@@ -12,6 +12,8 @@ final class AdmissionDesk: Sendable {
         var channels: [AdmissionControl.ID: any Channel] = [:]
         /// Connections whose handshake waits for its turn: what lets it go on.
         var releases: [AdmissionControl.ID: @Sendable () -> Void] = [:]
+        /// The counts as metrics, published at each tick.
+        var metrics: ListenerMetrics
 
         /// The turns that have come by `now`: their releases, taken out (run them unlocked).
         mutating func takeGranted(at now: Duration) -> [@Sendable () -> Void] {
@@ -25,8 +27,8 @@ final class AdmissionDesk: Sendable {
     private let summarised: @Sendable (StrangerSummary) -> Void
     private let timer: Locked<RepeatedTask?> = Locked(nil)
 
-    init(settings: AdmissionSettings, logger: Logger, summarised: @escaping @Sendable (StrangerSummary) -> Void) {
-        state = Locked(State(control: AdmissionControl(settings: settings)))
+    init(settings: AdmissionSettings, metrics: ListenerMetrics, logger: Logger, summarised: @escaping @Sendable (StrangerSummary) -> Void) {
+        state = Locked(State(control: AdmissionControl(settings: settings), metrics: metrics))
         self.logger = logger
         self.summarised = summarised
     }
@@ -121,7 +123,10 @@ final class AdmissionDesk: Sendable {
                 let late = state.control.late(at: now).compactMap { id in state.channels[id].map { (id, $0) } }
                 // Turns held too long are taken back before the next are given.
                 let stalled = state.control.stalledTurns(at: now).compactMap { state.channels[$0] }
-                return (late, stalled, state.control.summary(at: now), state.takeGranted(at: now))
+                let ended = state.control.endInterval(at: now)
+                state.metrics.record(state.control, ended: ended)
+                let summary = ended.flatMap { AdmissionControl.worthTelling($0) ? $0 : nil }
+                return (late, stalled, summary, state.takeGranted(at: now))
             }
         for channel in stalled { channel.close(promise: nil) }
         // Penalties that ended: those connections take their turn.

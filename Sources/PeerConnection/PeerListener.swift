@@ -7,6 +7,8 @@ import NetworkPlatform
 #if canImport(Glibc)
     import Glibc
 #endif
+import CoreMetrics
+import NearbyMetrics
 import Logging
 import NIOCore
 import NIOPosix
@@ -208,7 +210,11 @@ public final class PeerListener: Sendable {
             configuration.logger.notice(
                 "only \(admitting.maximumSettingUp) connections may be setting up at once, not \(configuration.admission.maximumSettingUp): the process may open \(NetworkPlatform.descriptorLimit() ?? 0) descriptors (ulimit -n)")
         }
-        let admission = AdmissionDesk(settings: admitting, logger: configuration.logger) { continuation.yield(.strangers($0)) }
+        // Metrics from the factory in force now: swift-metrics' global one, or the caller's
+        // task-local one (MetricsSystem.factory says which).
+        let metrics = ListenerMetrics(factory: MetricsSystem.factory)
+        let (sessions, setupTime) = (metrics.sessions, metrics.setupTime)
+        let admission = AdmissionDesk(settings: admitting, metrics: metrics, logger: configuration.logger) { continuation.yield(.strangers($0)) }
         let initializer: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 guard let admitted = admission.arrived(channel) else { throw AdmissionRefused() }
@@ -272,9 +278,12 @@ public final class PeerListener: Sendable {
                                 continuation.yield(.paired(result))
                             case .success(.initialized(let hello)):
                                 admission.succeeded(admitted)
+                                let setupDuration = ContinuousClock.now - start
+                                sessions.increment()
+                                setupTime.record(setupDuration)
                                 let connection = PeerConnection(
                                     role: .accepting, peer: hello, proof: open.proof, channel: channel, session: open.session, streams: open.streams,
-                                    requestTimeout: configuration.requestTimeout, setupDuration: ContinuousClock.now - start)
+                                    requestTimeout: configuration.requestTimeout, setupDuration: setupDuration)
                                 liveBox.withLockedValue { $0 }?.track(connection)
                                 continuation.yield(.connected(connection))
                             }

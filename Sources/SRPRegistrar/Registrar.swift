@@ -1,3 +1,5 @@
+import CoreMetrics
+import NearbyMetrics
 public import DNSWire
 public import Logging
 import MulticastDNS
@@ -64,6 +66,8 @@ public actor Registrar {
     private let logger: Logger
     /// When the state file was last written, and whether a change waits for the next write.
     private var stateWrite = (last: Duration?.none, pending: false, busy: false)
+    /// The machine's statistics as metrics (published after each call into it), reply times.
+    private var metrics: RegistrarMetrics
 
     /// Opens the sockets and the mDNS engine, and restores what the state file holds (its names
     /// are advertised again once ``run()`` runs).
@@ -93,13 +97,18 @@ public actor Registrar {
         let verifier = SIG0Verifier { key, bytes, signature in P256Signature.verify(publicKey: key, message: bytes, signature: signature) }
         let machine = RegistrarStateMachine(
             configuration: RegistrarConfiguration(zones: configuration.zones, leases: configuration.leases, limits: configuration.limits, verifier: verifier))
-        return Registrar(configuration, port: UInt16(sockets.port), machine: machine, engine: engine, sockets: sockets, clock: clock, logger: logger)
+        // Metrics from the factory in force now: swift-metrics' global one, or the caller's
+        // task-local one (MetricsSystem.factory says which).
+        let metrics = RegistrarMetrics(factory: MetricsSystem.factory)
+        return Registrar(
+            configuration, port: UInt16(sockets.port), machine: machine, engine: engine, sockets: sockets, metrics: metrics, clock: clock, logger: logger)
     }
 
     private init(
         _ configuration: Configuration, port: UInt16, machine: RegistrarStateMachine, engine: MulticastDNSEngine, sockets: Sockets,
-        clock: any ShellClock, logger: Logger
+        metrics: RegistrarMetrics, clock: any ShellClock, logger: Logger
     ) {
+        self.metrics = metrics
         self.configuration = configuration
         self.port = port
         self.machine = machine
@@ -162,7 +171,7 @@ public actor Registrar {
             stateWrite.busy = true
             await writeState()
         }
-        for answer in held.takeAll() { await answer.path.send(answer.message) }
+        for answer in held.takeAll() { await send(answer) }
         await sockets.close()
         await engine.shutdown()
         children.finish()
@@ -176,7 +185,7 @@ public actor Registrar {
     static let tcpConnectionTime: Duration = .seconds(10)
 
     private func serve(_ server: Sockets.Server) async {
-        let (open, clock) = (Locked(0), clock)
+        let (open, clock, refused) = (Locked(0), clock, metrics.tcpRefused)
         try? await server.executeThenClose { connections in
             try await withThrowingDiscardingTaskGroup { group in
                 for try await connection in connections {
@@ -187,6 +196,7 @@ public actor Registrar {
                             return true
                         })
                     else {
+                        refused.increment()
                         try? await connection.channel.close()
                         continue
                     }
@@ -216,7 +226,9 @@ public actor Registrar {
     /// One request: the machine's verdict, its records put on (or taken off) the link, and the
     /// reply sent now, or once the link has accepted the new names.
     private func received(_ bytes: [UInt8], from source: IPAddress, reply path: ReplyPath) async {
-        let actions = machine.handle(bytes, from: source, now: clock.now)
+        let arrived = clock.now
+        let actions = machine.handle(bytes, from: source, now: arrived)
+        metrics.record(machine)
         var reply: Message?
         var host: DomainName?
         var waiting: Set<RegistrationKey> = []
@@ -242,10 +254,11 @@ public actor Registrar {
         saveState()
         guard let host, !waiting.isEmpty else {
             await path.send(reply)
+            metrics.replyTime.record(clock.now - arrived)
             rearm()
             return
         }
-        held.hold(reply, path: path, host: host, waiting: waiting, until: clock.now + configuration.probeWait)
+        held.hold(reply, path: path, host: host, arrived: arrived, waiting: waiting, until: clock.now + configuration.probeWait)
         rearm()
     }
 
@@ -304,7 +317,7 @@ public actor Registrar {
 
     /// The link accepted a name: a reply waiting only for it goes out.
     private func accepted(_ key: RegistrationKey) async {
-        for answer in held.accepted(key) { await answer.path.send(answer.message) }
+        for answer in held.accepted(key) { await send(answer) }
     }
 
     /// A name is already in use on the link: the registration is given up and its held reply
@@ -312,19 +325,26 @@ public actor Registrar {
     private func conflicted(_ id: RegistrationID, host: DomainName, local: DomainName) async {
         logger.notice("\(local) is already in use on the link: the registration of \(host) is refused (YXDOMAIN)")
         link.forget(id)
-        for action in machine.conflictOnLink(host) {
+        let actions = machine.conflictOnLink(host)
+        metrics.record(machine)
+        for action in actions {
             switch action {
             case .withdrawService(let name), .withdrawHost(let name): await withdraw(name)
             default: break
             }
         }
         saveState()
-        for answer in held.refused(host) {
-            var message = answer.message
-            message.header.responseCode = UInt8(truncatingIfNeeded: ResponseCode.nameExists.rawValue)
-            message.additionals = []
-            await answer.path.send(message)
+        for var answer in held.refused(host) {
+            answer.message.header.responseCode = UInt8(truncatingIfNeeded: ResponseCode.nameExists.rawValue)
+            answer.message.additionals = []
+            await send(answer)
         }
+    }
+
+    /// Sends a reply that was held, and records how long its update waited.
+    private func send(_ answer: HeldReplies<ReplyPath>.Held) async {
+        await answer.path.send(answer.message)
+        metrics.replyTime.record(clock.now - answer.arrived)
     }
 
     // MARK: Time
@@ -337,9 +357,11 @@ public actor Registrar {
         let now = clock.now
         for answer in held.due(at: now) {
             logger.debug("a reply went out before the link confirmed every name (probing took longer than \(configuration.probeWait))")
-            await answer.path.send(answer.message)
+            await send(answer)
         }
-        for action in machine.expire(now: now) {
+        let expired = machine.expire(now: now)
+        metrics.record(machine)
+        for action in expired {
             switch action {
             case .withdrawService(let name), .withdrawHost(let name):
                 logger.info("\(name): the lease ran out; withdrawn from the link")
@@ -421,6 +443,7 @@ public actor Registrar {
         }
         do {
             let actions = try machine.restore(text, now: clock.now, wallClock: Self.wallClock())
+            metrics.record(machine)
             logger.info("restored \(machine.registrationCount) registration(s) from \(path)")
             children.spawn {
                 for action in actions {

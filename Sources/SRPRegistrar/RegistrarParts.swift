@@ -69,6 +69,8 @@ struct HeldReplies<Path: Sendable>: Sendable {
         var message: Message
         var path: Path
         var host: DomainName
+        /// When the update came.
+        var arrived: Duration
         var waiting: Set<RegistrationKey>
         var deadline: Duration
     }
@@ -76,8 +78,8 @@ struct HeldReplies<Path: Sendable>: Sendable {
     private var held: [Held] = []
 
     /// Holds `message` until every one of `waiting` is accepted on the link, or `deadline`.
-    mutating func hold(_ message: Message, path: Path, host: DomainName, waiting: Set<RegistrationKey>, until deadline: Duration) {
-        held.append(Held(message: message, path: path, host: host, waiting: waiting, deadline: deadline))
+    mutating func hold(_ message: Message, path: Path, host: DomainName, arrived: Duration, waiting: Set<RegistrationKey>, until deadline: Duration) {
+        held.append(Held(message: message, path: path, host: host, arrived: arrived, waiting: waiting, deadline: deadline))
     }
 
     /// `key` was accepted: the replies that waited for nothing else.

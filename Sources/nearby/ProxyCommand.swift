@@ -112,6 +112,7 @@ struct ProxyCommand: AsyncParsableCommand {
     var registrarStateFile: String?
 
     @OptionGroup var output: OutputOptions
+    @OptionGroup(title: "METRICS") var metrics: MetricsOptions
 
     struct Parsed {
         var links: [DiscoveryProxy.Link]
@@ -225,10 +226,13 @@ struct ProxyCommand: AsyncParsableCommand {
         case .automatic: configuration.backend = await SystemBackend.daemonAnswers() ? .system : .embedded
         }
         configuration.answering.registrarPort = registrarPort
+        // The metrics first: the proxy, the registrar and the engine make theirs as they start.
+        let endpoint = try await metrics.start(logger: logger)
         let proxy: DiscoveryProxy
         do {
             proxy = try await DiscoveryProxy.prepare(configuration, logger: logger)
         } catch {
+            await endpoint?.close()
             throw RuntimeFailure("\(error)")
         }
         // One daemon on the router: the registrar advertises on the links the proxy answers
@@ -243,6 +247,7 @@ struct ProxyCommand: AsyncParsableCommand {
                 registrar = try await Registrar.prepare(settings, logger: output.logger("nearby.registrar"))
             } catch {
                 await proxy.shutdown()
+                await endpoint?.close()
                 throw RuntimeFailure(error.message)
             }
         }
@@ -262,6 +267,7 @@ struct ProxyCommand: AsyncParsableCommand {
                 status("Answering for \(link.zone.name.description.dropLast()) (the link on \(link.interface), \(configuration.backend == .system ? "through the system's mDNS daemon" : "with the embedded mDNS engine")) on \(where_) port \(proxy.port), UDP and TCP\(proxy.pushPort.map { ", DNS Push on TLS port \($0)" } ?? ""); Ctrl-C to stop")
             }
         }
+        endpoint?.announce(json: output.json)
         let beside = registrar
         if let registrar {
             if output.json {
@@ -281,6 +287,7 @@ struct ProxyCommand: AsyncParsableCommand {
         }
         await registrar?.shutdown()
         await proxy.shutdown()
+        await endpoint?.close()
         let counts = await proxy.statistics
         if output.json {
             printLine(JSONText.object([

@@ -67,6 +67,7 @@ struct RegistrarCommand: AsyncParsableCommand {
     var stateFile: String?
 
     @OptionGroup var output: OutputOptions
+    @OptionGroup(title: "METRICS") var metrics: MetricsOptions
 
     func addresses() throws -> [IPAddress] {
         guard !listen.isEmpty else {
@@ -101,10 +102,13 @@ struct RegistrarCommand: AsyncParsableCommand {
         configuration.zones = try zones()
         configuration.stateFile = stateFile
         let logger = output.logger("nearby.registrar")
+        // The metrics first: the registrar and its engine make theirs as they start.
+        let endpoint = try await metrics.start(logger: logger)
         let registrar: Registrar
         do {
             registrar = try await Registrar.prepare(configuration, logger: logger)
         } catch {
+            await endpoint?.close()
             throw RuntimeFailure(error.message)
         }
         let zones = configuration.zones.map { String($0.description.dropLast()) }
@@ -117,8 +121,10 @@ struct RegistrarCommand: AsyncParsableCommand {
         } else {
             status("Taking SRP registrations for \(zones.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(registrar.port), UDP and TCP; advertising them on \(configuration.interfaces?.joined(separator: ", ") ?? "every interface"); Ctrl-C to stop")
         }
+        endpoint?.announce(json: output.json)
         _ = await untilTermination { await registrar.run() }
         await registrar.shutdown()
+        await endpoint?.close()
         let counts = await registrar.statistics
         if output.json {
             printLine(JSONText.object([

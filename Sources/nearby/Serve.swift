@@ -114,6 +114,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "SRP REGISTRATION (where multicast does not reach the LAN)") var srp: RegistrarOptions
     @OptionGroup var state: StateDirectory
     @OptionGroup var network: NetworkOptions
+    @OptionGroup(title: "METRICS") var metrics: MetricsOptions
 
     /// What a refusal of a peer that is not pinned tells the person serving on `port`: pin it,
     /// let it pair, or trust on first use (only where --accept trusted refuses such peers).
@@ -182,6 +183,11 @@ struct Serve: AsyncParsableCommand {
         }
         var configuration = try channel.configuration(state: state, trust: trust, json: json, logger: network.logger)
         configuration.admission = try strangers.settings()
+        // The metrics first: the listener, the broker and the engine make theirs as they start.
+        let endpoint = try await metrics.start(logger: network.logger)
+        endpoint?.announce(json: json)
+        // First in the service group, so the last to shut down.
+        let exposition: [any Service] = endpoint.map { [$0] } ?? []
         configuration.invitationTimeout = .milliseconds(Int64(answerWithin * 1000))
         // ping ({}) is built in; echo answers with its params. Both are answered on the event loop.
         configuration.methods["echo"] = { params in .success(params ?? .null) }
@@ -207,7 +213,7 @@ struct Serve: AsyncParsableCommand {
             pairingOffer = PeerListener.PairingOffer(store: state.trust) { request in await desk.confirm(request) }
         }
         if autoInvite {
-            try await serveWithBroker(configuration: configuration, policy: policy, receiver: receiver)
+            try await serveWithBroker(configuration: configuration, policy: policy, receiver: receiver, exposition: exposition)
             return
         }
         let listener: PeerListener
@@ -284,7 +290,7 @@ struct Serve: AsyncParsableCommand {
             serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Discovery first: a group shuts down in reverse order, so the listener closes its
         // connections (1001) before the loop serving them ends and the goodbyes go out.
-        try await Self.runUntilSignalled((discovery.map { [$0] } ?? []) + registered + [serving, listener], logger: network.logger)
+        try await Self.runUntilSignalled(exposition + (discovery.map { [$0] } ?? []) + registered + [serving, listener], logger: network.logger)
     }
 
     /// The TXT record serve advertises: the entries given, then `id=<peer ID>` (with TLS) and
@@ -332,7 +338,9 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// `--auto-invite`: a broker listens, advertises, browses and connects.
-    private func serveWithBroker(configuration: PeerConnectionConfiguration, policy: PeerListener.AcceptPolicy, receiver: FileReceiver?) async throws {
+    private func serveWithBroker(
+        configuration: PeerConnectionConfiguration, policy: PeerListener.AcceptPolicy, receiver: FileReceiver?, exposition: [any Service]
+    ) async throws {
         let json = network.json
         let discovery = try await network.start(hostName: host, embeddedOnly: host == nil || !network.wideArea.usesLink ? nil : "--host")
         var settings = BrokerConfiguration(connection: configuration, serviceType: try parseType(type))
@@ -374,7 +382,7 @@ struct Serve: AsyncParsableCommand {
             serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Shut down in reverse order: the statistics are printed, then the broker closes its
         // connections and withdraws its service, then discovery says its goodbyes.
-        try await Self.runUntilSignalled([discovery, serving, broker, StatisticsReport(broker: broker, json: json)], logger: network.logger)
+        try await Self.runUntilSignalled(exposition + [discovery, serving, broker, StatisticsReport(broker: broker, json: json)], logger: network.logger)
     }
 
     /// The one loop that serves connections as they come (serve, serve --auto-invite): each

@@ -16,6 +16,7 @@ struct ModuleRulesTests {
         "PacketCapture": [],
         "NearbyBasics": ["Synchronization"],
         "NearbyCrypto": ["NearbyBasics"],
+        "NearbyMetrics": ["CoreMetrics"],
         "PeerProtocol": ["NearbyBasics", "NearbyCrypto", "NIOCore", "FoundationEssentials", "Foundation"],
         "SRPRegistrarCore": ["DNSWire", "NearbyBasics", "NearbyCrypto"],
     ]
@@ -51,6 +52,19 @@ struct ModuleRulesTests {
             let allowed = (Self.allowed[module] ?? []).union(Self.exceptions["\(module)/\(file)"] ?? [])
             let extra = try Self.imports(of: directory.appendingPathComponent(file)).subtracting(allowed)
             #expect(extra.isEmpty, "\(module)/\(file) imports \(extra.sorted()); \(module) may import only \(Self.allowed[module]?.sorted() ?? [])")
+        }
+    }
+
+    @Test("the libraries only record metrics (swift-metrics' API); the one exposition, Prometheus', is the executable's")
+    func oneExposition() throws {
+        let modules = try FileManager.default.contentsOfDirectory(atPath: Self.sources.path).filter { $0 != "nearby" }
+        for module in modules {
+            let directory = Self.sources.appendingPathComponent(module)
+            guard let files = FileManager.default.enumerator(atPath: directory.path) else { continue }
+            for case let file as String in files where file.hasSuffix(".swift") {
+                let imports = try Self.imports(of: directory.appendingPathComponent(file))
+                #expect(imports.isDisjoint(with: ["Prometheus", "Metrics", "MetricsTestKit"]), "\(module)/\(file) imports \(imports.sorted())")
+            }
         }
     }
 

@@ -20,15 +20,15 @@ struct RegistrarShellTests {
     func heldReplies() {
         var held = HeldReplies<String>()
         let path = "nowhere"
-        held.hold(reply(1), path: path, host: Self.host, waiting: [key(Self.host, 1), key("Boxed._openagents._tcp.default.service.arpa.", 2)], until: .seconds(3))
-        held.hold(reply(2), path: path, host: Self.other, waiting: [key(Self.other, 3)], until: .seconds(5))
+        held.hold(reply(1), path: path, host: Self.host, arrived: .zero, waiting: [key(Self.host, 1), key("Boxed._openagents._tcp.default.service.arpa.", 2)], until: .seconds(3))
+        held.hold(reply(2), path: path, host: Self.other, arrived: .zero, waiting: [key(Self.other, 3)], until: .seconds(5))
         #expect(held.nextDeadline == .seconds(3))
         #expect(held.accepted(key(Self.host, 1)).isEmpty)
         #expect(held.accepted(key("Boxed._openagents._tcp.default.service.arpa.", 2)).map(\.message.header.id) == [1])
         #expect(held.refused(Self.host).isEmpty)
         #expect(held.due(at: .seconds(4)).isEmpty)
         #expect(held.refused(Self.other).map(\.message.header.id) == [2])
-        held.hold(reply(3), path: path, host: Self.host, waiting: [key(Self.host, 4)], until: .seconds(9))
+        held.hold(reply(3), path: path, host: Self.host, arrived: .zero, waiting: [key(Self.host, 4)], until: .seconds(9))
         #expect(held.due(at: .seconds(9)).map(\.message.header.id) == [3])
         #expect(held.nextDeadline == nil)
     }

@@ -15,8 +15,10 @@ build_packages=(libssl-dev libqrencode-dev)
 # uses its embedded engine; nothing is linked against it, so no -dev package is needed).
 runtime_packages=(libavahi-compat-libdnssd1)
 # For the lab, the tests and the demo: avahi-daemon, BIND and the tools they drive; man-db for
-# the installer's check (man -l), zbar-tools to read back the QR codes nearby draws.
-lab_packages=(zbar-tools openssl man-db avahi-daemon avahi-utils dbus iproute2 iptables tcpdump bind9 bind9-utils bind9-dnsutils)
+# the installer's check (man -l), zbar-tools to read back the QR codes nearby draws; curl and
+# prometheus for its promtool, which checks the metrics endpoint's exposition in Tests/LabTests
+# (its server is never started: service starts are forbidden below).
+lab_packages=(zbar-tools openssl man-db avahi-daemon avahi-utils dbus iproute2 iptables tcpdump bind9 bind9-utils bind9-dnsutils curl prometheus)
 apt_packages=("${build_packages[@]}" "${runtime_packages[@]}" "${lab_packages[@]}")
 
 # missing_packages PACKAGE...: prints those of the packages that are not installed, one line.
@@ -54,7 +56,8 @@ install_packages() {
   fi
   say "installing ${missing[*]}"
   # Installing avahi-daemon must not start it in the root namespace, where it would talk to
-  # the real network (nor bind9's named, which the lab runs in its own namespaces only):
+  # the real network (nor bind9's named, which the lab runs in its own namespaces only, nor
+  # the Prometheus server, of which only promtool is used):
   # forbid service starts while apt runs, unless a policy already exists.
   local policy=/usr/sbin/policy-rc.d added_policy=0
   if [[ ! -e $policy ]]; then
