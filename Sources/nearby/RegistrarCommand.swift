@@ -117,7 +117,17 @@ struct RegistrarCommand: AsyncParsableCommand {
         } else {
             status("Taking SRP registrations for \(zones.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(registrar.port), UDP and TCP; advertising them on \(configuration.interfaces?.joined(separator: ", ") ?? "every interface"); Ctrl-C to stop")
         }
-        _ = await untilTermination { await registrar.run() }
+        // systemd (Type=notify): READY=1 once the sockets are bound and the registrar's work has
+        // started, STOPPING=1 as soon as a signal comes (see the proxy's).
+        let manager = ServiceManager.fromEnvironment
+        if let problem = manager.problem { logger.warning("\(problem)") }
+        let listening = "taking registrations for \(zones.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(registrar.port)"
+        _ = await untilTermination(stopping: { manager.stopping(status: "stopping", logger: logger) }) {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await registrar.run() }
+                manager.ready(status: listening, logger: logger)
+            }
+        }
         await registrar.shutdown()
         let counts = await registrar.statistics
         if output.json {
