@@ -50,7 +50,10 @@ struct ProxyCommand: AsyncParsableCommand {
             self-signed one made at start: clients that check certificates need the former. \
             --no-push offers none, and clients poll.
 
-            Ports 53 and 853 need root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM.
+            Ports 53 and 853 need root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM. \
+            As a systemd service (Type=notify; the Debian package's nearby-proxy.service) it \
+            tells systemd it is ready once it answers, and logs to the journal with each \
+            line's level.
 
             Examples:
               nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --name-server dp.site.test

@@ -36,7 +36,9 @@ struct RegistrarCommand: AsyncParsableCommand {
             a zone not served or a limit (registrations per source and in all, 5 updates per \
             second per source), NOTZONE for a name outside the zone.
 
-            Port 53 needs root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM; the \
+            Port 53 needs root (or CAP_NET_BIND_SERVICE). As a systemd service (Type=notify; \
+            the Debian package's nearby-registrar.service) it tells systemd it is ready once \
+            it takes updates. Runs until SIGINT or SIGTERM; the \
             registrations are kept in --state-file and advertised again at the next start.
 
             Examples:

@@ -394,9 +394,10 @@ struct Serve: AsyncParsableCommand {
         }
     }
 
-    /// Tells systemd (Type=notify) READY=1 when the group runs: the command listens, and
-    /// advertises or registers, by then. STOPPING=1 when the group shuts down. Without
-    /// `$NOTIFY_SOCKET` it only waits.
+    /// Tells systemd (Type=notify) READY=1 when the group runs: the command listens by then,
+    /// and a plain serve has won its name on the link (and registered, with --registrar); with
+    /// --auto-invite the broker advertises as it starts, in the same group. STOPPING=1 when
+    /// the group shuts down. Without `$NOTIFY_SOCKET` it only waits.
     struct ReadinessReport: Service {
         let status: String
         let logger: Logger
