@@ -39,7 +39,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
+        // 1.11: LogHandler.log(event:), which the CLI's journal handler implements.
+        .package(url: "https://github.com/apple/swift-log", from: "1.11.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         // Counters, gauges and histograms recorded by the libraries (the API only: nothing is

@@ -74,10 +74,18 @@ struct NetworkOptions: ParsableArguments {
 extension BackendChoice: ExpressibleByArgument {}
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
-/// swift-log's handler for the command-line tool: lines on stderr. The process sets it once;
-/// each command's logger then picks its level.
+/// swift-log's handler for the command-line tool: lines on stderr, with a time stamp on a
+/// terminal or in a file, or with the syslog priority when stderr is the systemd journal (a
+/// service's), which keeps each line's level. The process sets it once; each command's logger
+/// then picks its level.
 enum CommandLogging {
-    private static let once: Void = LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
+    private static let once: Void = {
+        if JournalStream.isStandardError {
+            LoggingSystem.bootstrap { label in JournalLogHandler(label: label) }
+        } else {
+            LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
+        }
+    }()
     static func bootstrap() { once }
 }
 

@@ -50,7 +50,10 @@ struct ProxyCommand: AsyncParsableCommand {
             self-signed one made at start: clients that check certificates need the former. \
             --no-push offers none, and clients poll.
 
-            Ports 53 and 853 need root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM.
+            Ports 53 and 853 need root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM. \
+            As a systemd service (Type=notify; the Debian package's nearby-proxy.service) it \
+            tells systemd it is ready once it answers, and logs to the journal with each \
+            line's level.
 
             Examples:
               nearby proxy eth0=lan1.site.test --listen 10.0.0.5 --name-server dp.site.test
@@ -279,10 +282,19 @@ struct ProxyCommand: AsyncParsableCommand {
                 status("Taking SRP registrations on \(where_) port \(registrar.port) (named in each zone by _dnssd-srp._udp SRV)")
             }
         }
-        _ = await untilTermination {
+        // systemd (Type=notify) is told READY=1 once every socket is bound (prepare() above) and
+        // the proxy's and the registrar's work has started: from then on a question is answered
+        // (what arrived meanwhile waits in the sockets). STOPPING=1 as soon as a signal comes.
+        let manager = ServiceManager.fromEnvironment
+        if let problem = manager.problem { logger.warning("\(problem)") }
+        let zones = parsed.links.map { String($0.zone.name.description.dropLast()) }.joined(separator: ", ")
+        _ = await untilTermination(stopping: { manager.stopping(status: "stopping", logger: logger) }) {
             await withDiscardingTaskGroup { group in
                 group.addTask { await proxy.run() }
                 if let beside { group.addTask { await beside.run() } }
+                manager.ready(
+                    status: "answering for \(zones) on \(where_) port \(proxy.port)\(beside.map { ", registrar on port \($0.port)" } ?? "")",
+                    logger: logger)
             }
         }
         await registrar?.shutdown()

@@ -36,7 +36,9 @@ struct RegistrarCommand: AsyncParsableCommand {
             a zone not served or a limit (registrations per source and in all, 5 updates per \
             second per source), NOTZONE for a name outside the zone.
 
-            Port 53 needs root (or CAP_NET_BIND_SERVICE). Runs until SIGINT or SIGTERM; the \
+            Port 53 needs root (or CAP_NET_BIND_SERVICE). As a systemd service (Type=notify; \
+            the Debian package's nearby-registrar.service) it tells systemd it is ready once \
+            it takes updates. Runs until SIGINT or SIGTERM; the \
             registrations are kept in --state-file and advertised again at the next start.
 
             Examples:
@@ -121,8 +123,18 @@ struct RegistrarCommand: AsyncParsableCommand {
         } else {
             status("Taking SRP registrations for \(zones.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(registrar.port), UDP and TCP; advertising them on \(configuration.interfaces?.joined(separator: ", ") ?? "every interface"); Ctrl-C to stop")
         }
+        // systemd (Type=notify): READY=1 once the sockets are bound and the registrar's work has
+        // started, STOPPING=1 as soon as a signal comes (see the proxy's).
+        let manager = ServiceManager.fromEnvironment
+        if let problem = manager.problem { logger.warning("\(problem)") }
+        let listening = "taking registrations for \(zones.joined(separator: ", ")) on \(configuration.listen.map(\.description).joined(separator: ", ")) port \(registrar.port)"
         endpoint?.announce(json: output.json)
-        _ = await untilTermination { await registrar.run() }
+        _ = await untilTermination(stopping: { manager.stopping(status: "stopping", logger: logger) }) {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await registrar.run() }
+                manager.ready(status: listening, logger: logger)
+            }
+        }
         await registrar.shutdown()
         await endpoint?.close()
         let counts = await registrar.statistics

@@ -290,7 +290,9 @@ struct Serve: AsyncParsableCommand {
             serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Discovery first: a group shuts down in reverse order, so the listener closes its
         // connections (1001) before the loop serving them ends and the goodbyes go out.
-        try await Self.runUntilSignalled(exposition + (discovery.map { [$0] } ?? []) + registered + [serving, listener], logger: network.logger)
+        // Last in the group, so first to hear of the shutdown: systemd is told STOPPING=1 at once.
+        let readiness = ReadinessReport(status: "listening on port \(listener.port) as \"\(advertisedName)\"", logger: network.logger)
+        try await Self.runUntilSignalled(exposition + (discovery.map { [$0] } ?? []) + registered + [serving, listener, readiness], logger: network.logger)
     }
 
     /// The TXT record serve advertises: the entries given, then `id=<peer ID>` (with TLS) and
@@ -382,7 +384,8 @@ struct Serve: AsyncParsableCommand {
             serve: { await Self.serve($0, json: json, receiver: receiver, pipe: pipe) })
         // Shut down in reverse order: the statistics are printed, then the broker closes its
         // connections and withdraws its service, then discovery says its goodbyes.
-        try await Self.runUntilSignalled(exposition + [discovery, serving, broker, StatisticsReport(broker: broker, json: json)], logger: network.logger)
+        let readiness = ReadinessReport(status: "listening on port \(broker.port ?? 0) as \"\(advertised)\"; inviting peers", logger: network.logger)
+        try await Self.runUntilSignalled(exposition + [discovery, serving, broker, StatisticsReport(broker: broker, json: json), readiness], logger: network.logger)
     }
 
     /// The one loop that serves connections as they come (serve, serve --auto-invite): each
@@ -404,6 +407,23 @@ struct Serve: AsyncParsableCommand {
             // has shut down (their events end): a service still waits for its own turn, or
             // the group takes its return for a failure (exit status 1).
             try? await gracefulShutdown()
+        }
+    }
+
+    /// Tells systemd (Type=notify) READY=1 when the group runs: the command listens by then,
+    /// and a plain serve has won its name on the link (and registered, with --registrar); with
+    /// --auto-invite the broker advertises as it starts, in the same group. STOPPING=1 when
+    /// the group shuts down. Without `$NOTIFY_SOCKET` it only waits.
+    struct ReadinessReport: Service {
+        let status: String
+        let logger: Logger
+
+        func run() async throws {
+            let manager = ServiceManager.fromEnvironment
+            if let problem = manager.problem { logger.warning("\(problem)") }
+            manager.ready(status: status, logger: logger)
+            try? await gracefulShutdown()
+            manager.stopping(status: "stopping", logger: logger)
         }
     }
 

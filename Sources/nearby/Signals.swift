@@ -71,13 +71,16 @@ func hangUps() -> AsyncStream<Void> {
     return stream
 }
 
-/// Runs `work` as a child task until SIGINT or SIGTERM (or `timeout`), then cancels it and
-/// returns what it gave back: the work's loops end at cancellation, so nothing outlives the
-/// command.
-func untilTermination<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async -> T) async -> T? {
+/// Runs `work` as a child task until SIGINT or SIGTERM (or `timeout`), then calls `stopping`
+/// (a service tells systemd so at once), cancels the work and returns what it gave back: the
+/// work's loops end at cancellation, so nothing outlives the command.
+func untilTermination<T: Sendable>(
+    timeout: Duration? = nil, stopping: @Sendable () -> Void = {}, _ work: @escaping @Sendable () async -> T
+) async -> T? {
     await withTaskGroup(of: T.self) { group in
         group.addTask { await work() }
         await waitForTermination(timeout: timeout)
+        stopping()
         group.cancelAll()
         return await group.next()
     }

@@ -113,7 +113,8 @@ struct LabError: Error, CustomStringConvertible {
 final class LabProcess: @unchecked Sendable {
     // Mutable state is only touched under `lock`.
     private let lock = NSLock()
-    private let pid: pid_t
+    /// The process id (the program's own: Tools/lab and `ip netns exec` exec it).
+    let pid: pid_t
     private var status: Int32?
     private let outputURL: URL
     private let errorURL: URL

@@ -177,10 +177,10 @@ struct DocumentationTests {
         }
     }
 
-    @Test("README's first commands exist: Tools/demo, Tools/test and Tools/install are executable scripts")
+    @Test("README's first commands exist: Tools/demo, Tools/test, Tools/package and Tools/install are executable scripts")
     func firstCommandsExist() throws {
         let readme = try Self.text("README.md")
-        for tool in ["Tools/demo", "Tools/test", "Tools/install"] {
+        for tool in ["Tools/demo", "Tools/test", "Tools/package", "Tools/install"] {
             #expect(readme.contains(tool))
             #expect(FileManager.default.isExecutableFile(atPath: Self.repository.appendingPathComponent(tool).path), "\(tool) is not executable")
         }
