@@ -1,4 +1,11 @@
 import CoreMetrics
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -66,8 +73,15 @@ final class MetricsEndpoint: Service, Sendable {
             logger.info("metrics for Prometheus at http://\(shown)/metrics")
             return MetricsEndpoint(channel: channel, address: shown)
         } catch {
-            throw RuntimeFailure(
-                "cannot serve metrics on \(address): \(error) (is the address this host's, and the port free? \(MetricsAddress.allowed))")
+            logger.debug("listening for metrics on \(address) failed: \(error)")
+            let why: String
+            switch (error as? IOError)?.errnoCode {
+            case EADDRINUSE?: why = "port \(address.port) is in use there"
+            case EADDRNOTAVAIL?: why = "\(address.address) is not an address of this host"
+            case EACCES?: why = "ports below 1024 need root (or CAP_NET_BIND_SERVICE)"
+            default: why = "the system refused the socket (\(error))"
+            }
+            throw RuntimeFailure("cannot serve metrics on \(address): \(why)")
         }
     }
 

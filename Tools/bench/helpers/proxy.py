@@ -30,6 +30,9 @@ Each round also gives each server's CPU time per question answered (microseconds
 does not depend on how fast the one dnsperf can ask: on 2 cores dnsperf shares the machine
 with the server it measures, and at full rate both servers may be waiting for it.
 
+BENCH_PROXY_ARGS adds options to the proxy's command line: with "--metrics 198.18.1.2:9153" its
+metrics are exposed and scraped once a second during its rounds (the cost of recording them).
+
 BENCH_PROFILE=1 samples the proxy with `perf record -e cpu-clock -g` during its first round and
 prints the functions where it spends its time (perf report, self time, over 2 %); the whole
 report is kept in the logs. BENCH_CLIENTS (10) sets dnsperf's -c.
@@ -54,6 +57,10 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "10"))
 PROFILE = os.environ.get("BENCH_PROFILE", "") == "1"
 CLIENTS = os.environ.get("BENCH_CLIENTS", "10")
+# More options for the proxy, e.g. BENCH_PROXY_ARGS="--metrics 198.18.1.2:9153" to measure with
+# its metrics exposed (then scraped once a second during each round, as a busy Prometheus would).
+EXTRA_PROXY_ARGUMENTS = os.environ.get("BENCH_PROXY_ARGS", "").split()
+METRICS = next((EXTRA_PROXY_ARGUMENTS[i + 1] for i, a in enumerate(EXTRA_PROXY_ARGUMENTS[:-1]) if a == "--metrics"), None)
 ZONE = "lan1.bench.test"
 TYPE = "_bench._tcp"
 PROXY, BIND, CLIENT = "198.18.1.2", "198.18.1.3", "h4"
@@ -203,7 +210,7 @@ def main():
     start("mass", "h1", MASS, str(SERVICES), TYPE, "--host", "mass", "--prefix", "mass-")
     wait_for("mass", f"advertised {SERVICES}", seconds=120)
     proxy = start("proxy", "h2", NEARBY, "proxy", f"lan1={ZONE}", "--listen", PROXY, "--name-server", "proxy.bench.test",
-          "--rate", "0", "--link-rate", "5000", "--json")
+          "--rate", "0", "--link-rate", "5000", "--json", *EXTRA_PROXY_ARGUMENTS)
     wait_for("proxy", "proxying")
     start("named", "h3", "named", "-g", "-c", os.path.join(WORK, "named.conf"))
     wait_for("named", "running", seconds=30)
@@ -234,9 +241,15 @@ def main():
                 profiler = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(pid), "-o",
                                              os.path.join(WORK, "perf.data"), "--", "sleep", str(SECONDS)],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            scraper = None
+            if METRICS and who == "proxy":
+                scraper = start("scraper", CLIENT, "sh", "-c",
+                                f"for i in $(seq {SECONDS}); do curl -s -o /dev/null --max-time 2 http://{METRICS}/metrics; sleep 1; done")
             cpu0, t0 = cpu_seconds(pid), time.time()
             result = dnsperf(server, SECONDS)
             wall = time.time() - t0
+            if scraper:
+                scraper.wait(timeout=SECONDS + 30)
             cpu = cpu_seconds(pid) - cpu0
             result["cpu_share"] = cpu / wall
             result["cpu_us_per_query"] = cpu * 1e6 / result["completed"] if result["completed"] else float("nan")
