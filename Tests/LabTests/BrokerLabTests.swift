@@ -204,6 +204,7 @@ struct BrokerLabTests {
             for process in equal { _ = try await process.waitForLine(containing: "listening", timeout: .seconds(20)) }
             try await waitFor(equal[0], "connected", count: 1, timeout: .seconds(15))
             var tied = 0
+            var late = 0
             for run in 1...20 {
                 let (status, output) = try await connectNearest(lab, client)
                 #expect(status == 0, "run \(run): \(output)")
@@ -217,6 +218,14 @@ struct BrokerLabTests {
                 // tie margin (at least 5 ms): then it is farther by the rule, and the measured one
                 // must be chosen (a first probe now and then waits that long on a loaded machine).
                 let exceeded = (connected?["candidates"] as? [[String: Any]] ?? []).compactMap { $0["rttExceedsMs"] as? Double }
+                // Or not announced yet when gathering ended (its answer or resolution slowed by a
+                // loaded machine past the window): the broker decides on those it has, as designed
+                // for a verdict within 200 ms. Counted, and allowed in a few runs only.
+                if rtts.count == 1, exceeded.isEmpty, (connected?["candidates"] as? [[String: Any]])?.count == 1, let only = rtts.first {
+                    late += 1
+                    #expect(chosen == only.id, "run \(run): the one gathered: \(String(describing: connected))")
+                    continue
+                }
                 if rtts.count == 1, let only = rtts.first, let over = exceeded.first {
                     #expect(over >= only.rtt + max(only.rtt * 0.1, 1.0), "run \(run): given up too soon: \(String(describing: connected))")
                     #expect(chosen == only.id, "run \(run): the one that answered in time: \(String(describing: connected))")
@@ -235,6 +244,7 @@ struct BrokerLabTests {
                 }
             }
             #expect(tied >= 10, "only \(tied) of 20 runs measured the two equally near servers as a tie")
+            #expect(late <= 3, "in \(late) of 20 runs one of two equally near servers was not gathered in time")
         }
     }
 
