@@ -96,6 +96,16 @@ package struct CounterFeed<Counts>: Sendable {
     }
 }
 
+extension Counter {
+    /// Adds what a count grew by from `before` to `now` (nothing when it did not grow): a
+    /// counter that follows one field of a module's statistics, written out where a
+    /// ``CounterFeed``'s closure per counter would cost too much (a path taken per packet).
+    @inline(__always)
+    package func add(_ now: Int, since before: Int) {
+        if now > before { increment(by: now - before) }
+    }
+}
+
 extension Timer {
     /// Records a duration (negative ones as zero).
     package func record(_ duration: Duration) {
