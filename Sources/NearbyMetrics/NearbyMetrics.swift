@@ -60,7 +60,9 @@ package struct MetricDescription: Sendable, Hashable {
 /// Counters that follow counts a module keeps anyway (its statistics): each ``record(_:)`` adds
 /// to every counter what its count grew by since the last call. The module counts as it always
 /// did; the feed only publishes. A count that goes down (a value made anew) is taken as the new
-/// starting point.
+/// starting point. Each record calls one closure per counter (about 1 µs for 30 counters over a
+/// large statistics value): for a path taken per packet, write the fields out with
+/// `Counter.add(_:since:)` instead.
 package struct CounterFeed<Counts>: Sendable {
     private struct Source: Sendable {
         let counter: Counter
