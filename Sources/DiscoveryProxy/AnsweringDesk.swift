@@ -34,6 +34,14 @@ final class AnsweringDesk: Sendable {
         var nextRequest: UInt64 = 1
         /// The machine's statistics as metrics, published after each call into it.
         var metrics: ProxyMetrics.Answering
+
+        /// Publishes the machine's counts. What the metrics take is read out first: passing the
+        /// machine itself beside its sibling `metrics` would copy the whole machine (its
+        /// dictionaries retained and released) on every question.
+        mutating func publish() {
+            let (statistics, asked) = (machine.statistics, machine.linkQuestionCount)
+            metrics.record(statistics, linkQuestions: asked)
+        }
     }
 
     private let state: Locked<State>
@@ -76,7 +84,7 @@ final class AnsweringDesk: Sendable {
     func act<Result>(_ body: (inout ProxyStateMachine) -> (Result, [ProxyStateMachine.Action])) -> Result {
         let (result, deliveries) = state.withLockedValue { state -> (Result, [Delivery]) in
             let (result, actions) = body(&state.machine)
-            state.metrics.record(state.machine)
+            state.publish()
             return (result, route(actions, in: &state))
         }
         deliver(deliveries)
@@ -113,7 +121,7 @@ final class AnsweringDesk: Sendable {
                 }
             }
             if reply == nil, !dropped { state.paths[id] = (path, now) }
-            state.metrics.record(state.machine)
+            state.publish()
             return ((reply, dropped), route(others, in: &state))
         }
         deliver(deliveries)

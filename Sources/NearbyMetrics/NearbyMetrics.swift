@@ -60,7 +60,9 @@ package struct MetricDescription: Sendable, Hashable {
 /// Counters that follow counts a module keeps anyway (its statistics): each ``record(_:)`` adds
 /// to every counter what its count grew by since the last call. The module counts as it always
 /// did; the feed only publishes. A count that goes down (a value made anew) is taken as the new
-/// starting point.
+/// starting point. Each record calls one closure per counter (about 1 µs for 30 counters over a
+/// large statistics value): for a path taken per packet, write the fields out with
+/// `Counter.add(_:since:)` instead.
 package struct CounterFeed<Counts>: Sendable {
     private struct Source: Sendable {
         let counter: Counter
@@ -93,6 +95,16 @@ package struct CounterFeed<Counts>: Sendable {
             if value > before { sources[index].counter.increment(by: value - before) }
             last[index] = value
         }
+    }
+}
+
+extension Counter {
+    /// Adds what a count grew by from `before` to `now` (nothing when it did not grow): a
+    /// counter that follows one field of a module's statistics, written out where a
+    /// ``CounterFeed``'s closure per counter would cost too much (a path taken per packet).
+    @inline(__always)
+    package func add(_ now: Int, since before: Int) {
+        if now > before { increment(by: now - before) }
     }
 }
 
