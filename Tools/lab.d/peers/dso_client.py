@@ -91,7 +91,18 @@ def main():
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    sock = context.wrap_socket(socket.create_connection((server, port), timeout=5))
+    # The test may start this client beside the proxy: until the proxy listens, the port refuses
+    # the connection, so try again for up to 10 s (0.1 s apart) before giving up.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            raw = socket.create_connection((server, port), timeout=5)
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    sock = context.wrap_socket(raw)
     # Keepalive: our inactivity timeout and interval (ms); a client's values are advice only.
     sock.sendall(message(1, [(KEEPALIVE, struct.pack("!II", 15000, 15000))]))
     qname = dns.name.from_text(name).to_wire()
